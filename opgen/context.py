@@ -1,0 +1,254 @@
+"""Everything the templates print, computed from a :class:`~opgen.spec.Spec` in one place.
+
+Templates stay plain Jinja: loops and ``{{ }}`` over the values built here. All naming (C++
+identifiers, Paddle input names, Python signatures) and all code emission (functor bodies, numpy
+references, attr literals) happens in this module, so a naming rule is changed once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from .expr import Emitted
+from .spec import AttrSpec, Spec
+
+CPP_DTYPES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "paddle::float16",
+    "bfloat16": "paddle::bfloat16",
+}
+_CPP_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int64_t", "float": "float",
+                   "str": "std::string"}
+_PY_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int", "float": "float", "str": "str"}
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    type: str                # spec type: bool, int, int64, float, str
+    cpp_type: str            # C++ parameter type of the kernel functions
+    cpp_param: str           # e.g. "float threshold" or "const std::string& mode"
+    paddle_decl: str         # e.g. "threshold: float", for PD_BUILD_OP(...).Attrs
+    py_type: str
+    py_default: str          # Python literal of the default
+    py_other: str            # Python literal of a non-default value the tests also run
+    member_type: str         # the functor member's type: MT for numbers, bool for bools
+
+
+@dataclass(frozen=True)
+class Functor:
+    """One functor: the C++ struct holding an op's math, and how it is called."""
+
+    struct: str                  # Forward or Backward, inside the op's namespace
+    attrs: list[Attr]            # attrs the math reads, in spec order: members and ctor args
+    constructor: str             # the explicit constructor taking those attrs
+    params: list[str]            # operator() parameters, inputs by value then outputs by ref
+    call_args: str               # arguments of the launcher call: {inputs}, attrs...
+    lines: list[tuple[str, str, str]]  # (target, C++ expression, spec source) per output
+    numpy_lines: list[tuple[str, str]]  # (target, numpy expression)
+
+
+@dataclass(frozen=True)
+class GradOp:
+    inputs: list[str]            # names the grad kernel takes, in order
+    paddle_inputs: list[str]     # as PD_BUILD_GRAD_OP writes them
+    params: list[str]            # C++ kernel parameters
+    functor: Functor | None      # None: the backward stub
+    reads_outputs: bool          # the backward expressions use forward outputs
+
+
+@dataclass(frozen=True)
+class Signatures:
+    forward: str
+    forward_cuda: str
+    backward: str
+    backward_cuda: str
+    infer_shape: str
+    infer_dtype: str
+
+
+@dataclass(frozen=True)
+class Context:
+    """The template context of one op."""
+
+    opgen_version: str
+    spec_file: str               # the spec's file name, relative to the op folder
+    name: str
+    op_name: str
+    camel: str                   # CamelCase of name, prefix of every C++ symbol
+    summary: str
+    inputs: list[str]
+    outputs: list[str]
+    grad_inputs: list[str]       # grad_<input>: what the backward computes
+    grad_outputs: list[str]      # grad_<output>: what the backward receives
+    attrs: list[Attr]
+    dtypes: list[str]
+    cpp_dtypes: list[str]
+    forward: Functor
+    backward: GradOp
+    signatures: Signatures       # the C++ functions' heads, wrapped to 100 columns
+    py_params: str               # the Python wrapper's parameters
+    attr_args: list[str]         # attr names, to forward them to the CUDA entry point
+    domain: dict[str, tuple[float, float]]
+    numpy_helpers: list[str]     # helper definitions the numpy reference needs (e.g. erf)
+    library: str                 # the compiled extension module: <name>_lib
+    baseline: str | None
+
+
+
+def camel_case(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_") if part) or "Op"
+
+
+def _py_literal(value: object) -> str:
+    return repr(value)
+
+
+def _other_value(attr: AttrSpec) -> object:
+    """A value different from the default that exercises the attr in the generated tests."""
+    value = attr.default
+    if attr.type == "bool":
+        return not value
+    if attr.type in ("int", "int64"):
+        return int(value) + 1  # type: ignore[call-overload]
+    if attr.type == "float":
+        return float(value) / 2 if value else 0.5  # type: ignore[arg-type]
+    return value
+
+
+def _attr(name: str, spec: AttrSpec) -> Attr:
+    cpp_type = _CPP_ATTR_TYPES[spec.type]
+    cpp_param = f"const {cpp_type}& {name}" if spec.type == "str" else f"{cpp_type} {name}"
+    return Attr(
+        name=name,
+        type=spec.type,
+        cpp_type=cpp_type,
+        cpp_param=cpp_param,
+        paddle_decl=f"{name}: {cpp_type}",
+        py_type=_PY_ATTR_TYPES[spec.type],
+        py_default=_py_literal(spec.default),
+        py_other=_py_literal(_other_value(spec)),
+        member_type="bool" if spec.type == "bool" else "MT",
+    )
+
+
+def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
+              width: int = 100) -> str:
+    """``head(arg, ...)tail`` within ``width`` columns, continuation lines aligned after the
+    parenthesis (or, when even that overflows, indented four spaces), as clang-format would."""
+    one_line = f"{head}({', '.join(args)}){tail}"
+    if indent + len(one_line) <= width or not args:
+        return one_line
+    lines, current = [], f"{head}("
+    align = indent + len(current)
+    if align + max(len(a) for a in args) + 2 > width:
+        align = indent + 4
+        lines.append(current)
+        current = " " * 4
+    for i, arg in enumerate(args):
+        piece = arg + (", " if i < len(args) - 1 else f"){tail}")
+        if current.strip() and len(current.rstrip()) + len(piece.rstrip()) + indent > width:
+            lines.append(current.rstrip())
+            current = " " * (align - indent)
+        current += piece
+    lines.append(current)
+    return "\n".join(lines)
+
+
+def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
+             args: list[str], out_names: dict[str, str], attrs: list[Attr]) -> Functor:
+    used = set().union(*(e.names for e in emitted.values()))
+    members = [a for a in attrs if a.name in used]
+    inits = [f"{a.name}(static_cast<MT>({a.name}))" if a.member_type == "MT" else
+             f"{a.name}({a.name})" for a in members]
+    constructor = wrap_call(struct, [a.cpp_param for a in members], indent=11)
+    constructor += "\n      : " + ", ".join(inits) + " {}"
+    return Functor(
+        struct=struct,
+        attrs=members,
+        constructor=constructor,
+        call_args=", ".join(["{" + ", ".join(args) + "}"] + [a.name for a in members]),
+        params=[f"MT {a}" for a in args] + [f"MT& {out_names[t]}" for t in emitted],
+        lines=[(out_names[t], e.cpp, " ".join(sources[t].split())) for t, e in emitted.items()],
+        numpy_lines=[(out_names[t], e.numpy) for t, e in emitted.items()],
+    )
+
+
+def build_context(spec: Spec) -> Context:
+    """Compute every name and code fragment the op's templates need."""
+    m = spec.model
+    camel = camel_case(m.name)
+    attrs = [_attr(n, a) for n, a in m.attrs.items()]
+    forward = _functor("Forward", spec.forward, m.forward, m.inputs,
+                       {o: o for o in m.outputs}, attrs)
+
+    if spec.backward is not None and m.backward is not None:
+        used = set().union(*(e.names for e in spec.backward.values()))
+        grad_inputs = [n for n in m.inputs if n in used] + [n for n in m.outputs if n in used]
+        grad_inputs += [f"grad_{n}" for n in m.outputs if f"grad_{n}" in used]
+        if not grad_inputs:  # constant gradients still need a tensor to take the shape from
+            grad_inputs = [f"grad_{m.outputs[0]}"]
+        functor: Functor | None = _functor(
+            "Backward", spec.backward, m.backward, grad_inputs,
+            {i: f"grad_{i}" for i in m.inputs}, attrs)
+    else:
+        grad_inputs = [f"grad_{n}" for n in m.outputs]
+        functor = None
+    backward = GradOp(
+        inputs=grad_inputs,
+        paddle_inputs=[f'paddle::Grad("{n[5:]}")' if n.startswith("grad_") and n[5:] in m.outputs
+                       else f'"{n}"' for n in grad_inputs],
+        params=[f"const paddle::Tensor& {n}" for n in grad_inputs] + [a.cpp_param for a in attrs],
+        functor=functor,
+        reads_outputs=any(n in m.outputs for n in grad_inputs),
+    )
+    functions = set().union(*(e.functions for e in spec.forward.values()))
+    if spec.backward:
+        functions |= set().union(*(e.functions for e in spec.backward.values()))
+    helpers = []
+    if "erf" in functions:
+        helpers.append("_erf = np.vectorize(math.erf, otypes=[np.float64])")
+
+    return Context(
+        opgen_version=__version__,
+        spec_file=Path(spec.path).name,
+        name=m.name,
+        op_name=spec.op_name,
+        camel=camel,
+        summary=m.summary.strip() or f"The {m.name} custom op.",
+        inputs=list(m.inputs),
+        outputs=list(m.outputs),
+        grad_inputs=[f"grad_{n}" for n in m.inputs],
+        grad_outputs=[f"grad_{n}" for n in m.outputs],
+        attrs=attrs,
+        dtypes=list(m.dtypes),
+        cpp_dtypes=[CPP_DTYPES[d] for d in m.dtypes],
+        forward=forward,
+        backward=backward,
+        signatures=_signatures(camel, m.inputs, attrs, backward),
+        py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
+                            [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
+        attr_args=[a.name for a in attrs],
+        domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
+        numpy_helpers=helpers,
+        library=f"{m.name}_lib",
+        baseline=m.baseline,
+    )
+
+
+def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: GradOp) -> Signatures:
+    vec = "std::vector<paddle::Tensor>"
+    forward = [f"const paddle::Tensor& {n}" for n in inputs] + [a.cpp_param for a in attrs]
+    return Signatures(
+        forward=wrap_call(f"{vec} {camel}Forward", forward),
+        forward_cuda=wrap_call(f"{vec} {camel}ForwardCUDA", forward),
+        backward=wrap_call(f"{vec} {camel}Backward", backward.params),
+        backward_cuda=wrap_call(f"{vec} {camel}BackwardCUDA", backward.params),
+        infer_shape=wrap_call(f"std::vector<std::vector<int64_t>> {camel}InferShape",
+                              [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
+        infer_dtype=wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
+                              [f"const paddle::DataType& {n}_dtype" for n in inputs]),
+    )

@@ -1,0 +1,54 @@
+"""The one error hierarchy of opgen.
+
+Every failure a user can cause or fix is an :class:`OpgenError`. The CLI prints it as a single
+``error: ...`` line and exits with its ``exit_code``; nothing else ever reaches the user as a
+traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class OpgenError(Exception):
+    """Base class: a problem the user can act on. ``str(err)`` is the whole message."""
+
+    exit_code = 1
+
+
+class UsageError(OpgenError):
+    """Raised for a wrong command-line argument or an impossible request (exit code 2)."""
+
+    exit_code = 2
+
+
+class SpecError(OpgenError):
+    """Raised when an op spec is malformed; carries the file and line it points at (exit code 2)."""
+
+    exit_code = 2
+
+    def __init__(self, path: Path | str, line: int, message: str) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.message = message
+        super().__init__(f"{self.path}:{line}: {message}")
+
+
+class TemplateError(OpgenError):
+    """Raised when a template fails to render: a bug in opgen or in a user's template."""
+
+
+class WriteError(OpgenError):
+    """Raised when generated files cannot be written, or would overwrite something they must not."""
+
+
+class ToolchainError(OpgenError):
+    """Raised when Paddle, a compiler or the CUDA toolkit needed for a build is missing."""
+
+
+class BuildError(OpgenError):
+    """Raised when compiling an op fails; the message holds the first compiler error."""
+
+
+class DriftError(OpgenError):
+    """Raised by ``generate --check`` when generated files differ from what is on disk."""

@@ -1,0 +1,374 @@
+"""The spec's expression language: Python syntax, checked with ``ast``, emitted as C++ and numpy.
+
+An expression is elementwise math over named values. Every value has one of two types: ``num``
+(computed in the op's math type: float for float32/float16/bfloat16, double for float64) or
+``bool`` (a comparison, a bool attr, or ``&``, ``|``, ``~`` of those). The checker rejects anything
+outside the language with a message naming the offending construct and its column.
+
+The same tree is emitted twice: as C++ for the functors shared by the CPU and CUDA kernels, and as
+numpy for the float64 reference that the generated tests compare against.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Type = Literal["num", "bool", "str"]
+
+
+class ExprError(Exception):
+    """An expression is not in the language.
+
+    ``message`` says what is wrong, ``hint`` (possibly empty) what to write instead or which names
+    exist, and ``col`` is the 0-based column of the culprit. ``str(err)`` joins message and hint.
+    """
+
+    def __init__(self, message: str, col: int = 0, hint: str = "") -> None:
+        super().__init__(f"{message}; {hint}" if hint else message)
+        self.message = message
+        self.col = col
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Function:
+    """One function of the language: its arity, argument types and both emissions."""
+
+    args: tuple[Type, ...]
+    cpp: str
+    numpy: str
+    result: Type = "num"
+
+
+def _unary(cpp: str, numpy: str) -> Function:
+    return Function(("num",), f"opgen::{cpp}({{0}})", numpy)
+
+
+FUNCTIONS: dict[str, Function] = {
+    "abs": _unary("abs", "np.abs({0})"),
+    "min": Function(("num", "num"), "opgen::min({0}, {1})", "np.minimum({0}, {1})"),
+    "max": Function(("num", "num"), "opgen::max({0}, {1})", "np.maximum({0}, {1})"),
+    "where": Function(("bool", "num", "num"), "opgen::where({0}, {1}, {2})",
+                      "np.where({0}, {1}, {2})"),
+    "exp": _unary("exp", "np.exp({0})"),
+    "log": _unary("log", "np.log({0})"),
+    "log1p": _unary("log1p", "np.log1p({0})"),
+    "expm1": _unary("expm1", "np.expm1({0})"),
+    "sqrt": _unary("sqrt", "np.sqrt({0})"),
+    "rsqrt": _unary("rsqrt", "1.0 / np.sqrt({0})"),
+    "tanh": _unary("tanh", "np.tanh({0})"),
+    "sigmoid": _unary("sigmoid", "1.0 / (1.0 + np.exp(-({0})))"),
+    "erf": _unary("erf", "_erf({0})"),
+    "sin": _unary("sin", "np.sin({0})"),
+    "cos": _unary("cos", "np.cos({0})"),
+    "pow": Function(("num", "num"), "opgen::pow({0}, {1})", "np.power({0}, {1})"),
+    "floor": _unary("floor", "np.floor({0})"),
+    "ceil": _unary("ceil", "np.ceil({0})"),
+}
+
+# Precedence of the emitted C++ (and of Python for the numpy text, which agrees on these levels).
+_OR, _AND, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 4, 5, 6, 7, 9
+
+_BINOPS: dict[type[ast.operator], tuple[str, int]] = {
+    ast.Add: ("+", _ADD),
+    ast.Sub: ("-", _ADD),
+    ast.Mult: ("*", _MUL),
+    ast.Div: ("/", _MUL),
+}
+_CMPOPS: dict[type[ast.cmpop], str] = {
+    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+}
+# Python constructs outside the language: (what is not allowed, what to write instead).
+_FORBIDDEN: dict[type[ast.AST], tuple[str, str]] = {
+    ast.Attribute: ("attribute access is not allowed", ""),
+    ast.Subscript: ("subscripts are not allowed", "expressions work elementwise on whole tensors"),
+    ast.Lambda: ("lambdas are not allowed", ""),
+    ast.BoolOp: ("'and' and 'or' are not allowed", "combine conditions with & and |, "
+                 "as in (a > 0) & (a < b)"),
+    ast.IfExp: ("'a if cond else b' is not allowed", "use where(cond, a, b)"),
+    ast.NamedExpr: ("assignments (:=) are not allowed", ""),
+    ast.ListComp: ("comprehensions are not allowed", ""),
+    ast.GeneratorExp: ("comprehensions are not allowed", ""),
+    ast.SetComp: ("comprehensions are not allowed", ""),
+    ast.DictComp: ("comprehensions are not allowed", ""),
+    ast.List: ("lists are not allowed", ""),
+    ast.Tuple: ("tuples are not allowed", "an expression computes one value"),
+    ast.Dict: ("dicts are not allowed", ""),
+    ast.Set: ("sets are not allowed", ""),
+    ast.Starred: ("starred arguments are not allowed", ""),
+    ast.JoinedStr: ("strings are not allowed", "expressions compute numbers"),
+    ast.Await: ("'await' is not allowed", ""),
+    ast.Yield: ("'yield' is not allowed", ""),
+    ast.YieldFrom: ("'yield' is not allowed", ""),
+}
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """One checked expression: its type, both emissions, and the names it reads."""
+
+    type: Type
+    cpp: str
+    numpy: str
+    names: frozenset[str] = field(default_factory=frozenset)
+    functions: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class _Node:
+    type: Type
+    cpp: str
+    cpp_prec: int
+    numpy: str
+    numpy_prec: int
+
+
+def compile_expr(source: str, symbols: Mapping[str, Type], *,
+                 unavailable: Mapping[str, str] | None = None) -> Emitted:
+    """Check ``source`` against ``symbols`` (name -> type) and emit it as C++ and numpy.
+
+    ``unavailable`` maps names that exist elsewhere in the spec but not here (a gradient in the
+    forward, say) to a hint saying why, for a better message than "unknown name". An expression may
+    span lines (a YAML block scalar): line breaks count as spaces.
+
+    Raises :class:`ExprError` for a syntax error, a construct outside the language, an unknown
+    name or function, a wrong arity or a type mismatch.
+    """
+    if not isinstance(source, str) or not source.strip():
+        raise ExprError("empty expression")
+    text = " ".join(source.split())
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        col = max((exc.offset or 1) - 1, 0)
+        raise ExprError(f"invalid syntax: {exc.msg}", col) from None
+    compiler = _Compiler(symbols, unavailable or {})
+    node = compiler.visit(tree.body)
+    return Emitted(node.type, node.cpp, node.numpy, frozenset(compiler.names),
+                   frozenset(compiler.functions))
+
+
+class _Compiler:
+    def __init__(self, symbols: Mapping[str, Type], unavailable: Mapping[str, str]) -> None:
+        self.symbols = symbols
+        self.unavailable = unavailable
+        self.names: set[str] = set()
+        self.functions: set[str] = set()
+
+    def visit(self, node: ast.AST) -> _Node:
+        method = getattr(self, f"_visit_{type(node).__name__}", None)
+        if method is None:
+            message, hint = _FORBIDDEN.get(
+                type(node), (f"'{type(node).__name__}' expressions are not allowed", ""))
+            raise ExprError(message, _col(node), hint)
+        return method(node)
+
+    # -- leaves -------------------------------------------------------------------------------
+    def _visit_Constant(self, node: ast.Constant) -> _Node:
+        value = node.value
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+            return _Node("bool", text, _ATOM, repr(value), _ATOM)
+        if isinstance(value, (int, float)):
+            return _number(value, node)
+        if isinstance(value, str):
+            raise ExprError(f"string literal {value!r} is not allowed", _col(node),
+                            "expressions compute numbers")
+        raise ExprError(f"literal {value!r} is not allowed", _col(node),
+                        "only real numbers and True/False are")
+
+    def _visit_Name(self, node: ast.Name) -> _Node:
+        name = node.id
+        if name not in self.symbols:
+            if name in self.unavailable:
+                hint = self.unavailable[name]
+            elif name in FUNCTIONS:
+                hint = f"{name} is a function: call it, as in {name}(...)"
+            else:
+                hint = "known names: " + (", ".join(sorted(self.symbols)) or "none")
+            raise ExprError(f"unknown name '{name}'", _col(node), hint)
+        kind = self.symbols[name]
+        if kind == "str":
+            raise ExprError(f"str attr '{name}' cannot be used in an expression", _col(node),
+                            "expressions compute numbers")
+        self.names.add(name)
+        return _Node(kind, name, _ATOM, name, _ATOM)
+
+    # -- operators ----------------------------------------------------------------------------
+    def _visit_UnaryOp(self, node: ast.UnaryOp) -> _Node:
+        if isinstance(node.op, ast.Not):
+            raise ExprError("'not' is not allowed", _col(node), "negate a condition with ~")
+        operand = self.visit(node.operand)
+        if isinstance(node.op, ast.USub):
+            self._expect(operand, "num", node.operand, "unary '-'")
+            if isinstance(node.operand, ast.Constant):  # a negative literal, not a negation
+                return _number(-node.operand.value, node)
+            # Parentheses also keep "- -x" from reading as C++'s decrement operator.
+            needed = _ATOM if operand.cpp.startswith("-") else _UNARY
+            return _Node("num", f"-{_wrap(operand.cpp, operand.cpp_prec, needed)}", _UNARY,
+                         f"-{_wrap(operand.numpy, operand.numpy_prec, needed)}", _UNARY)
+        if isinstance(node.op, ast.UAdd):
+            self._expect(operand, "num", node.operand, "unary '+'")
+            return operand
+        self._expect(operand, "bool", node.operand, "'~'")
+        return _Node("bool", f"!{_wrap(operand.cpp, operand.cpp_prec, _UNARY)}", _UNARY,
+                     f"np.logical_not({operand.numpy})", _ATOM)
+
+    def _visit_BinOp(self, node: ast.BinOp) -> _Node:
+        op = type(node.op)
+        if op not in _BINOPS and op not in (ast.BitAnd, ast.BitOr, ast.Pow):
+            sym = _OPERATOR_NAMES.get(op, op.__name__)
+            raise ExprError(f"operator {sym} is not allowed", _col(node),
+                            _OPERATOR_HINTS.get(op, ""))
+        left, right = self.visit(node.left), self.visit(node.right)
+        if op in (ast.BitAnd, ast.BitOr):
+            sym = "&" if op is ast.BitAnd else "|"
+            self._expect(left, "bool", node.left, f"'{sym}'")
+            self._expect(right, "bool", node.right, f"'{sym}'")
+            cpp_op, prec = ("&&", _AND) if op is ast.BitAnd else ("||", _OR)
+            np_fn = "np.logical_and" if op is ast.BitAnd else "np.logical_or"
+            cpp = f"{_wrap(left.cpp, left.cpp_prec, prec)} {cpp_op} " \
+                  f"{_wrap(right.cpp, right.cpp_prec, prec + 1)}"
+            return _Node("bool", cpp, prec, f"{np_fn}({left.numpy}, {right.numpy})", _ATOM)
+        if op is ast.Pow:
+            self._expect(left, "num", node.left, "'**'")
+            self._expect(right, "num", node.right, "'**'")
+            self.functions.add("pow")
+            return _Node("num", f"opgen::pow({left.cpp}, {right.cpp})", _ATOM,
+                         f"np.power({left.numpy}, {right.numpy})", _ATOM)
+        sym, prec = _BINOPS[op]
+        self._expect(left, "num", node.left, f"'{sym}'")
+        self._expect(right, "num", node.right, f"'{sym}'")
+        # The right operand keeps its own parentheses at equal precedence: a - (b - c), and
+        # a + (b + c) stays as written, since float addition is not associative.
+        cpp = f"{_wrap(left.cpp, left.cpp_prec, prec)} {sym} " \
+              f"{_wrap(right.cpp, right.cpp_prec, prec + 1)}"
+        numpy = f"{_wrap(left.numpy, left.numpy_prec, prec)} {sym} " \
+                f"{_wrap(right.numpy, right.numpy_prec, prec + 1)}"
+        return _Node("num", cpp, prec, numpy, prec)
+
+    def _visit_Compare(self, node: ast.Compare) -> _Node:
+        for op in node.ops:
+            if type(op) not in _CMPOPS:
+                sym, hint = _COMPARISON_NAMES[type(op)]
+                raise ExprError(f"'{sym}' is not allowed", _col(node), hint)
+        operands = [node.left, *node.comparators]
+        values = [self.visit(o) for o in operands]
+        parts_cpp, parts_np = [], []
+        for i, op in enumerate(node.ops):
+            sym = _CMPOPS[type(op)]
+            lhs, rhs = values[i], values[i + 1]
+            self._expect(lhs, "num", operands[i], f"'{sym}'")
+            self._expect(rhs, "num", operands[i + 1], f"'{sym}'")
+            parts_cpp.append(f"{_wrap(lhs.cpp, lhs.cpp_prec, _CMP + 1)} {sym} "
+                             f"{_wrap(rhs.cpp, rhs.cpp_prec, _CMP + 1)}")
+            parts_np.append(f"{_wrap(lhs.numpy, lhs.numpy_prec, _CMP + 1)} {sym} "
+                            f"{_wrap(rhs.numpy, rhs.numpy_prec, _CMP + 1)}")
+        if len(parts_cpp) == 1:
+            return _Node("bool", parts_cpp[0], _CMP, parts_np[0], _CMP)
+        # A chain a < b < c means (a < b) & (b < c), as in Python.
+        cpp = " && ".join(f"({p})" for p in parts_cpp)
+        numpy = "np.logical_and.reduce([" + ", ".join(parts_np) + "])"
+        return _Node("bool", cpp, _AND, numpy, _ATOM)
+
+    def _visit_Call(self, node: ast.Call) -> _Node:
+        name = self._function_name(node.func)
+        if node.keywords:
+            raise ExprError(f"{name}() takes no keyword arguments", _col(node.keywords[0].value),
+                            "pass arguments by position")
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                raise ExprError("starred arguments are not allowed", _col(arg))
+        fn = FUNCTIONS[name]
+        if len(node.args) != len(fn.args):
+            want = len(fn.args)
+            raise ExprError(f"{name}() takes {want} argument{'s' if want != 1 else ''}, "
+                            f"got {len(node.args)}", _col(node), f"{name}({_signature(fn)})")
+        args = [self.visit(a) for a in node.args]
+        for i, (arg, want_type, arg_node) in enumerate(zip(args, fn.args, node.args, strict=True)):
+            self._expect(arg, want_type, arg_node, f"argument {i + 1} of {name}()")
+        self.functions.add(name)
+        cpp = fn.cpp.format(*(a.cpp for a in args))
+        numpy = fn.numpy.format(*(a.numpy for a in args))
+        return _Node(fn.result, cpp, _ATOM, numpy, _ATOM)
+
+    def _function_name(self, func: ast.expr) -> str:
+        """The called function's name, or the reason this call is outside the language."""
+        functions = "functions: " + ", ".join(sorted(FUNCTIONS))
+        if isinstance(func, ast.Name):
+            if func.id in FUNCTIONS:
+                return func.id
+            if func.id in self.symbols or func.id in self.unavailable:
+                raise ExprError(f"'{func.id}' is not a function", _col(func), functions)
+            raise ExprError(f"unknown function '{func.id}'", _col(func), functions)
+        if isinstance(func, ast.Attribute):
+            hint = f"call {func.attr}(...) directly" if func.attr in FUNCTIONS else functions
+            raise ExprError("attribute access is not allowed", _col(func), hint)
+        if type(func) in _FORBIDDEN:
+            message, hint = _FORBIDDEN[type(func)]
+            raise ExprError(message, _col(func), hint)
+        raise ExprError("only the functions of the language can be called", _col(func), functions)
+
+    def _expect(self, value: _Node, want: Type, node: ast.AST, where: str) -> None:
+        if value.type == want:
+            return
+        if want == "num":
+            raise ExprError(f"{where} needs a number, got a condition", _col(node),
+                            "use where(cond, a, b) to turn a condition into a number")
+        hint = ""
+        if where in ("'&'", "'|'"):
+            # x > 0 & x < 1 parses as x > (0 & x) < 1: & and | bind tighter than comparisons.
+            hint = "& and | bind tighter than comparisons: write (a > 0) & (a < b)"
+        raise ExprError(f"{where} needs a condition (a comparison or a bool attr), got a number",
+                        _col(node), hint)
+
+
+_OPERATOR_NAMES = {
+    ast.Mod: "'%'", ast.FloorDiv: "'//'", ast.LShift: "'<<'", ast.RShift: "'>>'",
+    ast.BitXor: "'^'", ast.MatMult: "'@'",
+}
+_OPERATOR_HINTS = {
+    ast.FloorDiv: "use floor(a / b)",
+    ast.Mod: "use a - b * floor(a / b)",
+    ast.BitXor: "use ** for powers",
+}
+_COMPARISON_NAMES: dict[type[ast.cmpop], tuple[str, str]] = {
+    ast.Is: ("is", "compare numbers with =="),
+    ast.IsNot: ("is not", "compare numbers with !="),
+    ast.In: ("in", ""),
+    ast.NotIn: ("not in", ""),
+}
+
+
+def _signature(fn: Function) -> str:
+    return ", ".join("cond" if t == "bool" else "x" for t in fn.args)
+
+
+def _number(value: int | float, node: ast.AST) -> _Node:
+    """A numeric literal: an int stays exact in C++ where it fits an int, else it is a double."""
+    try:
+        as_float = float(value)
+    except OverflowError:
+        as_float = math.inf
+    if not math.isfinite(as_float):
+        raise ExprError(f"literal {value!r} is too large", _col(node), "it overflows to inf")
+    if isinstance(value, int) and _INT32_MIN <= value <= _INT32_MAX:
+        cpp = str(value)
+    else:
+        cpp = repr(as_float)
+    return _Node("num", f"MT({cpp})", _ATOM, repr(as_float), _ATOM)
+
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _wrap(text: str, prec: int, needed: int) -> str:
+    return f"({text})" if prec < needed else text
+
+
+def _col(node: ast.AST) -> int:
+    return getattr(node, "col_offset", 0)

@@ -1,0 +1,147 @@
+"""Naming rules: which identifiers a spec may use, and which op names Paddle already owns."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import keyword
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from .expr import FUNCTIONS
+
+IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
+
+_CPP_KEYWORDS_TEXT = """
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+co_return co_yield decltype default delete do double dynamic_cast else enum explicit export extern
+false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
+operator or or_eq private protected public register reinterpret_cast requires return short signed
+sizeof static static_assert static_cast struct switch template this thread_local throw true try
+typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq
+"""
+CPP_KEYWORDS = frozenset(_CPP_KEYWORDS_TEXT.split())
+
+# Names the generated C++ and Python use themselves; a spec name equal to one would shadow it.
+# The second group are the generated tests' own locals and helpers, which an input of that name
+# would overwrite.
+GENERATED_NAMES = frozenset({
+    "opgen", "paddle", "std", "np", "math", "pytest", "mt", "place", "stream", "numel", "dtype",
+    "self", "cls", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "size_t", "half", "nan",
+    "inf", "true", "false", "none", "null", "assert", "print", "len", "range", "input", "sum",
+    "float16", "bfloat16", "float32", "float64",
+    "ot", "rng", "shape", "device", "attrs", "outputs", "expected", "as_tuple",
+    "reference_forward", "reference_backward",
+})
+
+
+def identifier_problem(name: object, *, what: str) -> str | None:
+    """Why ``name`` cannot name a ``what`` (an input, output, attr or the op), or None if it can."""
+    if not isinstance(name, str):
+        return f"{what} name must be a string, got {name!r}"
+    if not name:
+        return f"{what} name is empty"
+    if not IDENTIFIER.match(name):
+        return f"{what} name '{name}' {_spelling_problem(name)}"
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return f"{what} name '{name}' is a Python keyword"
+    if name in CPP_KEYWORDS:
+        return f"{what} name '{name}' is a C++ keyword"
+    if name in FUNCTIONS:
+        return f"{what} name '{name}' is a function of the expression language"
+    if name in GENERATED_NAMES:
+        return f"{what} name '{name}' is reserved: the generated code uses it"
+    if name.startswith("grad_") and what != "op":
+        return f"{what} name '{name}' is reserved: 'grad_<output>' names the output gradients"
+    if name.endswith("_"):
+        return f"{what} name '{name}' must not end with '_'"
+    return None
+
+
+def _spelling_problem(name: str) -> str:
+    """What breaks the snake_case rule in ``name``, which does not match :data:`IDENTIFIER`."""
+    rule = "(snake_case: a lower-case letter, then a-z, 0-9 or _)"
+    if not ("a" <= name[0] <= "z"):
+        return f"must start with a lower-case letter {rule}"
+    if any("A" <= c <= "Z" for c in name):
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+        hint = f", e.g. '{snake}'" if IDENTIFIER.match(snake) else ""
+        return f"must be snake_case, without capitals{hint}"
+    bad = next(c for c in name if not ("a" <= c <= "z" or "0" <= c <= "9" or c == "_"))
+    return f"contains {bad!r}, which is not allowed {rule}"
+
+
+def op_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a registered op name, or None if it can.
+
+    Paddle pastes the op name into C++ identifiers and makes it a Python function of the loaded
+    module, so it must be a C identifier and no keyword of either language.
+    """
+    if not (name.isascii() and name.isidentifier()):
+        return f"op_name '{name}' is not a C identifier (letters, digits and _)"
+    if keyword.iskeyword(name) or name in CPP_KEYWORDS:
+        return f"op_name '{name}' is a keyword"
+    return None
+
+
+def paddle_version() -> str | None:
+    """The installed Paddle's version, read from package metadata (no import of paddle)."""
+    for dist in ("paddlepaddle", "paddlepaddle-gpu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "opgen"
+
+
+_LIST_OPS = """
+from paddle.base import core
+names = set(core.get_all_op_names())
+names.update(core._get_all_register_op_kernels("phi"))
+print("\\n".join(sorted(names)))
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def paddle_builtin_ops() -> frozenset[str]:
+    """Names of every op registered by the installed Paddle, from its own registry.
+
+    Read once per Paddle version (in a subprocess, so this process stays free of Paddle) and cached
+    under ``~/.cache/opgen``. Empty when Paddle is not installed: then nothing can clash.
+    """
+    version = paddle_version()
+    if version is None:
+        return frozenset()
+    cache = _cache_dir() / f"paddle-{version}-ops.txt"
+    if cache.is_file():
+        return frozenset(cache.read_text().split())
+    env = dict(os.environ, GLOG_minloglevel="3")
+    proc = subprocess.run([sys.executable, "-c", _LIST_OPS], capture_output=True, text=True,
+                          env=env, check=False)
+    if proc.returncode != 0:
+        return frozenset()
+    names = frozenset(proc.stdout.split())
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text("\n".join(sorted(names)) + "\n")
+    tmp.replace(cache)
+    return names
+
+
+def free_op_name(name: str, taken: frozenset[str]) -> str:
+    """A registered op name near ``name`` that ``taken`` holds neither as is nor with ``_grad``."""
+    candidate = name if name.startswith("custom_") else f"custom_{name}"
+    i = 2
+    while candidate in taken or f"{candidate}_grad" in taken:
+        candidate = f"custom_{name}_{i}"
+        i += 1
+    return candidate

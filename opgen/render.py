@@ -1,0 +1,95 @@
+"""Rendering: a spec's context through the op templates, into an in-memory :class:`Plan`.
+
+Nothing here touches the output folder; :mod:`opgen.writer` applies a plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import jinja2
+
+from .context import Context, build_context
+from .errors import TemplateError
+from .spec import Spec
+
+TEMPLATE_SUFFIX = ".jinja"
+
+
+def templates_root() -> Path:
+    """The ``templates/`` folder: beside the package in a checkout, inside it when installed."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "templates", here / "templates"):
+        if (candidate / "op").is_dir():
+            return candidate
+    raise TemplateError(f"opgen's templates are missing (looked beside {here})")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The files of one op, rendered: relative POSIX path -> bytes."""
+
+    files: dict[str, bytes]
+
+    def paths(self) -> list[str]:
+        return sorted(self.files)
+
+
+def _environment(root: Path) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _context_dict(context: Context) -> dict[str, object]:
+    return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
+
+
+def render_op(spec: Spec, template: str = "op") -> Plan:
+    """Render every file of the op described by ``spec``."""
+    root = templates_root()
+    env = _environment(root)
+    variables = _context_dict(build_context(spec))
+    base = root / template
+    files: dict[str, bytes] = {}
+    for source in sorted(p for p in base.rglob("*") if p.is_file()):
+        rel = source.relative_to(base).as_posix()
+        if "__pycache__" in rel:
+            continue
+        try:
+            out_rel = env.from_string(rel).render(variables)
+            if rel.endswith(TEMPLATE_SUFFIX):
+                out_rel = out_rel[: -len(TEMPLATE_SUFFIX)]
+                text = env.get_template(f"{template}/{rel}").render(variables)
+                data = _tidy(text).encode()
+            else:
+                data = source.read_bytes()  # copied verbatim: the shared runtime headers
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"template {template}/{rel}: {exc}") from None
+        _check_relative(out_rel, rel)
+        files[out_rel] = data
+    return Plan(files)
+
+
+def _tidy(text: str) -> str:
+    """Strip trailing spaces and collapse runs of blank lines that template control flow leaves."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    out: list[str] = []
+    for line in lines:
+        if line == "" and len(out) >= 2 and out[-1] == "" and out[-2] == "":
+            continue
+        out.append(line)
+    while out and out[-1] == "":
+        out.pop()
+    return "\n".join(out) + "\n"
+
+
+def _check_relative(path: str, template: str) -> None:
+    p = PurePosixPath(path)
+    if p.is_absolute() or ".." in p.parts or not path:
+        raise TemplateError(f"template {template} renders to {path!r}, outside the op folder")

@@ -1,0 +1,516 @@
+"""The op spec: YAML in, a validated :class:`Spec` out, or one :class:`SpecError` with file:line.
+
+Loading happens in three steps, each of which may fail with the line it points at:
+
+1. YAML is composed into nodes (syntax errors and duplicate keys carry PyYAML's marks);
+2. the data is validated by the pydantic model :class:`OpSpec` (unknown keys are rejected);
+3. names and expressions are checked together: identifiers, duplicates, the forward and backward
+   sections against inputs and outputs, every expression through :mod:`opgen.expr`, and the
+   registered op name against the installed Paddle's own ops.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import ErrorDetails
+
+from .errors import SpecError
+from .expr import Emitted, ExprError, Type, compile_expr
+from .names import free_op_name, identifier_problem, op_name_problem, paddle_builtin_ops
+
+DTYPES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16")
+DEFAULT_DOMAIN: tuple[float, float] = (-3.0, 3.0)
+INT32_RANGE = (-(2**31), 2**31 - 1)
+INT64_RANGE = (-(2**63), 2**63 - 1)
+FLOAT32_MAX = 3.4028234663852886e38  # float attrs reach the kernels as C++ float
+
+Path_ = tuple[str | int, ...]
+
+
+def _expression_text(value: Any) -> Any:
+    """Let a bare number stand for an expression (``out: 0``); everything else is checked later."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    return value
+
+
+def _interval(value: Any) -> Any:
+    """A domain is written as a two-item list ``[low, high]``."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"expected [low, high], got {_shown(value)}")
+    return value
+
+
+Expression = Annotated[StrictStr, BeforeValidator(_expression_text)]
+Interval = Annotated[tuple[StrictFloat, StrictFloat], BeforeValidator(_interval)]
+
+
+class AttrSpec(BaseModel):
+    """One attribute: a compile-time-constant argument of the op, with its default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["bool", "int", "int64", "float", "str"]
+    default: bool | int | float | str
+
+    @field_validator("default", mode="plain")
+    @classmethod
+    def _default_matches_type(cls, value: Any, info: ValidationInfo) -> bool | int | float | str:
+        kind = info.data.get("type")
+        if kind is None:  # the type itself is wrong; that is the error to report
+            return value  # type: ignore[no-any-return]
+        return _attr_default(value, kind)
+
+
+def _attr_default(value: Any, kind: str) -> bool | int | float | str:
+    """``value`` as the default of an attr of type ``kind``, or ValueError saying why it is not."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "bool" and isinstance(value, bool):
+        return value
+    if kind in ("int", "int64") and number and isinstance(value, int):
+        low, high = INT32_RANGE if kind == "int" else INT64_RANGE
+        if not low <= value <= high:
+            fits_int64 = INT64_RANGE[0] <= value <= INT64_RANGE[1]
+            advice = "; use type int64" if kind == "int" and fits_int64 else ""
+            raise ValueError(f"{value} does not fit in {kind} "
+                             f"({32 if kind == 'int' else 64}-bit){advice}")
+        return value
+    if kind == "float" and number:
+        if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+            raise ValueError(f"{_shown(value)} is not a finite 32-bit float")
+        return float(value)
+    if kind == "str" and isinstance(value, str):
+        return value
+    article = "an" if kind in ("int", "int64") else "a"
+    hint = ""
+    if kind != "str" and isinstance(value, str):
+        hint = " (remove the quotes)" if _parses_as(value, kind) else ""
+    elif kind == "bool" and number:
+        hint = " (write true or false)"
+    elif kind == "str" and value is not None and not isinstance(value, (list, dict)):
+        hint = " (quote it)"
+    raise ValueError(f"{_shown(value)} is not {article} {kind}{hint}")
+
+
+def _parses_as(text: str, kind: str) -> bool:
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    if kind == "bool":
+        return isinstance(loaded, bool)
+    return isinstance(loaded, (int, float)) and not isinstance(loaded, bool)
+
+
+class OpSpec(BaseModel):
+    """Version 1 of the spec format, exactly as written in YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    name: StrictStr
+    op_name: StrictStr | None = None
+    kind: Literal["elementwise"]
+    summary: StrictStr = ""
+    inputs: list[StrictStr] = Field(min_length=1)
+    outputs: list[StrictStr] = Field(min_length=1)
+    attrs: dict[StrictStr, AttrSpec] = Field(default_factory=dict)
+    dtypes: list[Literal["float32", "float64", "float16", "bfloat16"]] = Field(
+        default_factory=lambda: list(DTYPES), min_length=1)
+    domain: dict[StrictStr, Interval] = Field(default_factory=dict)
+    forward: dict[StrictStr, Expression] = Field(min_length=1)
+    backward: dict[StrictStr, Expression] | None = None
+    baseline: StrictStr | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A loaded, fully checked spec, with its expressions compiled."""
+
+    path: Path
+    model: OpSpec
+    forward: dict[str, Emitted]
+    backward: dict[str, Emitted] | None
+    lines: dict[Path_, int]
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def op_name(self) -> str:
+        return self.model.op_name or f"custom_{self.model.name}"
+
+    def line(self, *path: str | int) -> int:
+        """The 1-based line of the YAML entry at ``path`` (or of its closest parent)."""
+        return _line_of(self.lines, path)
+
+
+def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
+    """Read, validate and compile the spec at ``path``; raise :class:`SpecError` if it is wrong."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(path, 1, "no such spec file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(path, 1, f"cannot read spec: {exc}") from None
+    return loads(text, path, check_builtins=check_builtins)
+
+
+def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True) -> Spec:
+    """Like :func:`load`, for spec text that claims to come from ``path``."""
+    path = Path(path)
+    data, lines = _parse_yaml(text, path)
+    if not isinstance(data, dict):
+        raise SpecError(path, lines.get((), 1),
+                        "a spec is a YAML mapping (name: ..., inputs: ..., forward: ...)")
+    try:
+        model = OpSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _first_validation_error(exc, path, lines) from None
+    return _check(model, path, lines, check_builtins=check_builtins)
+
+
+# -- step 1: YAML with line numbers -------------------------------------------------------------
+
+def _parse_yaml(text: str, path: Path) -> tuple[Any, dict[Path_, int]]:
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:  # raised on an unprintable character, before parsing
+        line = text[:exc.position].count("\n") + 1
+        raise SpecError(path, line, f"invalid YAML: character {exc.character!r} is not "
+                        "allowed") from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise SpecError(path, 1, "the spec is empty")
+        lines: dict[Path_, int] = {}
+        _record_lines(node, (), lines, path)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        line, message = _yaml_problem(exc)
+        raise SpecError(path, line, f"invalid YAML: {message}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(path, 1, f"invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+    return data, lines
+
+
+# PyYAML problems, reworded for someone who writes YAML rather than parses it.
+_YAML_PROBLEMS: dict[str, str] = {
+    "expected <block end>": "bad indentation: this line does not line up with the lines above",
+    "mapping values are not allowed here": "unexpected ':' (quote a value that contains ': ', "
+                                           "or check the indentation)",
+    "sequence entries are not allowed here": "unexpected '- ' (quote a value that starts with "
+                                             "'-', or check the indentation)",
+    "found character '\\t' that cannot start any token": "a tab character: indent with spaces",
+    "but found another document": "a spec is one YAML document; found a second one",
+}
+
+# Errors whose cause is where something was opened, not where PyYAML gave up looking for its end.
+_OPENED = {
+    "while parsing a flow sequence": "'['",
+    "while parsing a flow mapping": "'{'",
+    "while scanning a quoted scalar": "quote",
+}
+
+
+def _yaml_problem(exc: yaml.MarkedYAMLError) -> tuple[int, str]:
+    """The 1-based line a YAML error points at, and what to tell the user."""
+    problem = exc.problem or exc.context or "invalid YAML"
+    problem_line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
+    context_line = exc.context_mark.line + 1 if exc.context_mark is not None else problem_line
+    opened = _OPENED.get(exc.context or "")
+    if opened and context_line != problem_line:
+        # "[x, y" without its "]" is noticed only at the next line (or the end of the file).
+        where = f"line {problem_line}" if exc.problem_mark is not None else "the end"
+        return context_line, f"{opened} is never closed ({problem} on {where})"
+    if exc.context == "while scanning a simple key":  # a line without its ':'
+        return context_line, "expected 'key: value', found no ':'"
+    for start, message in _YAML_PROBLEMS.items():
+        if problem.startswith(start):
+            return problem_line, message
+    return problem_line, problem
+
+
+def _record_lines(node: yaml.Node, where: Path_, lines: dict[Path_, int], path: Path) -> None:
+    """Map each path of keys and indices to its line; check keys are unique plain names.
+
+    Keys are taken as the text they are written with, so an attr named ``on`` or an output named
+    ``1`` reaches the name checks as a string instead of as YAML's ``True`` or ``1``.
+    """
+    lines[where] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            inside = f" in {_dotted(where)}" if where else ""
+            if not isinstance(key_node, yaml.ScalarNode):
+                form = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+                raise SpecError(path, line, f"a key{inside} must be a name, not a {form}")
+            key_node.tag = "tag:yaml.org,2002:str"
+            key = key_node.value
+            if key in seen:
+                raise SpecError(path, line, f"duplicate key '{key}'{inside}")
+            seen.add(key)
+            _record_lines(value_node, (*where, key), lines, path)
+            lines[(*where, key)] = line
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _record_lines(item, (*where, i), lines, path)
+
+
+def _line_of(lines: dict[Path_, int], where: tuple[str | int, ...]) -> int:
+    where = tuple(where)
+    while where:
+        if where in lines:
+            return lines[where]
+        where = where[:-1]
+    return lines.get((), 1)
+
+
+def _dotted(where: tuple[Any, ...]) -> str:
+    out = ""
+    for part in where:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it in YAML, for messages."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return repr(value)
+
+
+# -- step 2: the schema -------------------------------------------------------------------------
+
+# What a mapping or list of the spec holds, for "expected ..., got ..." messages.
+_FORMS: dict[Path_, str] = {
+    ("inputs",): "a list of input names, e.g. [x, y]",
+    ("outputs",): "a list of output names, e.g. [out]",
+    ("dtypes",): "a list of dtypes, e.g. [float32, float64]",
+    ("attrs",): "a mapping of attr name to {type: ..., default: ...}",
+    ("attrs", "*"): "a mapping such as {type: float, default: 1.0}",
+    ("domain",): "a mapping of input name to [low, high]",
+    ("forward",): "a mapping of each output to its expression",
+    ("backward",): "a mapping of each input to the expression of its gradient",
+    ("forward", "*"): "an expression",
+    ("backward", "*"): "an expression",
+    ("domain", "*", "*"): "a number",
+}
+# The noun of a field whose value must be one of a few words.
+_CHOICES: dict[str, str] = {"kind": "kind", "dtypes": "dtype", "type": "attr type",
+                            "version": "spec version"}
+
+
+def _first_validation_error(exc: ValidationError, path: Path, lines: dict[Path_, int]) -> SpecError:
+    """The error of ``exc`` that comes first in the file, as a :class:`SpecError`.
+
+    Every key of the spec is a string (see :func:`_record_lines`) and no field is a union, so each
+    error's ``loc`` is exactly the path of keys and indices to the value at fault.
+    """
+    errors = sorted(exc.errors(), key=lambda e: _line_of(lines, e["loc"]))
+    err = errors[0]
+    loc = tuple(err["loc"])
+    return SpecError(path, _line_of(lines, loc), _schema_message(err, loc))
+
+
+def _schema_message(err: ErrorDetails, loc: Path_) -> str:
+    kind, got = err["type"], err.get("input")
+    ctx = err.get("ctx") or {}
+    field = _dotted(loc)
+    prefix = f"{field}: " if field else ""
+    if kind == "extra_forbidden":
+        parent = _dotted(loc[:-1])
+        allowed = _allowed_keys(loc[:-1])
+        return (f"unknown key '{loc[-1]}'" + (f" in {parent}" if parent else "") +
+                (f"; allowed: {allowed}" if allowed else ""))
+    if kind == "missing":
+        parent = _dotted(loc[:-1])
+        return (f"{parent}: " if parent else "") + f"missing required key '{loc[-1]}'"
+    if kind == "literal_error":
+        noun = next((_CHOICES[p] for p in reversed(loc) if isinstance(p, str) and p in _CHOICES),
+                    "value")
+        choices = str(ctx.get("expected", "")).replace(" or ", ", ")
+        if got is None:
+            return f"{prefix}no {noun} given; expected one of {choices}"
+        return f"{prefix}unknown {noun} {_shown(got)}; expected one of {choices}"
+    if kind == "too_short" and ctx.get("min_length") == 1:
+        return f"{prefix}must not be empty"
+    if kind in ("value_error", "assertion_error") and "error" in ctx:
+        return f"{prefix}{ctx['error']}"
+    form = _form(loc) or _BASIC_FORMS.get(kind)
+    if form is not None:
+        return f"{prefix}expected {form}, got {_shown(got)}"
+    return f"{prefix}{err['msg']}"
+
+
+_BASIC_FORMS = {
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "float_type": "a number",
+}
+
+
+def _form(loc: Path_) -> str | None:
+    """What the value at ``loc`` should look like, where the spec format says more than its type."""
+    for pattern, form in _FORMS.items():
+        if len(pattern) == len(loc) and all(p in ("*", q) for p, q in zip(pattern, loc,
+                                                                          strict=True)):
+            return form
+    return None
+
+
+def _allowed_keys(where: tuple[Any, ...]) -> str:
+    if not where:
+        return ", ".join(OpSpec.model_fields)
+    if len(where) == 2 and where[0] == "attrs":
+        return ", ".join(AttrSpec.model_fields)
+    return ""
+
+
+# -- step 3: names and expressions --------------------------------------------------------------
+
+_SINGULAR = {"inputs": "input", "outputs": "output", "attrs": "attr"}
+_ARTICLE = {"input": "an input", "output": "an output", "attr": "an attr"}
+
+
+def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins: bool) -> Spec:
+    def fail(where: tuple[str | int, ...], message: str) -> SpecError:
+        return SpecError(path, _line_of(lines, where), message)
+
+    problem = identifier_problem(model.name, what="op")
+    if problem:
+        raise fail(("name",), problem)
+    if model.name in sys.stdlib_module_names or model.name in ("numpy", "torch", "opgen"):
+        raise fail(("name",), f"op name '{model.name}' would shadow the Python module "
+                   f"'{model.name}'")
+    op_name = model.op_name or f"custom_{model.name}"
+    problem = op_name_problem(op_name)
+    if problem:
+        raise fail(("op_name",), problem)
+
+    seen: dict[str, str] = {}
+    for section, names in (("inputs", model.inputs), ("outputs", model.outputs),
+                           ("attrs", list(model.attrs))):
+        what = _SINGULAR[section]
+        for i, name in enumerate(names):
+            where: tuple[str | int, ...] = (section, i) if section != "attrs" else (section, name)
+            problem = identifier_problem(name, what=what)
+            if problem:
+                raise fail(where, problem)
+            if name == model.name:
+                raise fail(where, f"{what} name '{name}' is the op's own name")
+            if name in seen:
+                raise fail(where, f"duplicate name '{name}': already {_ARTICLE[seen[name]]}")
+            seen[name] = what
+
+    if len(set(model.dtypes)) != len(model.dtypes):
+        second = next(i for i, d in enumerate(model.dtypes) if d in model.dtypes[:i])
+        raise fail(("dtypes", second), f"duplicate dtype '{model.dtypes[second]}'")
+
+    for name, (low, high) in model.domain.items():
+        if name not in model.inputs:
+            raise fail(("domain", name), f"domain: '{name}' is not an input "
+                       f"(inputs: {', '.join(model.inputs)})")
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise fail(("domain", name), f"domain.{name}: need finite low < high, "
+                       f"got [{low:g}, {high:g}]")
+
+    attr_types: dict[str, Type] = {
+        n: ("num" if a.type in ("int", "int64", "float") else a.type)  # type: ignore[misc]
+        for n, a in model.attrs.items()
+    }
+    fwd_symbols: dict[str, Type] = {**{n: "num" for n in model.inputs}, **attr_types}
+    grads = {f"grad_{n}": "num" for n in model.outputs}
+    fwd_unavailable = {
+        **{n: "outputs can be read only in backward" for n in model.outputs},
+        **{g: "output gradients can be read only in backward" for g in grads},
+    }
+    forward = _compile_section(model.forward, "forward", model.outputs, "output", fwd_symbols,
+                               fwd_unavailable, path, lines)
+    backward = None
+    if model.backward is not None:
+        bwd_symbols: dict[str, Type] = {**fwd_symbols, **{n: "num" for n in model.outputs},
+                                        **grads}  # type: ignore[dict-item]
+        grad_names = ", ".join(grads)
+        bwd_unavailable = {f"grad_{n}": f"backward computes grad_{n} from {grad_names}"
+                           for n in model.inputs}
+        backward = _compile_section(model.backward, "backward", model.inputs, "input",
+                                    bwd_symbols, bwd_unavailable, path, lines)
+
+    if check_builtins:
+        builtins = paddle_builtin_ops()
+        clash = next((n for n in (op_name, f"{op_name}_grad") if n in builtins), None)
+        if clash is not None:
+            where = ("op_name",) if model.op_name is not None else ("name",)
+            own = "" if clash == op_name else f"its gradient op '{clash}' "
+            raise fail(where, f"op_name '{op_name}': {own}is a Paddle built-in op, and "
+                       f"registering it would replace Paddle's own; use "
+                       f"'{free_op_name(op_name, builtins)}'")
+
+    return Spec(path=path, model=model, forward=forward, backward=backward, lines=lines)
+
+
+def _compile_section(section: dict[str, str], title: str, targets: list[str], what: str,
+                     symbols: dict[str, Type], unavailable: dict[str, str], path: Path,
+                     lines: dict[Path_, int]) -> dict[str, Emitted]:
+    for key in section:
+        if key not in targets:
+            raise SpecError(path, _line_of(lines, (title, key)),
+                            f"{title}: '{key}' is not {_ARTICLE[what]} "
+                            f"({what}s: {', '.join(targets)})")
+    for target in targets:
+        if target not in section:
+            raise SpecError(path, _line_of(lines, (title,)),
+                            f"{title}: no expression for {what} '{target}'")
+    compiled: dict[str, Emitted] = {}
+    for target in targets:
+        source = section[target]
+        where = f"{title}.{target}"
+        line = _line_of(lines, (title, target))
+        shown = _quoted(" ".join(source.split()))
+        try:
+            emitted = compile_expr(source, symbols, unavailable=unavailable)
+        except ExprError as exc:
+            text = f"{where}: {exc.message}" + (f" in {shown}" if source.strip() else "")
+            raise SpecError(path, line, text + (f"; {exc.hint}" if exc.hint else "")) from None
+        if emitted.type != "num":
+            raise SpecError(path, line, f"{where}: {shown} is a condition, not a number; "
+                            "use where(cond, a, b) to choose between numbers")
+        compiled[target] = emitted
+    return compiled
+
+
+def _quoted(text: str) -> str:
+    """``text`` in quotes that it does not itself contain, where possible."""
+    return f'"{text}"' if "'" in text and '"' not in text else f"'{text}'"

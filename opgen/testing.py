@@ -1,0 +1,136 @@
+"""Helpers for the tests opgen generates: devices, dtypes, tolerances, data in and out of Paddle.
+
+Everything crosses to the device by host-to-device copies and is compared with numpy on the host,
+and output gradients are always passed explicitly: on a GPU whose arch the installed Paddle has no
+kernels for (paddlepaddle-gpu 2.6.2 on an sm_90 H200), Paddle's own ops write nothing, but copies
+and custom ops work. So no helper here runs a built-in Paddle op on the GPU.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+#: (rtol, atol) of an op's result against the float64 numpy reference, per dtype.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-10, 1e-12),
+    "float32": (1e-5, 1e-6),
+    "float16": (1e-3, 1e-3),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+#: Shapes every generated test runs: empty, 0-D, one element, an odd tail, several dims.
+SHAPES: list[tuple[int, ...]] = [(0,), (), (1,), (1000003,), (3, 5, 7), (2, 0, 3)]
+
+
+def gpu_available() -> bool:
+    import paddle
+
+    return bool(paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0)
+
+
+def devices() -> list[Any]:
+    """pytest params of the devices to test: OPGEN_TEST_DEVICES=cpu|gpu|all (default all).
+
+    GPU cases without a GPU are reported as skipped, never silently dropped.
+    """
+    wanted = os.environ.get("OPGEN_TEST_DEVICES", "all")
+    params: list[Any] = []
+    if wanted in ("cpu", "all"):
+        params.append("cpu")
+    if wanted in ("gpu", "all"):
+        params.append(pytest.param("gpu", marks=pytest.mark.skipif(
+            not gpu_available(), reason="no GPU visible to Paddle")))
+    return params
+
+
+def place(device: str) -> Any:
+    import paddle
+
+    if device == "cpu":
+        return paddle.CPUPlace()
+    index = int(os.environ.get("OPGEN_TEST_GPU", "0"))
+    return paddle.CUDAPlace(index)
+
+
+def to_paddle(array: np.ndarray, dtype: str, device: str, *, stop_gradient: bool = True) -> Any:
+    """A Paddle tensor of ``dtype`` on ``device`` holding ``array``, made on the host and copied."""
+    import paddle
+
+    host = np.ascontiguousarray(array)
+    if dtype == "bfloat16":  # numpy has no bfloat16: cast on the CPU, then copy
+        tensor = paddle.to_tensor(host.astype(np.float32), place=paddle.CPUPlace())
+        tensor = tensor.astype("bfloat16")
+        if device != "cpu":
+            tensor = tensor._copy_to(place(device), True)
+    else:
+        tensor = paddle.to_tensor(host.astype(dtype), place=place(device))
+    tensor.stop_gradient = stop_gradient
+    return tensor
+
+
+def to_numpy(tensor: Any) -> np.ndarray:
+    """The values of ``tensor`` as a float64 numpy array, read on the host."""
+    import paddle
+
+    if str(tensor.dtype).endswith("bfloat16"):
+        host = tensor.cpu() if not tensor.place.is_cpu_place() else tensor
+        return host.astype(paddle.float32).numpy().astype(np.float64)
+    return np.asarray(tensor.numpy(), dtype=np.float64)
+
+
+def sample(rng: np.random.Generator, shape: Sequence[int], dtype: str, device: str,
+           low: float, high: float, *, stop_gradient: bool = True) -> tuple[Any, np.ndarray]:
+    """Uniform data in [low, high): the tensor, and its exact values (after rounding) in float64.
+
+    The reference runs on the rounded values, so a float16 input that rounds onto a kink of the
+    op is compared against the reference at that same point.
+    """
+    data = rng.uniform(low, high, size=tuple(shape))
+    tensor = to_paddle(data, dtype, device, stop_gradient=stop_gradient)
+    return tensor, to_numpy(tensor)
+
+
+def poison(device: str, like: Any, count: int = 1) -> None:
+    """Fill freed allocator blocks of ``like``'s size with NaN, so an output element that a kernel
+    forgets to write shows up as NaN instead of as a lucky zero."""
+    nbytes = int(np.prod(like.shape)) * like.element_size() if like.shape else like.element_size()
+    if nbytes == 0:
+        return
+    blocks = [to_paddle(np.full(max(nbytes // 4, 1), np.nan, np.float32), "float32", device)
+              for _ in range(count)]
+    del blocks
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str) -> None:
+    rtol, atol = TOLERANCES[dtype]
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol,
+                               err_msg=f"{what} ({dtype})")
+
+
+def central_difference(fn: Callable[..., np.ndarray], args: list[np.ndarray], index: int,
+                       h: float) -> np.ndarray:
+    """d fn / d args[index], elementwise, by central differences.
+
+    For an elementwise op each output element depends on the same element of each input only, so
+    perturbing every element of one input at once gives the whole gradient in two calls.
+    """
+    plus = [a.copy() for a in args]
+    minus = [a.copy() for a in args]
+    plus[index] += h
+    minus[index] -= h
+    return (fn(*plus) - fn(*minus)) / (2 * h)
+
+
+def smooth_points(fn: Callable[..., np.ndarray], args: list[np.ndarray], index: int,
+                  h: float) -> np.ndarray:
+    """Mask of the points where ``fn`` is smooth in args[index] at scale h: there, central
+    differences at h and h/2 agree. Kinks (relu at 0, clip at its bounds) are left out of finite
+    difference checks; the check against the backward expression still covers them."""
+    coarse = central_difference(fn, args, index, h)
+    fine = central_difference(fn, args, index, h / 2)
+    return np.isfinite(coarse) & np.isclose(coarse, fine, rtol=1e-4, atol=1e-6)
