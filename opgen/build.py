@@ -90,6 +90,8 @@ def parse_arches(text: str | None) -> tuple[int, ...]:
 def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] = ()) -> BuildConfig:
     """Decide sources, flags and archs for the installed Paddle and toolkit."""
     op_dir = Path(op_dir).resolve()
+    if not op_dir.is_dir():
+        raise UsageError(f"{op_dir}: no such op folder")
     name = find_op(op_dir)
     info = toolchain.paddle_info()
     if info is None:

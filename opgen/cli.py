@@ -121,6 +121,102 @@ def test(
     raise typer.Exit(code)
 
 
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Check Paddle, the GPUs, the CUDA toolkit and the compilers before a build fails."""
+    from . import doctor as doc
+
+    with err.status("checking the toolchain..."):
+        checks = doc.run_checks()
+    out.print(doc.report(checks, as_json=as_json, color=out.is_terminal), markup=False,
+              highlight=False, soft_wrap=True)
+    raise typer.Exit(doc.exit_code(checks))
+
+
+def _sizes(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    sizes = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            sizes.append(2 ** int(part[2:]) if part.startswith("2^") else int(float(part)))
+        except ValueError:
+            raise typer.BadParameter(f"expected sizes like 1048576 or 2^20, got {part!r}",
+                                     param_hint="--sizes") from None
+    if any(s <= 0 for s in sizes):
+        raise typer.BadParameter("sizes must be positive", param_hint="--sizes")
+    return sizes
+
+
+@app.command()
+def bench(
+    op_dir: Annotated[Path, typer.Argument(help="The generated op's folder.")],
+    device: Annotated[str, typer.Option("--device", help="cpu or gpu.")] = "cpu",
+    sizes: Annotated[Optional[str], typer.Option("--sizes", help="Element counts, e.g. "  # noqa: UP007
+                                                 "2^20,2^24,2^28.")] = None,
+    dtype: Annotated[Optional[list[str]], typer.Option("--dtype", help="float32, float16, "  # noqa: UP007
+                                                       "bfloat16 or float64; repeatable.")] = None,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed batches; the median "
+                                         "is kept.")] = 5,
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the rows and "  # noqa: UP007
+                                                      "ratios as JSON.")] = None,
+    plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Draw GB/s against size "  # noqa: UP007
+                                                      "as a PNG.")] = None,
+) -> None:
+    """Time the op against a device copy, the spec's composed baseline and the naive kernel."""
+    import platform
+    from datetime import datetime, timezone
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from . import bench as bench_lib
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        task = progress.add_task("benchmark")
+        rows = bench_lib.run(op_dir, device=device, sizes=_sizes(sizes), dtypes=dtype,
+                             repeats=repeats,
+                             progress=lambda msg: progress.update(task, description=msg))
+    table = Table(title=f"{op_dir.resolve().name} on {device}")
+    for column in ("dtype", "elements", "direction", "kernel", "time (ms)", "GB/s", "x copy",
+                   "speedup vs baseline", "speedup vs naive"):
+        table.add_column(column, justify="right")
+    copy = {(r.dtype, r.size): r for r in rows if r.kernel == "copy"}
+    summary = {(s["direction"], s["dtype"], s["size"]): s for s in bench_lib.ratios(rows)}
+    for r in sorted(rows, key=lambda r: (r.dtype, r.size, r.direction, r.kernel != "op")):
+        c = copy.get((r.dtype, r.size))
+        s = summary.get((r.direction, r.dtype, r.size)) if r.kernel == "op" else None
+        fmt = lambda v: f"{v:.2f}x" if v else ""  # noqa: E731
+        table.add_row(r.dtype, f"{r.size:,}", r.direction, r.kernel, f"{r.ms:.4f}",
+                      f"{r.gbps:,.0f}", fmt(r.gbps / c.gbps if c else None),
+                      fmt(s and s["speedup_vs_baseline"]), fmt(s and s["speedup_vs_naive"]))
+    out.print(table, width=max(out.width, 130))
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
+            "host": platform.node(), "command": " ".join(sys.argv)}
+    if device == "gpu":
+        meta["gpu"] = _gpu_name()
+    if json_path:
+        bench_lib.write_json(rows, json_path, meta)
+        out.print(f"wrote {json_path}")
+    if plot_path:
+        bench_lib.plot(rows, plot_path, op_dir.resolve().name)
+        out.print(f"wrote {plot_path}")
+
+
+def _gpu_name() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and turns every user error into one line."""
     try:

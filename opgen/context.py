@@ -96,6 +96,7 @@ class Context:
     numpy_helpers: list[str]     # helper definitions the numpy reference needs (e.g. erf)
     library: str                 # the compiled extension module: <name>_lib
     baseline: str | None
+    cuda_launcher: str           # Elementwise; NaiveElementwise in the benchmark's comparison copy
 
 
 
@@ -177,7 +178,7 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
     )
 
 
-def build_context(spec: Spec) -> Context:
+def build_context(spec: Spec, *, naive: bool = False) -> Context:
     """Compute every name and code fragment the op's templates need."""
     m = spec.model
     camel = camel_case(m.name)
@@ -236,6 +237,7 @@ def build_context(spec: Spec) -> Context:
         numpy_helpers=helpers,
         library=f"{m.name}_lib",
         baseline=m.baseline,
+        cuda_launcher="NaiveElementwise" if naive else "Elementwise",
     )
 
 

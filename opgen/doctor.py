@@ -107,9 +107,18 @@ if "--smoke" in sys.argv:
         smoke = {"smoke": [ones.numpy().tolist(), twos.numpy().tolist()]}
     except Exception as err:
         lines = [x.strip() for x in str(err).splitlines() if x.strip()]
-        smoke = {"smoke_error": type(err).__name__ + (": " + lines[0] if lines else "")}
+        smoke = {"smoke_error": type(err).__name__ + (": " + lines[0][:200] if lines else "")}
     print("OPGEN-SMOKE" + json.dumps(smoke), flush=True)
 """
+
+
+def _smoke_rows(value: object) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """The probe's ``[ones, twos]`` as two tuples of floats, or None if it is not that."""
+    if not (isinstance(value, list) and len(value) == 2
+            and all(isinstance(row, list) for row in value)):
+        return None
+    ones, twos = (tuple(float(v) for v in row) for row in value)
+    return ones, twos
 
 
 def paddle_probe(*, smoke: bool) -> PaddleProbe | None:
@@ -137,8 +146,7 @@ def paddle_probe(*, smoke: bool) -> PaddleProbe | None:
     return PaddleProbe(
         cudnn_version=found["cudnn"] if isinstance(found["cudnn"], str) else None,
         cxx11_abi=found["cxx11_abi"] if isinstance(found["cxx11_abi"], bool) else None,
-        smoke=(tuple(tuple(float(v) for v in row) for row in smoke_values)  # type: ignore[misc]
-               if isinstance(smoke_values, list) else None),
+        smoke=_smoke_rows(smoke_values),
         smoke_error=str(smoke_error) if smoke_error is not None else None,
     )
 
@@ -268,8 +276,11 @@ def _cuobjdump_counts(tool: Path, libs: Iterable[Path]) -> KernelImage | None:
         proc = _run([str(tool), "--list-elf", "--list-ptx", str(lib)], timeout=300)
         if proc is None:
             return None
+        # Lines read "ELF file    2: libphi.2.sm_80.cubin" and "PTX file    1: libphi.1.sm_86.ptx".
+        # Arch-specific cubins (sm_90a) sit next to a portable one of the same arch; skipping them
+        # keeps the module count below right.
         for line in proc.stdout.splitlines():
-            match = re.match(r"\s*(ELF|PTX) file\s+\d+:.*\bsm_(\d+)[a-z]?\.(?:cubin|ptx)\s*$", line)
+            match = re.match(r"\s*(ELF|PTX) file\s+\d+:\s*\S*\.sm_(\d+)\.(cubin|ptx)\s*$", line)
             if match:
                 (sass if match.group(1) == "ELF" else ptx)[int(match.group(2))] += 1
     # cuobjdump does not group entries into modules: the most common arch approximates the count.
@@ -351,15 +362,19 @@ def nvidia_smi() -> Driver | None:
     cuda = re.search(r"CUDA Version:\s*(\d+\.\d+)", plain.stdout)
     driver = re.search(r"Driver Version:\s*([\d.]+)", plain.stdout)
     gpus: list[Gpu] = []
-    query = _run([smi, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"], timeout=30)
-    rows = query.stdout.splitlines() if query and query.returncode == 0 else []
-    for row in rows:
-        parts = [p.strip() for p in row.split(",")]
-        if len(parts) < 3 or not parts[0].isdigit():
-            continue
-        cap = parts[-1]
-        arch = int(round(float(cap) * 10)) if re.fullmatch(r"\d+\.\d+", cap) else None
-        gpus.append(Gpu(index=int(parts[0]), name=", ".join(parts[1:-1]), arch=arch))
+    # Drivers older than 510 do not know compute_cap: list the GPUs without it then.
+    for fields in ("index,name,compute_cap", "index,name"):
+        query = _run([smi, f"--query-gpu={fields}", "--format=csv,noheader"], timeout=30)
+        rows = query.stdout.splitlines() if query and query.returncode == 0 else []
+        for row in rows:
+            parts = [p.strip() for p in row.split(",")]
+            if not parts[0].isdigit() or len(parts) < 2:
+                continue
+            cap = parts.pop() if fields.endswith("compute_cap") else ""
+            arch = int(round(float(cap) * 10)) if re.fullmatch(r"\d+\.\d+", cap) else None
+            gpus.append(Gpu(index=int(parts[0]), name=", ".join(parts[1:]), arch=arch))
+        if gpus:
+            break
     return Driver(gpus=tuple(gpus), version=driver.group(1) if driver else None,
                   cuda_version=cuda.group(1) if cuda else None)
 
@@ -398,11 +413,11 @@ def nvcc_max_gcc(home: Path) -> int | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Checks: pure functions of the facts, probed lazily and once per run.
+# Checks: each turns facts into report lines; a fact is probed on first use, once per run.
 
 
-class _Facts:
-    """This machine, each fact probed on first use. Attributes call the module-level probes."""
+class Facts:
+    """This machine, each fact probed on first use through the module-level probes above."""
 
     @cached_property
     def paddle_version(self) -> str | None:
@@ -463,7 +478,7 @@ def _sms(arches: Iterable[int]) -> str:
     return ", ".join(f"sm_{a}" for a in arches) or "none"
 
 
-def check_paddle(f: _Facts) -> Iterator[Check]:
+def check_paddle(f: Facts) -> Iterator[Check]:
     """The installed Paddle: present, importable, recent enough."""
     if f.paddle_version is None:
         yield Check("Paddle", "problem", f"not installed for {sys.executable}",
@@ -483,7 +498,7 @@ def check_paddle(f: _Facts) -> Iterator[Check]:
     yield Check("Paddle", "ok", where, None)
 
 
-def check_paddle_cuda(f: _Facts) -> Iterator[Check]:
+def check_paddle_cuda(f: Facts) -> Iterator[Check]:
     """Whether Paddle is compiled with CUDA, and with which CUDA and cuDNN."""
     if f.paddle is None:
         return
@@ -500,7 +515,7 @@ def check_paddle_cuda(f: _Facts) -> Iterator[Check]:
                 f"compiled with CUDA {f.paddle.cuda_version or '?'}, cuDNN {cudnn or '?'}", None)
 
 
-def check_gpus(f: _Facts) -> Iterator[Check]:
+def check_gpus(f: Facts) -> Iterator[Check]:
     """The GPUs nvidia-smi lists and their compute capability."""
     cpu_fix = "none for CPU-only builds; GPU ops need an NVIDIA GPU and its driver"
     if f.driver is None or not f.driver.gpus:
@@ -510,8 +525,9 @@ def check_gpus(f: _Facts) -> Iterator[Check]:
             return
         why = ("nvidia-smi not found" if f.driver is None
                else f"nvidia-smi: {f.driver.error or 'no GPU listed'}")
-        yield Check("GPU", "warning", f"no GPU ({why}): GPU kernels compile but cannot run here",
-                    cpu_fix)
+        cuda_paddle = bool(f.paddle and f.paddle.with_cuda)
+        yield Check("GPU", "warning", f"no GPU ({why})"
+                    + (": GPU kernels compile but cannot run here" if cuda_paddle else ""), cpu_fix)
         return
     groups = Counter((g.name, g.arch) for g in f.driver.gpus)
     detail = "; ".join(f"{n}x {name} ({f'sm_{arch}' if arch else 'compute capability unknown'})"
@@ -527,7 +543,7 @@ def _no_kernels_fix(arch: int) -> str:
             f"CUDA_ARCH_BIN={arch} (or with PTX for an older arch)")
 
 
-def check_paddle_kernels(f: _Facts) -> Iterator[Check]:
+def check_paddle_kernels(f: Facts) -> Iterator[Check]:
     """Whether the installed Paddle carries GPU code for each GPU's arch."""
     if not (f.paddle and f.paddle.with_cuda):
         return
@@ -536,9 +552,10 @@ def check_paddle_kernels(f: _Facts) -> Iterator[Check]:
         yield Check("Paddle kernels", "warning",
                     "could not read which GPU arches Paddle's libraries were built for", None)
         return
-    ptx = image.main_arches(image.ptx)
+    ptx_arches = image.main_arches(image.ptx)
     ships = (f"Paddle {f.paddle.version} has {_sms(image.main_arches(image.sass))}"
-             f"{', PTX ' + _sms(ptx) if ptx else ' and no PTX'} (by {image.source})")
+             f"{', PTX ' + _sms(ptx_arches) if ptx_arches else ' and no PTX'} "
+             f"(from {image.source})")
     if not f.gpu_arches:
         yield Check("Paddle kernels", "ok", f"{ships}; no GPU here to compare", None)
         return
@@ -560,7 +577,7 @@ def check_paddle_kernels(f: _Facts) -> Iterator[Check]:
                         _no_kernels_fix(arch))
 
 
-def check_gpu_run(f: _Facts) -> Iterator[Check]:
+def check_gpu_run(f: Facts) -> Iterator[Check]:
     """A tiny run of built-in GPU kernels: catches Paddles that silently compute nothing."""
     probe = f.probe
     if probe is None or (probe.smoke is None and probe.smoke_error is None):
@@ -574,7 +591,8 @@ def check_gpu_run(f: _Facts) -> Iterator[Check]:
     assert probe.smoke is not None
     ones, twos = probe.smoke
     if list(ones) == [1.0] * 4 and list(twos) == [2.0] * 4:
-        yield Check("GPU run", "ok", "paddle.ones([4]) and ones + ones on gpu:0 are right", None)
+        yield Check("GPU run", "ok", "paddle.ones([4]) and ones + ones on gpu:0 give 1s and 2s",
+                    None)
         return
     got = ", ".join(f"{v:g}" for v in (ones if list(ones) != [1.0] * 4 else twos))
     what = "paddle.ones([4])" if list(ones) != [1.0] * 4 else "ones + ones"
@@ -583,7 +601,7 @@ def check_gpu_run(f: _Facts) -> Iterator[Check]:
                 f"{f'sm_{arch}' if arch else 'this GPU'}", fix)
 
 
-def check_cuda_toolkit(f: _Facts) -> Iterator[Check]:
+def check_cuda_toolkit(f: Facts) -> Iterator[Check]:
     """The CUDA toolkit: where it is, nvcc's version, and whether it matches Paddle's CUDA."""
     cuda_paddle = bool(f.paddle and f.paddle.with_cuda)
     home = f.cuda_home
@@ -595,7 +613,8 @@ def check_cuda_toolkit(f: _Facts) -> Iterator[Check]:
                         f"install the CUDA toolkit (Paddle uses CUDA {f.paddle.cuda_version}) "
                         "and set CUDA_HOME")
         else:
-            yield Check("CUDA toolkit", "ok", "not found; not needed for CPU-only Paddle", None)
+            needed = "CPU-only Paddle" if f.paddle else "CPU-only builds"
+            yield Check("CUDA toolkit", "ok", f"not found; not needed for {needed}", None)
         return
     if f.nvcc_version is None:
         status: Status = "problem" if cuda_paddle else "warning"
@@ -609,7 +628,8 @@ def check_cuda_toolkit(f: _Facts) -> Iterator[Check]:
         return
     detail = f"{home}, nvcc {f.nvcc_version}"
     if not cuda_paddle:
-        yield Check("CUDA toolkit", "ok", f"{detail} (unused: Paddle is CPU-only)", None)
+        unused = "Paddle is CPU-only" if f.paddle else "no Paddle"
+        yield Check("CUDA toolkit", "ok", f"{detail} (unused: {unused})", None)
         return
     assert f.paddle is not None
     nvcc_major = (_version_tuple(f.nvcc_version) or (0,))[0]
@@ -624,7 +644,7 @@ def check_cuda_toolkit(f: _Facts) -> Iterator[Check]:
     yield Check("CUDA toolkit", "ok", detail, None)
 
 
-def check_driver(f: _Facts) -> Iterator[Check]:
+def check_driver(f: Facts) -> Iterator[Check]:
     """Whether the driver supports the CUDA of the toolkit and of Paddle."""
     if f.driver is None or f.driver.version is None:
         return
@@ -654,7 +674,7 @@ def check_driver(f: _Facts) -> Iterator[Check]:
     yield found[0] if found else Check("CUDA driver", "ok", detail, None)
 
 
-def check_cccl(f: _Facts) -> Iterator[Check]:
+def check_cccl(f: Facts) -> Iterator[Check]:
     """Where thrust/cub live: include/ before CUDA 13, include/cccl from CUDA 13 on."""
     home = f.cuda_home
     if home is None or f.nvcc_version is None:
@@ -672,7 +692,7 @@ def check_cccl(f: _Facts) -> Iterator[Check]:
                     "install the toolkit's CCCL headers (the cuda-cccl package)")
 
 
-def check_cxx(f: _Facts) -> Iterator[Check]:
+def check_cxx(f: Facts) -> Iterator[Check]:
     """The C++ compiler: present, C++17-capable, and within nvcc's supported gcc range."""
     if shutil.which(f.cxx) is None:
         yield Check("g++", "problem", f"{f.cxx} not found: no op can be compiled",
@@ -700,7 +720,7 @@ def check_cxx(f: _Facts) -> Iterator[Check]:
         yield Check("g++", "ok", f"{version} (nvcc {f.nvcc_version} accepts gcc <= {limit})", None)
 
 
-def check_abi(f: _Facts) -> Iterator[Check]:
+def check_abi(f: Facts) -> Iterator[Check]:
     """The C++ ABI of Paddle against the compiler's default.
 
     Paddle's cpp_extension always compiles ops with ``-D_GLIBCXX_USE_CXX11_ABI=1``, so only a
@@ -732,7 +752,7 @@ def check_abi(f: _Facts) -> Iterator[Check]:
                     "cpp_extension passes -D_GLIBCXX_USE_CXX11_ABI=1", None)
 
 
-def check_tools(f: _Facts) -> Iterator[Check]:
+def check_tools(f: Facts) -> Iterator[Check]:
     """ninja and ccache: optional, so never worse than a warning."""
     ninja = shutil.which("ninja")
     if ninja:
@@ -751,7 +771,7 @@ def check_tools(f: _Facts) -> Iterator[Check]:
                     "apt install ccache")
 
 
-CHECKS: tuple[Callable[[_Facts], Iterator[Check]], ...] = (
+CHECKS: tuple[Callable[[Facts], Iterator[Check]], ...] = (
     check_paddle, check_paddle_cuda, check_gpus, check_paddle_kernels, check_gpu_run,
     check_cuda_toolkit, check_driver, check_cccl, check_cxx, check_abi, check_tools,
 )
@@ -759,7 +779,7 @@ CHECKS: tuple[Callable[[_Facts], Iterator[Check]], ...] = (
 
 def run_checks() -> list[Check]:
     """Probe this machine and return every check, in report order."""
-    facts = _Facts()
+    facts = Facts()
     return [check for run in CHECKS for check in run(facts)]
 
 

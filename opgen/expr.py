@@ -145,7 +145,8 @@ def compile_expr(source: str, symbols: Mapping[str, Type], *,
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         col = max((exc.offset or 1) - 1, 0)
-        raise ExprError(f"invalid syntax: {exc.msg}", col) from None
+        detail = "" if exc.msg == "invalid syntax" else f": {exc.msg}"
+        raise ExprError(f"invalid syntax{detail}", col) from None
     compiler = _Compiler(symbols, unavailable or {})
     node = compiler.visit(tree.body)
     return Emitted(node.type, node.cpp, node.numpy, frozenset(compiler.names),
@@ -189,12 +190,13 @@ class _Compiler:
             elif name in FUNCTIONS:
                 hint = f"{name} is a function: call it, as in {name}(...)"
             else:
-                hint = "known names: " + (", ".join(sorted(self.symbols)) or "none")
+                usable = sorted(n for n, t in self.symbols.items() if t != "str")
+                hint = "known names: " + (", ".join(usable) or "none")
             raise ExprError(f"unknown name '{name}'", _col(node), hint)
         kind = self.symbols[name]
         if kind == "str":
-            raise ExprError(f"str attr '{name}' cannot be used in an expression", _col(node),
-                            "expressions compute numbers")
+            raise ExprError(f"str attr '{name}' cannot be used", _col(node),
+                            "only bool and numeric attrs can appear in expressions")
         self.names.add(name)
         return _Node(kind, name, _ATOM, name, _ATOM)
 
@@ -231,8 +233,8 @@ class _Compiler:
             self._expect(right, "bool", node.right, f"'{sym}'")
             cpp_op, prec = ("&&", _AND) if op is ast.BitAnd else ("||", _OR)
             np_fn = "np.logical_and" if op is ast.BitAnd else "np.logical_or"
-            cpp = f"{_wrap(left.cpp, left.cpp_prec, prec)} {cpp_op} " \
-                  f"{_wrap(right.cpp, right.cpp_prec, prec + 1)}"
+            cpp = f"{_wrap_logical(left, prec, prec)} {cpp_op} " \
+                  f"{_wrap_logical(right, prec, prec + 1)}"
             return _Node("bool", cpp, prec, f"{np_fn}({left.numpy}, {right.numpy})", _ATOM)
         if op is ast.Pow:
             self._expect(left, "num", node.left, "'**'")
@@ -287,7 +289,8 @@ class _Compiler:
         if len(node.args) != len(fn.args):
             want = len(fn.args)
             raise ExprError(f"{name}() takes {want} argument{'s' if want != 1 else ''}, "
-                            f"got {len(node.args)}", _col(node), f"{name}({_signature(fn)})")
+                            f"got {len(node.args)}", _col(node),
+                            f"call it as {name}({_signature(fn)})")
         args = [self.visit(a) for a in node.args]
         for i, (arg, want_type, arg_node) in enumerate(zip(args, fn.args, node.args, strict=True)):
             self._expect(arg, want_type, arg_node, f"argument {i + 1} of {name}()")
@@ -345,7 +348,8 @@ _COMPARISON_NAMES: dict[type[ast.cmpop], tuple[str, str]] = {
 
 
 def _signature(fn: Function) -> str:
-    return ", ".join("cond" if t == "bool" else "x" for t in fn.args)
+    names = ["x"] if len(fn.args) == 1 else ["a", "b"] if len(fn.args) == 2 else ["a", "b", "c"]
+    return ", ".join("cond" if t == "bool" else names.pop(0) for t in fn.args)
 
 
 def _number(value: int | float, node: ast.AST) -> _Node:
@@ -355,7 +359,7 @@ def _number(value: int | float, node: ast.AST) -> _Node:
     except OverflowError:
         as_float = math.inf
     if not math.isfinite(as_float):
-        raise ExprError(f"literal {value!r} is too large", _col(node), "it overflows to inf")
+        raise ExprError("a number literal overflows to inf", _col(node))
     if isinstance(value, int) and _INT32_MIN <= value <= _INT32_MAX:
         cpp = str(value)
     else:
@@ -368,6 +372,13 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 def _wrap(text: str, prec: int, needed: int) -> str:
     return f"({text})" if prec < needed else text
+
+
+def _wrap_logical(operand: _Node, prec: int, needed: int) -> str:
+    """An operand of && or ||; an && inside || gets the parentheses -Wparentheses asks for."""
+    if prec == _OR and operand.cpp_prec == _AND:
+        return f"({operand.cpp})"
+    return _wrap(operand.cpp, operand.cpp_prec, needed)
 
 
 def _col(node: ast.AST) -> int:

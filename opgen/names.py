@@ -64,15 +64,15 @@ def identifier_problem(name: object, *, what: str) -> str | None:
 
 def _spelling_problem(name: str) -> str:
     """What breaks the snake_case rule in ``name``, which does not match :data:`IDENTIFIER`."""
-    rule = "(snake_case: a lower-case letter, then a-z, 0-9 or _)"
-    if not ("a" <= name[0] <= "z"):
-        return f"must start with a lower-case letter {rule}"
     if any("A" <= c <= "Z" for c in name):
+        # CamelCase has one obvious snake_case; an acronym (ReLU6) has none to suggest.
         snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
-        hint = f", e.g. '{snake}'" if IDENTIFIER.match(snake) else ""
-        return f"must be snake_case, without capitals{hint}"
+        obvious = IDENTIFIER.match(snake) and not re.search(r"[A-Z]{2}", name)
+        return "must be snake_case, without capitals" + (f", e.g. '{snake}'" if obvious else "")
+    if not ("a" <= name[0] <= "z"):
+        return "must start with a lower-case letter"
     bad = next(c for c in name if not ("a" <= c <= "z" or "0" <= c <= "9" or c == "_"))
-    return f"contains {bad!r}, which is not allowed {rule}"
+    return f"contains {bad!r}: use only a-z, 0-9 and _"
 
 
 def op_name_problem(name: str) -> str | None:
@@ -83,8 +83,10 @@ def op_name_problem(name: str) -> str | None:
     """
     if not (name.isascii() and name.isidentifier()):
         return f"op_name '{name}' is not a C identifier (letters, digits and _)"
-    if keyword.iskeyword(name) or name in CPP_KEYWORDS:
-        return f"op_name '{name}' is a keyword"
+    if keyword.iskeyword(name):
+        return f"op_name '{name}' is a Python keyword"
+    if name in CPP_KEYWORDS:
+        return f"op_name '{name}' is a C++ keyword"
     return None
 
 

@@ -50,11 +50,12 @@ def _context_dict(context: Context) -> dict[str, object]:
     return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
 
 
-def render_op(spec: Spec, template: str = "op") -> Plan:
-    """Render every file of the op described by ``spec``."""
+def render_op(spec: Spec, template: str = "op", *, naive: bool = False) -> Plan:
+    """Render every file of the op described by ``spec`` (``naive``: the benchmark's copy whose
+    CUDA kernels use the one-element-per-thread launcher)."""
     root = templates_root()
     env = _environment(root)
-    variables = _context_dict(build_context(spec))
+    variables = _context_dict(build_context(spec, naive=naive))
     base = root / template
     files: dict[str, bytes] = {}
     for source in sorted(p for p in base.rglob("*") if p.is_file()):

@@ -12,6 +12,7 @@ Loading happens in three steps, each of which may fail with the line it points a
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +54,10 @@ def _expression_text(value: Any) -> Any:
 
 def _interval(value: Any) -> Any:
     """A domain is written as a two-item list ``[low, high]``."""
-    if not isinstance(value, list) or len(value) != 2:
+    if not isinstance(value, list):
         raise ValueError(f"expected [low, high], got {_shown(value)}")
+    if len(value) != 2:
+        raise ValueError(f"expected [low, high], got {len(value)} item{'s' * (len(value) != 1)}")
     return value
 
 
@@ -82,6 +85,8 @@ class AttrSpec(BaseModel):
 def _attr_default(value: Any, kind: str) -> bool | int | float | str:
     """``value`` as the default of an attr of type ``kind``, or ValueError saying why it is not."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if value is None:
+        raise ValueError(f"no value given; expected a {kind}")
     if kind == "bool" and isinstance(value, bool):
         return value
     if kind in ("int", "int64") and number and isinstance(value, int):
@@ -191,9 +196,24 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
 
 # -- step 1: YAML with line numbers -------------------------------------------------------------
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading ``1e-3`` and ``1.0e5`` as floats the way YAML 1.2 does.
+
+    YAML 1.1 wants a dot and a signed exponent (``1.0e-3``); a float attr's default written
+    ``1e-3`` would otherwise be the string '1e-3'.
+    """
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 def _parse_yaml(text: str, path: Path) -> tuple[Any, dict[Path_, int]]:
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _Loader(text)
     except yaml.reader.ReaderError as exc:  # raised on an unprintable character, before parsing
         line = text[:exc.position].count("\n") + 1
         raise SpecError(path, line, f"invalid YAML: character {exc.character!r} is not "
@@ -242,8 +262,8 @@ def _yaml_problem(exc: yaml.MarkedYAMLError) -> tuple[int, str]:
     opened = _OPENED.get(exc.context or "")
     if opened and context_line != problem_line:
         # "[x, y" without its "]" is noticed only at the next line (or the end of the file).
-        where = f"line {problem_line}" if exc.problem_mark is not None else "the end"
-        return context_line, f"{opened} is never closed ({problem} on {where})"
+        found = "" if "end of stream" in problem else f" ({problem} on line {problem_line})"
+        return context_line, f"{opened} is never closed{found}"
     if exc.context == "while scanning a simple key":  # a line without its ':'
         return context_line, "expected 'key: value', found no ':'"
     for start, message in _YAML_PROBLEMS.items():
@@ -320,6 +340,10 @@ _FORMS: dict[Path_, str] = {
     ("domain",): "a mapping of input name to [low, high]",
     ("forward",): "a mapping of each output to its expression",
     ("backward",): "a mapping of each input to the expression of its gradient",
+    ("name",): "a name",
+    ("op_name",): "a name",
+    ("inputs", "*"): "a name",
+    ("outputs", "*"): "a name",
     ("forward", "*"): "an expression",
     ("backward", "*"): "an expression",
     ("domain", "*", "*"): "a number",
@@ -473,10 +497,10 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         clash = next((n for n in (op_name, f"{op_name}_grad") if n in builtins), None)
         if clash is not None:
             where = ("op_name",) if model.op_name is not None else ("name",)
-            own = "" if clash == op_name else f"its gradient op '{clash}' "
-            raise fail(where, f"op_name '{op_name}': {own}is a Paddle built-in op, and "
-                       f"registering it would replace Paddle's own; use "
-                       f"'{free_op_name(op_name, builtins)}'")
+            what = f"op_name '{op_name}'" if clash == op_name else \
+                f"the gradient op '{clash}' of op_name '{op_name}'"
+            raise fail(where, f"{what} is a Paddle built-in op, and registering it would "
+                       f"replace Paddle's own; use '{free_op_name(op_name, builtins)}'")
 
     return Spec(path=path, model=model, forward=forward, backward=backward, lines=lines)
 

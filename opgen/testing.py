@@ -134,3 +134,22 @@ def smooth_points(fn: Callable[..., np.ndarray], args: list[np.ndarray], index: 
     coarse = central_difference(fn, args, index, h)
     fine = central_difference(fn, args, index, h / 2)
     return np.isfinite(coarse) & np.isclose(coarse, fine, rtol=1e-4, atol=1e-6)
+
+
+def large_tests_enabled() -> bool:
+    return os.environ.get("OPGEN_TEST_LARGE") == "1"
+
+
+def assert_periodic(out: Any, block: np.ndarray, dtype: str, what: str,
+                    chunk: int = 2**26) -> None:
+    """``out`` (flat, huge) equals ``block`` repeated, checked chunk by chunk on the host."""
+    host = out.numpy() if not str(out.dtype).endswith("bfloat16") else None
+    if host is None:
+        raise NotImplementedError("periodic checks read float16/float32/float64 outputs")
+    period = block.size
+    n = host.size
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        index = np.arange(start, stop) % period
+        assert_close(host[start:stop].astype(np.float64), block[index], dtype,
+                     f"{what}[{start}:{stop}]")

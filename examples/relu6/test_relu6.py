@@ -15,7 +15,7 @@ from opgen import testing as ot
 
 DTYPES = ['float32', 'float64', 'float16', 'bfloat16']
 # Where each input is sampled (the spec's `domain:`).
-DOMAIN = {"x": (-3.0, 3.0)}
+DOMAIN = {"x": (-2.0, 8.0)}
 ATTRS = [
     pytest.param({}, id="default-attrs"),
     pytest.param({"threshold": 3.0}, id="other-attrs"),
@@ -55,6 +55,25 @@ def test_forward(device, dtype, shape, attrs):
         ot.assert_close(ot.to_numpy(out), want, dtype, name)
 
 
+@pytest.mark.skipif(not ot.large_tests_enabled(), reason="set OPGEN_TEST_LARGE=1 (needs ~20 GB)")
+@pytest.mark.parametrize("device", ot.devices())
+def test_forward_beyond_2_31_elements(device):
+    """More than 2**31 elements: every index past the int32 range is computed and written."""
+    dtype = "float16" if "float16" in DTYPES else DTYPES[0]
+    n = 2**31 + 4099
+    rng = np.random.default_rng(4)
+    blocks = {name: rng.uniform(*DOMAIN[name], size=4096) for name in DOMAIN}
+    inputs = [ot.to_paddle(np.resize(block.astype(np.float32), n), dtype, device)
+              for block in blocks.values()]
+    block_inputs = [ot.to_numpy(ot.to_paddle(b.astype(np.float32), dtype, "cpu"))
+                    for b in blocks.values()]
+    expected = as_tuple(reference_forward(*block_inputs))
+    outputs = as_tuple(relu6(*inputs))
+    del inputs
+    for name, out, want in zip(['out'], outputs, expected):
+        ot.assert_periodic(out, want, dtype, name)
+
+
 @pytest.mark.parametrize("view", ["offset", "strided"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", ot.devices())
@@ -83,6 +102,8 @@ def test_backward(device, dtype, shape, attrs):
     grads = paddle.grad(list(outputs), [x], grad_outputs=[grad_out])
     expected = as_tuple(reference_backward(x_np, grad_out_np, **attrs))
     for name, grad, want in zip(['grad_x'], grads, expected):
+        if grad is None and want.size == 0:  # Paddle 2.6 gives no gradient for empty inputs
+            continue
         ot.assert_close(ot.to_numpy(grad), want, dtype, name)
 
 

@@ -183,5 +183,44 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   return outs;
 }
 
+// The textbook kernel, one element per thread in blocks of 256, kept only as the benchmark's
+// point of comparison (`opgen bench` renders a copy of the op that launches through it).
+template <typename T, typename F, int kIn, int kOut>
+__global__ void NaiveKernel(F f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  using MT = OpMathT<T>;
+  MT args[kIn];
+  MT results[kOut];
+  for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][i]);
+  Apply(f, args, results);
+  for (int k = 0; k < kOut; ++k) out.at[k][i] = static_cast<T>(results[k]);
+}
+
+template <typename DtypeList, template <typename> class Functor, int kOut, std::size_t kIn,
+          typename... Attrs>
+std::vector<paddle::Tensor> NaiveElementwise(const char* op, const char* kernel,
+                                             const paddle::Tensor (&inputs)[kIn],
+                                             const Attrs&... attrs) {
+  std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
+  DeviceGuard guard(ins[0].place().GetDeviceId());
+  std::vector<paddle::Tensor> outs = EmptyLike<kOut>(ins[0]);
+  const int64_t n = ins[0].numel();
+  if (n == 0) return outs;
+  Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    Pointers<const T, int(kIn)> in;
+    Pointers<T, kOut> out;
+    for (std::size_t k = 0; k < kIn; ++k) in.at[k] = ins[k].template data<T>();
+    for (int k = 0; k < kOut; ++k) out.at[k] = outs[k].template data<T>();
+    const auto grid = static_cast<unsigned>((n + 255) / 256);
+    NaiveKernel<T><<<grid, 256, 0, ins[0].stream()>>>(Functor<OpMathT<T>>(attrs...), n, in, out);
+  });
+  const cudaError_t status = cudaGetLastError();
+  PD_CHECK(status == cudaSuccess, op, ": CUDA kernel '", kernel, "' failed to launch: ",
+           cudaGetErrorString(status));
+  return outs;
+}
+
 }  // namespace cuda
 }  // namespace opgen

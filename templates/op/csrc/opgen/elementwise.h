@@ -54,11 +54,30 @@ OPGEN_UNARY(sin, ::sinf, ::sin)
 OPGEN_UNARY(cos, ::cosf, ::cos)
 OPGEN_UNARY(floor, ::floorf, ::floor)
 OPGEN_UNARY(ceil, ::ceilf, ::ceil)
-OPGEN_BINARY(min, ::fminf, ::fmin)
-OPGEN_BINARY(max, ::fmaxf, ::fmax)
 OPGEN_BINARY(pow, ::powf, ::pow)
 #undef OPGEN_UNARY
 #undef OPGEN_BINARY
+
+// min and max: one instruction on the GPU; on the CPU a comparison the compiler vectorizes,
+// where fminf/fmaxf would be library calls (their NaN rules block vectorization).
+template <typename MT>
+OPGEN_HD MT min(MT a, MT b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<MT, float>) return ::fminf(a, b);
+  else return ::fmin(a, b);
+#else
+  return b < a ? b : a;
+#endif
+}
+template <typename MT>
+OPGEN_HD MT max(MT a, MT b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<MT, float>) return ::fmaxf(a, b);
+  else return ::fmax(a, b);
+#else
+  return a < b ? b : a;
+#endif
+}
 
 OPGEN_HD float rsqrt(float x) {
 #if defined(__CUDA_ARCH__)

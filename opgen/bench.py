@@ -1,0 +1,341 @@
+"""``opgen bench``: time an op's forward and backward against a copy, a composed baseline and the
+naive kernel, in one run, and report GB/s and ratios.
+
+Method: inputs are made once per size and rotated through enough buffers to overflow the L2
+cache; each measurement warms up, then times ``iters`` back-to-back calls between two device
+synchronizations, repeated ``repeats`` times, and keeps the median. Bytes moved are what an
+elementwise kernel must read and write: every input and every output once.
+
+On the GPU, Paddle's own kernels may not run (paddlepaddle-gpu 2.6.2 has none for sm_90), so the
+copy and the composed baseline are measured with PyTorch on the same device, in a subprocess of
+the same run. On the CPU they are Paddle's own ops.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+
+L2_FLUSH_BYTES = 256 * 2**20
+DEFAULT_SIZES = {"gpu": [2**16, 2**20, 2**24, 2**26, 2**28], "cpu": [2**12, 2**16, 2**20, 2**22]}
+#: The composed baseline's functions: framework ops a model would chain without a custom kernel.
+BASELINE_FUNCTIONS = ("clip", "maximum", "minimum", "where", "abs", "exp", "log", "log1p",
+                      "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "pow",
+                      "floor", "ceil")
+
+
+@dataclass
+class Row:
+    """One timed kernel at one size and dtype."""
+
+    kernel: str        # op, op-naive, copy, baseline
+    direction: str     # forward or backward
+    dtype: str
+    size: int
+    bytes: int
+    ms: float
+    gbps: float
+
+
+def time_it(fn: Callable[[], Any], sync: Callable[[], None], *, iters: int, repeats: int,
+            warmup: int = 3) -> float:
+    """Median milliseconds per call of ``fn`` over ``repeats`` timed batches of ``iters`` calls."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) * 1e3 / iters)
+    return statistics.median(samples)
+
+
+def iterations(nbytes: int, device: str) -> int:
+    """Enough calls that one timed batch lasts ~20 ms on the device, at least 5."""
+    bandwidth = 4e12 if device == "gpu" else 5e9
+    return max(5, min(2000, int(0.02 * bandwidth / max(nbytes, 1))))
+
+
+def check_baseline(expr: str, names: set[str]) -> ast.Expression:
+    """Parse the spec's ``baseline:`` expression: framework calls over the op's names."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as exc:
+        raise UsageError(f"baseline: invalid expression: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in BASELINE_FUNCTIONS:
+                raise UsageError(f"baseline: only {', '.join(BASELINE_FUNCTIONS)} can be called")
+        elif isinstance(node, ast.Name) and node.id not in names and node.id not in \
+                BASELINE_FUNCTIONS:
+            raise UsageError(f"baseline: unknown name '{node.id}'")
+        elif isinstance(node, (ast.Attribute, ast.Subscript, ast.Lambda)):
+            raise UsageError("baseline: only calls, names, numbers and operators are allowed")
+    return tree
+
+
+def framework_namespace(fw: Any, like: Any, kind: str) -> dict[str, Any]:
+    """The baseline functions for ``fw`` (paddle or torch); numbers become 0-D tensors of
+    ``like``'s dtype, so a chain like clip(maximum(x, 0), 0, t) launches what a model would."""
+    def t(v: Any) -> Any:
+        if isinstance(v, (int, float)):
+            if kind == "torch":
+                return fw.tensor(v, dtype=like.dtype, device=like.device)
+            return fw.full([], v, dtype=like.dtype)
+        return v
+    ns: dict[str, Any] = {
+        "clip": (lambda x, lo, hi: fw.clamp(x, lo, hi)) if kind == "torch" else
+                (lambda x, lo, hi: fw.clip(x, lo, hi)),
+        "maximum": lambda a, b: fw.maximum(t(a), t(b)),
+        "minimum": lambda a, b: fw.minimum(t(a), t(b)),
+        "where": lambda c, a, b: fw.where(c, t(a), t(b)),
+        "pow": lambda a, b: fw.pow(t(a), b),
+        "rsqrt": fw.rsqrt,
+    }
+    for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "tanh", "sigmoid", "erf", "sin",
+                 "cos", "floor", "ceil"):
+        ns[name] = getattr(fw, name)
+    return ns
+
+
+def _rotation(nbytes: int) -> int:
+    return max(1, min(16, math.ceil(L2_FLUSH_BYTES / max(nbytes, 1))))
+
+
+def _dtype_size(dtype: str) -> int:
+    return {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}[dtype]
+
+
+def _sample(rng: np.random.Generator, n: int, domain: tuple[float, float]) -> np.ndarray:
+    return rng.uniform(domain[0], domain[1], size=n).astype(np.float32)
+
+
+def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tuple[float, float]],
+                 device: str, dtype: str, size: int, *, repeats: int, kernel: str,
+                 backward: bool) -> list[Row]:
+    """Time one op module's forward (and backward) at one size and dtype."""
+    import paddle
+
+    from . import testing as ot
+
+    op = getattr(module, name)
+    sync = paddle.device.cuda.synchronize if device == "gpu" else (lambda: None)
+    rng = np.random.default_rng(0)
+    fwd_bytes = (n_in + n_out) * size * _dtype_size(dtype)
+    r = _rotation(fwd_bytes)
+    sets = [[ot.to_paddle(_sample(rng, size, d), dtype, device, stop_gradient=not backward)
+             for d in domains] for _ in range(r)]
+    it = iterations(fwd_bytes, device)
+    counter = [0]
+
+    def forward() -> None:
+        counter[0] += 1
+        op(*sets[counter[0] % r])
+
+    ms = time_it(forward, sync, iters=it, repeats=repeats)
+    rows = [Row(kernel, "forward", dtype, size, fwd_bytes, ms, fwd_bytes / ms / 1e6)]
+    if backward:
+        graphs = []
+        for inputs in sets:
+            outs = op(*inputs)
+            outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+            grads = [ot.to_paddle(_sample(rng, size, (-1.0, 1.0)), dtype, device) for _ in outs]
+            graphs.append((outs, inputs, grads))
+        bwd_bytes = (n_in + n_out + n_in) * size * _dtype_size(dtype)
+
+        def backward_step() -> None:
+            counter[0] += 1
+            outs, inputs, grads = graphs[counter[0] % r]
+            paddle.grad(outs, inputs, grad_outputs=grads, retain_graph=True)
+
+        ms = time_it(backward_step, sync, iters=iterations(bwd_bytes, device), repeats=repeats)
+        rows.append(Row(kernel, "backward", dtype, size, bwd_bytes, ms, bwd_bytes / ms / 1e6))
+    return rows
+
+
+def bench_paddle_baselines(baseline: str | None, input_names: list[str], attrs: dict[str, Any],
+                           n_out: int, domains: list[tuple[float, float]], dtype: str, size: int,
+                           *, repeats: int) -> list[Row]:
+    """Copy and composed baseline with Paddle's own CPU ops."""
+    import paddle
+
+    from . import testing as ot
+
+    rng = np.random.default_rng(0)
+    nbytes = (len(input_names) + n_out) * size * _dtype_size(dtype)
+    r = _rotation(nbytes)
+    sets = [[ot.to_paddle(_sample(rng, size, d), dtype, "cpu") for d in domains] for _ in range(r)]
+    copy_bytes = 2 * size * _dtype_size(dtype)
+    counter = [0]
+
+    def copy() -> None:
+        counter[0] += 1
+        sets[counter[0] % r][0].clone()
+
+    ms = time_it(copy, lambda: None, iters=iterations(copy_bytes, "cpu"), repeats=repeats)
+    rows = [Row("copy", "forward", dtype, size, copy_bytes, ms, copy_bytes / ms / 1e6)]
+    if baseline:
+        tree = compile(check_baseline(baseline, set(input_names) | set(attrs)), "<baseline>",
+                       "eval")
+        ns = framework_namespace(paddle, sets[0][0], "paddle")
+
+        def composed() -> None:
+            counter[0] += 1
+            eval(tree, {**ns, **attrs, **dict(zip(input_names, sets[counter[0] % r]))})
+
+        ms = time_it(composed, lambda: None, iters=iterations(nbytes, "cpu"), repeats=repeats)
+        rows.append(Row("baseline", "forward", dtype, size, nbytes, ms, nbytes / ms / 1e6))
+    return rows
+
+
+def bench_torch_baselines(baseline: str | None, input_names: list[str], attrs: dict[str, Any],
+                          n_out: int, domains: list[tuple[float, float]], dtypes: list[str],
+                          sizes: list[int], *, repeats: int) -> list[Row]:
+    """Copy and composed baseline with PyTorch on the same GPU, in a subprocess of this run."""
+    args = {"baseline": baseline, "inputs": input_names, "attrs": attrs, "n_out": n_out,
+            "domains": domains, "dtypes": dtypes, "sizes": sizes, "repeats": repeats}
+    proc = subprocess.run([sys.executable, "-m", "opgen._torch_baseline", json.dumps(args)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"the PyTorch baseline failed (is torch installed with CUDA?): {tail}")
+    return [Row(**r) for r in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
+def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
+        dtypes: list[str] | None = None, repeats: int = 5,
+        progress: Callable[[str], None] | None = None) -> list[Row]:
+    """Benchmark the op in ``op_dir`` on ``device``; return every timed row."""
+    from . import api
+    from .build import find_op
+    from .spec import load
+
+    op_dir = Path(op_dir).resolve()
+    name = find_op(op_dir)
+    spec = load(op_dir / f"{name}.yaml", check_builtins=False)
+    m = spec.model
+    if device not in ("cpu", "gpu"):
+        raise UsageError(f"--device: expected cpu or gpu, got '{device}'")
+    dtypes = dtypes or [d for d in ("float32", "float16", "bfloat16") if d in m.dtypes] or \
+        list(m.dtypes)
+    for d in dtypes:
+        if d not in m.dtypes:
+            raise UsageError(f"--dtype {d}: {name} is built for {', '.join(m.dtypes)}")
+    sizes = sizes or DEFAULT_SIZES[device]
+    if m.baseline:
+        check_baseline(m.baseline, set(m.inputs) | set(m.attrs))
+    attrs = {k: a.default for k, a in m.attrs.items()}
+    domains = [tuple(m.domain.get(i, (-3.0, 3.0))) for i in m.inputs]
+    n_in, n_out = len(m.inputs), len(m.outputs)
+    say = progress or (lambda _msg: None)
+
+    say("building the op")
+    module = api.load_op(op_dir, cpu_only=device == "cpu")
+    if device == "gpu":
+        import paddle
+
+        if not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count()):
+            raise UsageError("--device gpu: no GPU visible to Paddle")
+        say("building the naive comparison kernel")
+        naive = _naive_module(spec, op_dir)
+    rows: list[Row] = []
+    for dtype in dtypes:
+        for size in sizes:
+            say(f"{dtype} n={size}")
+            rows += bench_paddle(module, name, n_in, n_out, domains, device, dtype, size,
+                                 repeats=repeats, kernel="op", backward=spec.backward is not None)
+            if device == "gpu":
+                rows += bench_paddle(naive, f"{name}_naive", n_in, n_out, domains, device, dtype,
+                                     size, repeats=repeats, kernel="naive", backward=False)
+            else:
+                rows += bench_paddle_baselines(m.baseline, list(m.inputs), attrs, n_out, domains,
+                                               dtype, size, repeats=repeats)
+    if device == "gpu":
+        say("PyTorch baselines on the same GPU")
+        rows += bench_torch_baselines(m.baseline, list(m.inputs), attrs, n_out,
+                                      [list(d) for d in domains], dtypes, sizes, repeats=repeats)
+    return rows
+
+
+def _naive_module(spec: Any, op_dir: Path) -> Any:
+    """Render and build a copy of the op whose CUDA kernels use the naive launcher."""
+    import dataclasses
+
+    from . import api
+    from .render import render_op
+    from .writer import apply
+
+    model = spec.model.model_copy(update={"name": f"{spec.name}_naive",
+                                          "op_name": f"{spec.op_name}_naive"})
+    naive_spec = dataclasses.replace(spec, model=model)
+    dest = op_dir / "build" / "naive" / model.name
+    apply(render_op(naive_spec, naive=True), dest)
+    return api.load_op(dest)
+
+
+# -- reporting ----------------------------------------------------------------------------------
+
+def ratios(rows: list[Row]) -> list[dict[str, Any]]:
+    """Each op row with its ratios to the copy (GB/s) and to the baselines (time)."""
+    index = {(r.kernel, r.direction, r.dtype, r.size): r for r in rows}
+    out = []
+    for r in rows:
+        if r.kernel != "op":
+            continue
+        entry = asdict(r)
+        copy = index.get(("copy", "forward", r.dtype, r.size))
+        entry["x_copy"] = r.gbps / copy.gbps if copy else None
+        for other in ("baseline", "naive"):
+            o = index.get((other, r.direction, r.dtype, r.size))
+            entry[f"speedup_vs_{other}"] = o.ms / r.ms if o else None
+        out.append(entry)
+    return out
+
+
+def write_json(rows: list[Row], path: Path, meta: dict[str, Any]) -> None:
+    data = {"meta": meta, "rows": [asdict(r) for r in rows], "summary": ratios(rows)}
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def plot(rows: list[Row], path: Path, title: str) -> None:
+    """GB/s against size, one line per kernel and direction, one panel per dtype."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import matplotlib.pyplot as plt
+
+    dtypes = sorted({r.dtype for r in rows}, key=lambda d: ["float32", "float16", "bfloat16",
+                                                            "float64"].index(d))
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(5 * len(dtypes), 4), squeeze=False)
+    for ax, dtype in zip(axes[0], dtypes, strict=True):
+        series: dict[str, list[Row]] = {}
+        for r in rows:
+            if r.dtype == dtype:
+                series.setdefault(f"{r.kernel} {r.direction}", []).append(r)
+        for label, points in sorted(series.items()):
+            points.sort(key=lambda r: r.size)
+            ax.plot([p.size for p in points], [p.gbps for p in points], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("elements")
+        ax.set_ylabel("GB/s (bytes read + written)")
+        ax.set_title(f"{title} {dtype}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

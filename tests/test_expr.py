@@ -1,0 +1,367 @@
+"""The expression compiler: what it accepts, what it emits as C++ and numpy, and what it refuses."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.expr import FUNCTIONS, Emitted, ExprError, Type, compile_expr
+
+SYMBOLS: dict[str, Type] = {"x": "num", "y": "num", "z": "num", "t": "num", "flag": "bool",
+                            "mode": "str"}
+NUMPY_GLOBALS = {"np": np, "_erf": np.vectorize(math.erf, otypes=[np.float64])}
+
+
+def emit(source: str) -> Emitted:
+    return compile_expr(source, SYMBOLS)
+
+
+def evaluate(source: str, **values: object) -> np.ndarray:
+    """The numpy emission of ``source``, run on ``values``."""
+    return np.asarray(eval(emit(source).numpy, dict(NUMPY_GLOBALS), dict(values)))  # noqa: S307
+
+
+# -- emission -----------------------------------------------------------------------------------
+
+def test_relu6_emits_cpp_and_numpy() -> None:
+    out = compile_expr("min(max(x, 0), t)", SYMBOLS)
+    assert out.type == "num"
+    assert out.cpp == "opgen::min(opgen::max(x, MT(0)), t)"
+    assert out.numpy == "np.minimum(np.maximum(x, 0.0), t)"
+    assert out.names == {"x", "t"}
+    assert out.functions == {"min", "max"}
+
+
+def test_relu6_backward_emits_cpp_and_numpy() -> None:
+    out = compile_expr("where((x > 0) & (x < t), y, 0)", SYMBOLS)
+    assert out.cpp == "opgen::where(x > MT(0) && x < t, y, MT(0))"
+    assert out.numpy == "np.where(np.logical_and(x > 0.0, x < t), y, 0.0)"
+
+
+@pytest.mark.parametrize(("source", "cpp"), [
+    ("x + y + z", "x + y + z"),
+    ("x + (y + z)", "x + (y + z)"),            # float addition is not associative: keep it
+    ("x - (y - z)", "x - (y - z)"),
+    ("(x - y) - z", "x - y - z"),
+    ("x * (y + z)", "x * (y + z)"),
+    ("(x + y) * z", "(x + y) * z"),
+    ("x * y + z", "x * y + z"),
+    ("x / (y * z)", "x / (y * z)"),
+    ("x / y * z", "x / y * z"),
+    ("-(x + y)", "-(x + y)"),
+    ("-x * y", "-x * y"),
+    ("-(x * y)", "-(x * y)"),
+    ("- -x", "-(-x)"),                         # not C++'s decrement operator
+    ("x - -y", "x - -y"),
+    ("+x", "x"),
+    ("x ** 2", "opgen::pow(x, MT(2))"),
+    ("-x ** 2", "-opgen::pow(x, MT(2))"),      # Python: -(x ** 2)
+    ("(-x) ** 2", "opgen::pow(-x, MT(2))"),
+    ("x ** y ** z", "opgen::pow(x, opgen::pow(y, z))"),
+    ("x + y > z", "x + y > z"),
+])
+def test_cpp_precedence_and_parentheses(source: str, cpp: str) -> None:
+    assert emit(source).cpp == cpp
+
+
+@pytest.mark.parametrize(("source", "cpp", "numpy"), [
+    ("(x > 0) | (y > 0) & (z > 0)", "x > MT(0) || (y > MT(0) && z > MT(0))",
+     "np.logical_or(x > 0.0, np.logical_and(y > 0.0, z > 0.0))"),
+    ("((x > 0) | (y > 0)) & (z > 0)", "(x > MT(0) || y > MT(0)) && z > MT(0)",
+     "np.logical_and(np.logical_or(x > 0.0, y > 0.0), z > 0.0)"),
+    ("~(x > 0)", "!(x > MT(0))", "np.logical_not(x > 0.0)"),
+    ("~flag & (x != y)", "!flag && x != y", "np.logical_and(np.logical_not(flag), x != y)"),
+    ("flag & (x > 0) | (y > 0)", "(flag && x > MT(0)) || y > MT(0)",
+     "np.logical_or(np.logical_and(flag, x > 0.0), y > 0.0)"),
+    ("flag | (x > 0) | (y > 0)", "flag || x > MT(0) || y > MT(0)",
+     "np.logical_or(np.logical_or(flag, x > 0.0), y > 0.0)"),
+    ("flag & ((x > 0) & (y > 0))", "flag && (x > MT(0) && y > MT(0))",
+     "np.logical_and(flag, np.logical_and(x > 0.0, y > 0.0))"),
+    ("(0 < x < 1) | flag", "((MT(0) < x) && (x < MT(1))) || flag",
+     "np.logical_or(np.logical_and.reduce([0.0 < x, x < 1.0]), flag)"),
+    ("flag", "flag", "flag"),
+    ("True", "true", "True"),
+])
+def test_conditions(source: str, cpp: str, numpy: str) -> None:
+    out = emit(source)
+    assert out.type == "bool"
+    assert (out.cpp, out.numpy) == (cpp, numpy)
+
+
+def test_chained_comparison_means_both() -> None:
+    out = emit("0 < x <= t")
+    assert out.type == "bool"
+    assert out.cpp == "(MT(0) < x) && (x <= t)"
+    assert out.numpy == "np.logical_and.reduce([0.0 < x, x <= t])"
+    x = np.array([-1.0, 0.0, 0.5, 1.0, 2.0])
+    assert evaluate("where(0 < x <= t, 1, 0)", x=x, t=1.0).tolist() == [0, 0, 1, 1, 0]
+
+
+@pytest.mark.parametrize(("source", "cpp", "numpy"), [
+    ("-1", "MT(-1)", "-1.0"),
+    ("-2.5 * x", "MT(-2.5) * x", "-2.5 * x"),
+    ("x * -2", "x * MT(-2)", "x * -2.0"),
+    ("x - -1", "x - MT(-1)", "x - -1.0"),
+    ("-(-1)", "-MT(-1)", "--1.0"),
+    ("1e-05 * x", "MT(1e-05) * x", "1e-05 * x"),
+    ("0.5", "MT(0.5)", "0.5"),
+    ("100000000000000000000 * x", "MT(1e+20) * x", "1e+20 * x"),  # too big for a C++ int
+    ("2147483647", "MT(2147483647)", "2147483647.0"),
+])
+def test_number_literals(source: str, cpp: str, numpy: str) -> None:
+    out = emit(source)
+    assert (out.cpp, out.numpy) == (cpp, numpy)
+    values = {"x": 3.0}
+    assert float(eval(out.numpy, {}, values)) == float(eval(source, {}, values))  # noqa: S307
+
+
+def test_a_literal_that_overflows_is_refused() -> None:
+    with pytest.raises(ExprError, match="overflows"):
+        emit("1e999 * x")
+    with pytest.raises(ExprError, match="overflows"):
+        emit("1" + "0" * 400)
+
+
+def test_expression_may_span_lines() -> None:
+    assert emit("min(x,\n    t) +\n  1").cpp == "opgen::min(x, t) + MT(1)"
+
+
+def test_pow_operator_records_the_function() -> None:
+    assert emit("x ** 2").functions == {"pow"}
+
+
+# -- every function ------------------------------------------------------------------------------
+
+def _args(types: tuple[Type, ...]) -> list[str]:
+    return ["x > 0" if t == "bool" else "x" for t in types]
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_every_function_with_its_arity(name: str) -> None:
+    fn = FUNCTIONS[name]
+    out = emit(f"{name}({', '.join(_args(fn.args))})")
+    assert out.functions == {name}
+    assert out.type == fn.result
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_every_function_refuses_a_wrong_arity(name: str, delta: int) -> None:
+    fn = FUNCTIONS[name]
+    count = len(fn.args) + delta
+    args = ", ".join(["x"] * count)
+    want = len(fn.args)
+    with pytest.raises(ExprError) as info:
+        emit(f"{name}({args})")
+    assert info.value.message == (f"{name}() takes {want} argument{'s' * (want != 1)}, "
+                                  f"got {count}")
+
+
+def test_function_list_is_the_spec_format() -> None:
+    assert set(FUNCTIONS) == {"abs", "min", "max", "where", "exp", "log", "log1p", "expm1",
+                              "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "pow",
+                              "floor", "ceil"}
+
+
+# -- numpy emission against hand-computed values -------------------------------------------------
+
+X = np.array([-2.0, -0.5, 0.0, 0.5, 2.0, 7.0])
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("min(max(x, 0), 6)", [0.0, 0.0, 0.0, 0.5, 2.0, 6.0]),
+    ("where((x > 0) & (x < 6), 1, 0)", [0, 0, 0, 1, 1, 0]),
+    ("where((x < 0) | (x > 6), x, 0)", [-2.0, -0.5, 0, 0, 0, 7.0]),
+    ("where(~(x > 0), 1, 2)", [1, 1, 1, 2, 2, 2]),
+    ("abs(x)", [2.0, 0.5, 0.0, 0.5, 2.0, 7.0]),
+    ("floor(x)", [-2.0, -1.0, 0.0, 0.0, 2.0, 7.0]),
+    ("ceil(x)", [-2.0, 0.0, 0.0, 1.0, 2.0, 7.0]),
+    ("x - 1 - 1", [-4.0, -2.5, -2.0, -1.5, 0.0, 5.0]),
+    ("x - (1 - 1)", [-2.0, -0.5, 0.0, 0.5, 2.0, 7.0]),
+    ("2 * x + 1", [-3.0, 0.0, 1.0, 2.0, 5.0, 15.0]),
+    ("2 * (x + 1)", [-2.0, 1.0, 2.0, 3.0, 6.0, 16.0]),
+    ("x / 2 / 2", [-0.5, -0.125, 0.0, 0.125, 0.5, 1.75]),
+    ("x / (2 / 2)", [-2.0, -0.5, 0.0, 0.5, 2.0, 7.0]),
+    ("-x ** 2", [-4.0, -0.25, 0.0, -0.25, -4.0, -49.0]),
+    ("(-x) ** 2", [4.0, 0.25, 0.0, 0.25, 4.0, 49.0]),
+    ("pow(x, 2)", [4.0, 0.25, 0.0, 0.25, 4.0, 49.0]),
+    ("- -x", [-2.0, -0.5, 0.0, 0.5, 2.0, 7.0]),
+    ("where(-1 < x < 1, x, 9)", [9.0, -0.5, 0.0, 0.5, 9.0, 9.0]),
+    ("where(x == 0, 1, 0) + where(x != 0, 10, 0)", [10, 10, 1, 10, 10, 10]),
+    ("where(x >= 2, 1, 0) + where(x <= -2, -1, 0)", [-1, 0, 0, 0, 1, 1]),
+])
+def test_numpy_emission_computes_the_hand_values(source: str, expected: list[float]) -> None:
+    np.testing.assert_allclose(evaluate(source, x=X), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("source", "point", "value"), [
+    ("exp(x)", 1.0, math.e),
+    ("log(x)", math.e, 1.0),
+    ("log1p(x)", math.e - 1, 1.0),
+    ("expm1(x)", math.log(3.0), 2.0),
+    ("sqrt(x)", 2.25, 1.5),
+    ("rsqrt(x)", 4.0, 0.5),
+    ("tanh(x)", 0.0, 0.0),
+    ("sigmoid(x)", 0.0, 0.5),
+    ("sigmoid(x)", math.log(3.0), 0.75),
+    ("erf(x)", 0.0, 0.0),
+    ("erf(x)", 0.5, 0.5204998778130465),
+    ("sin(x)", math.pi / 2, 1.0),
+    ("cos(x)", math.pi, -1.0),
+    ("min(x, 1)", 3.0, 1.0),
+    ("max(x, 1)", 3.0, 3.0),
+    ("pow(x, 0.5)", 9.0, 3.0),
+    ("x ** -1", 4.0, 0.25),
+])
+def test_numpy_emission_of_each_function(source: str, point: float, value: float) -> None:
+    got = evaluate(source, x=np.array([point, point]))
+    np.testing.assert_allclose(got, [value, value], rtol=1e-15, atol=1e-15)
+
+
+def test_bool_attr_in_numpy() -> None:
+    source = "where(flag & (x > 0), x, 0)"
+    assert evaluate(source, x=X, flag=True).tolist() == [0, 0, 0, 0.5, 2.0, 7.0]
+    assert evaluate(source, x=X, flag=False).tolist() == [0] * 6
+
+
+# -- the C++ emission, compiled and run -----------------------------------------------------------
+
+_CPP_PRELUDE = """
+#include <cmath>
+#include <cstdio>
+namespace opgen {
+using std::abs; using std::exp; using std::log; using std::log1p; using std::expm1;
+using std::sqrt; using std::tanh; using std::erf; using std::sin; using std::cos;
+using std::floor; using std::ceil; using std::pow;
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+template <typename MT> MT where(bool c, MT a, MT b) { return c ? a : b; }
+}  // namespace opgen
+using MT = double;
+"""
+
+CPP_CASES = [
+    "x - (y - z)", "x - y - z", "x / y / z", "x / (y / z)", "x * (y + z)", "-(x - y) * z",
+    "- -x", "x - -y", "-x ** 2", "(-x) ** 2", "abs(x) ** abs(y) ** 0.5", "where(0 < x <= y, z, -1)",
+    "where((x > 0) | (y > 0) & (z > 0), 1, 0)", "where(~(x > y) & (y != z), x, y)",
+    "min(max(x, 0), 6) * sigmoid(y) + rsqrt(z)", "where(x < y < z, 2.5, -2.5)",
+    "erf(x) + tanh(y) - expm1(z) / log1p(abs(x))", "floor(x * 2) + ceil(y / 3)",
+]
+CPP_POINTS = [(0.5, 1.5, 2.0), (-1.25, 0.75, 3.0), (2.0, -0.5, 0.25), (1.0, 2.0, 3.0)]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++")
+def test_cpp_emission_computes_what_numpy_emission_computes(tmp_path: Path) -> None:
+    """The C++ text is compiled in double and run on sample points; numpy must agree."""
+    body = []
+    for source in CPP_CASES:
+        cpp = emit(source).cpp
+        body.append(f"  std::printf(\"%.17g\\n\", static_cast<double>({cpp}));")
+    program = _CPP_PRELUDE + "int main() {\n  double x, y, z;\n"
+    for point in CPP_POINTS:
+        program += f"  x = {point[0]!r}; y = {point[1]!r}; z = {point[2]!r};\n"
+        program += "\n".join(body) + "\n"
+    program += "  return 0;\n}\n"
+    (tmp_path / "exprs.cc").write_text(program)
+    subprocess.run(["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "exprs.cc", "-o", "exprs"],
+                   cwd=tmp_path, check=True, capture_output=True, text=True)
+    printed = subprocess.run([str(tmp_path / "exprs")], check=True, capture_output=True,
+                             text=True).stdout.split()
+    got = iter(float(v) for v in printed)
+    for x, y, z in CPP_POINTS:
+        for source in CPP_CASES:
+            want = float(evaluate(source, x=np.float64(x), y=np.float64(y), z=np.float64(z)))
+            assert next(got) == pytest.approx(want, rel=1e-12, abs=1e-12), (source, (x, y, z))
+
+
+# -- refusals -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("x +", "invalid syntax"),
+    ("min(x, y", "invalid syntax: '(' was never closed"),
+    ("w + 1", "unknown name 'w'"),
+    ("clamp(x, 0, 1)", "unknown function 'clamp'"),
+    ("x(1)", "'x' is not a function"),
+    ("exp", "unknown name 'exp'"),
+    ("x.real", "attribute access is not allowed"),
+    ("np.exp(x)", "attribute access is not allowed"),
+    ("x[0]", "subscripts are not allowed"),
+    ("(lambda v: v)(x)", "lambdas are not allowed"),
+    ("x if flag else y", "'a if cond else b' is not allowed"),
+    ("where(x > 0 and y > 0, x, y)", "'and' and 'or' are not allowed"),
+    ("where(not flag, x, y)", "'not' is not allowed"),
+    ("x % 2", "operator '%' is not allowed"),
+    ("x // 2", "operator '//' is not allowed"),
+    ("x ^ 2", "operator '^' is not allowed"),
+    ("x @ y", "operator '@' is not allowed"),
+    ("x << 1", "operator '<<' is not allowed"),
+    ("where(x is y, x, y)", "'is' is not allowed"),
+    ("where(x in y, x, y)", "'in' is not allowed"),
+    ("'a'", "string literal 'a' is not allowed"),
+    ("f'{x}'", "strings are not allowed"),
+    ("None", "literal None is not allowed"),
+    ("1j", "literal 1j is not allowed"),
+    ("x, y", "tuples are not allowed"),
+    ("[x]", "lists are not allowed"),
+    ("{x: 1}", "dicts are not allowed"),
+    ("(w := x)", "assignments (:=) are not allowed"),
+    ("min(*x)", "starred arguments are not allowed"),
+    ("min(x, b=y)", "min() takes no keyword arguments"),
+    ("mode", "str attr 'mode' cannot be used"),
+    ("x + mode", "str attr 'mode' cannot be used"),
+    ("(x > 0) * y", "'*' needs a number, got a condition"),
+    ("-flag", "unary '-' needs a number, got a condition"),
+    ("where(x, y, z)", "argument 1 of where() needs a condition"),
+    ("exp(x > 0)", "argument 1 of exp() needs a number, got a condition"),
+    ("~x", "'~' needs a condition"),
+    ("x > 0 & y < 1", "'&' needs a condition"),
+    ("(x > 0) < 1", "'<' needs a number, got a condition"),
+    ("", "empty expression"),
+    ("   ", "empty expression"),
+])
+def test_refused(source: str, message: str) -> None:
+    with pytest.raises(ExprError) as info:
+        emit(source)
+    assert info.value.message.startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_forbidden_construct_messages_are_sentences() -> None:
+    with pytest.raises(ExprError) as info:
+        emit("x.real")
+    assert str(info.value) == "attribute access is not allowed"
+
+
+@pytest.mark.parametrize(("source", "hint"), [
+    ("w + 1", "known names: flag, t, x, y, z"),
+    ("exp", "exp is a function: call it, as in exp(...)"),
+    ("np.exp(x)", "call exp(...) directly"),
+    ("x > 0 & y < 1", "& and | bind tighter than comparisons: write (a > 0) & (a < b)"),
+    ("x // 2", "use floor(a / b)"),
+    ("min(x)", "call it as min(a, b)"),
+    ("where(x > 0, x)", "call it as where(cond, a, b)"),
+])
+def test_hints(source: str, hint: str) -> None:
+    with pytest.raises(ExprError) as info:
+        emit(source)
+    assert info.value.hint == hint
+    assert str(info.value) == f"{info.value.message}; {hint}"
+
+
+def test_unavailable_names_get_their_own_hint() -> None:
+    with pytest.raises(ExprError) as info:
+        compile_expr("grad_out * x", SYMBOLS, unavailable={"grad_out": "only in backward"})
+    assert (info.value.message, info.value.hint) == ("unknown name 'grad_out'", "only in backward")
+
+
+def test_error_column_points_at_the_culprit() -> None:
+    with pytest.raises(ExprError) as info:
+        emit("x + min(y, w)")
+    assert info.value.col == len("x + min(y, ")

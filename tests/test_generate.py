@@ -1,0 +1,153 @@
+"""Rendering and writing: golden files, --check, --pretend, atomic writes, `opgen new`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import RELU6, run_opgen, tree_snapshot
+
+from opgen import api, writer
+from opgen.errors import DriftError, WriteError
+
+GENERATED = ["README.md", "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h",
+             "csrc/relu6.cc", "csrc/relu6.cu", "csrc/relu6.h", "relu6.py", "setup.py",
+             "test_relu6.py", ".opgen-answers.yml"]
+
+
+def test_relu6_example_has_no_drift():
+    result = run_opgen("generate", "--check", str(RELU6 / "relu6.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert "up to date" in result.stdout
+
+
+def test_fresh_render_matches_the_checked_in_example(tmp_path):
+    op = tmp_path / "relu6"
+    op.mkdir()
+    shutil.copy(RELU6 / "relu6.yaml", op / "relu6.yaml")
+    api.generate(op / "relu6.yaml")
+    for rel in GENERATED:
+        assert (op / rel).read_bytes() == (RELU6 / rel).read_bytes(), rel
+
+
+def test_check_reports_an_edited_file(tmp_path):
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("build"))
+    (op / "csrc" / "relu6.cu").write_text("// edited\n")
+    with pytest.raises(DriftError, match=r"csrc/relu6.cu \(differs\)"):
+        api.generate(op / "relu6.yaml", check=True)
+    result = run_opgen("generate", "--check", str(op / "relu6.yaml"))
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: ") and "csrc/relu6.cu" in result.stderr
+
+
+def test_pretend_writes_nothing(tmp_path):
+    spec = tmp_path / "relu6.yaml"
+    shutil.copy(RELU6 / "relu6.yaml", spec)
+    before = tree_snapshot(tmp_path)
+    result = run_opgen("generate", str(spec), "--pretend")
+    assert result.returncode == 0, result.stderr
+    assert "would    create" in result.stdout
+    assert tree_snapshot(tmp_path) == before
+
+
+def test_generate_into_out_copies_the_spec(tmp_path):
+    result = api.generate(RELU6 / "relu6.yaml", tmp_path / "out")
+    assert result.written
+    assert (tmp_path / "out" / "relu6.yaml").read_bytes() == (RELU6 / "relu6.yaml").read_bytes()
+    assert {c.status for c in api.generate(RELU6 / "relu6.yaml", tmp_path / "out").changes} == \
+        {writer.Status.IDENTICAL}
+
+
+def test_a_failed_write_leaves_the_old_op_untouched(tmp_path, monkeypatch):
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("build"))
+    spec = op / "relu6.yaml"
+    spec.write_text(spec.read_text().replace("default: 6.0", "default: 5.0"))
+    before = tree_snapshot(op)
+    calls = {"n": 0}
+    real_write = writer._write
+
+    def failing_write(path: Path, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise OSError("disk full (injected)")
+        real_write(path, data)
+
+    monkeypatch.setattr(writer, "_write", failing_write)
+    with pytest.raises(OSError, match="injected"):
+        api.generate(spec)
+    assert tree_snapshot(op) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".relu6.opgen.lock") == ["relu6"]
+
+
+def test_a_failed_first_render_leaves_no_folder(tmp_path, monkeypatch):
+    def failing_write(path: Path, data: bytes) -> None:
+        raise OSError("injected")
+
+    monkeypatch.setattr(writer, "_write", failing_write)
+    with pytest.raises(OSError):
+        api.new("my_op", directory=tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_new_scaffolds_a_spec_and_the_op(tmp_path):
+    result = run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    op = tmp_path / "my_op"
+    assert (op / "my_op.yaml").exists() and (op / "csrc" / "my_op.cu").exists()
+    assert run_opgen("generate", "--check", str(op / "my_op.yaml")).returncode == 0
+
+
+def test_new_refuses_an_existing_folder_without_force(tmp_path):
+    (tmp_path / "my_op").mkdir()
+    (tmp_path / "my_op" / "notes.txt").write_text("mine")
+    result = run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path))
+    assert result.returncode != 0
+    assert result.stderr.count("\n") == 1 and "already exists; use --force" in result.stderr
+    assert tree_snapshot(tmp_path / "my_op") == {"notes.txt": b"mine"}
+    forced = run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (tmp_path / "my_op" / "notes.txt").read_text() == "mine"
+    assert (tmp_path / "my_op" / "my_op.yaml").exists()
+
+
+def test_new_pretend_writes_nothing(tmp_path):
+    result = run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path), "--pretend")
+    assert result.returncode == 0, result.stderr
+    assert "my_op.yaml" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_rejects_a_bad_name(tmp_path):
+    result = run_opgen("new", "MyOp", "--elementwise", "--dir", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and "snake_case" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["generate", "examples/relu6/relu6.yaml", "--bogus"], "No such option: --bogus"),
+    (["new", "x_op"], "choose the op kind: --elementwise"),
+    (["generate", "does/not/exist.yaml"], "does/not/exist.yaml:1: no such spec file"),
+    (["build", "does/not/exist"], "does/not/exist: no such op folder"),
+    (["test", "examples/relu6", "--device", "tpu"], "--device: expected cpu, gpu or all"),
+    (["build", "examples/relu6", "--arch", "ninety"], "--arch: expected compute capabilities"),
+])
+def test_wrong_usage_is_one_error_line(args, message):
+    result = run_opgen(*args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_writer_lock_is_exclusive(tmp_path):
+    from filelock import FileLock
+
+    dest = tmp_path / "op"
+    lock = FileLock(str(tmp_path / ".op.opgen.lock"))
+    with lock, pytest.raises(WriteError, match="holds its lock"), writer.locked(dest, timeout=0.2):
+        pass

@@ -1,0 +1,302 @@
+"""Valid specs: defaults, attr types, several inputs and outputs, lines, and the name rules."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from opgen import spec as spec_module
+from opgen.errors import SpecError
+from opgen.names import free_op_name, identifier_problem, paddle_builtin_ops, paddle_version
+from opgen.spec import DTYPES, AttrSpec, OpSpec, Spec, load, loads
+
+RELU6 = """\
+name: relu6                 # snake_case identifier: Python function and module name
+op_name: custom_relu6       # registered Paddle op; default "custom_<name>"
+kind: elementwise
+summary: ReLU6, min(max(x, 0), threshold)
+inputs: [x]
+outputs: [out]
+attrs:
+  threshold: {type: float, default: 6.0}   # types: bool, int, int64, float, str
+dtypes: [float32, float64, float16, bfloat16]
+forward:
+  out: min(max(x, 0), threshold)
+backward:
+  x: where((x > 0) & (x < threshold), grad_out, 0)
+"""
+
+MINIMAL = """\
+name: twice
+kind: elementwise
+inputs: [x]
+outputs: [out]
+forward:
+  out: 2 * x
+"""
+
+
+def spec_of(text: str, **kwargs: bool) -> Spec:
+    return loads(textwrap.dedent(text), "op.yaml", **kwargs)
+
+
+def test_relu6_example() -> None:
+    spec = spec_of(RELU6)
+    assert (spec.name, spec.op_name) == ("relu6", "custom_relu6")
+    assert spec.model.attrs == {"threshold": AttrSpec(type="float", default=6.0)}
+    assert spec.model.dtypes == ["float32", "float64", "float16", "bfloat16"]
+    assert spec.forward["out"].cpp == "opgen::min(opgen::max(x, MT(0)), threshold)"
+    assert spec.backward is not None
+    assert spec.backward["x"].names == {"x", "threshold", "grad_out"}
+    assert spec.path == Path("op.yaml")
+
+
+def test_defaults() -> None:
+    spec = spec_of(MINIMAL)
+    model = spec.model
+    assert spec.op_name == "custom_twice"
+    assert model.op_name is None
+    assert model.dtypes == list(DTYPES) == ["float32", "float64", "float16", "bfloat16"]
+    assert (model.version, model.summary, model.attrs, model.domain) == (1, "", {}, {})
+    assert model.backward is None and spec.backward is None
+    assert model.baseline is None
+
+
+def test_load_reads_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "twice.yaml"
+    path.write_text(MINIMAL)
+    spec = load(path)
+    assert spec.path == path
+    assert spec.name == "twice"
+
+
+def test_load_of_a_missing_file() -> None:
+    with pytest.raises(SpecError) as info:
+        load("no/such/spec.yaml")
+    assert str(info.value) == "no/such/spec.yaml:1: no such spec file"
+
+
+@pytest.mark.parametrize(("written", "value"), [("6", 6.0), ("-2", -2.0), ("0", 0.0)])
+def test_int_default_of_a_float_attr_becomes_a_float(written: str, value: float) -> None:
+    spec = spec_of(RELU6.replace("default: 6.0", f"default: {written}"))
+    default = spec.model.attrs["threshold"].default
+    assert isinstance(default, float) and default == value
+
+
+@pytest.mark.parametrize(("written", "value"), [("1e-3", 1e-3), ("1.5E4", 1.5e4),
+                                                ("-2e+2", -200.0), ("1.0e5", 1e5)])
+def test_exponents_without_a_dot_are_floats(written: str, value: float) -> None:
+    """YAML 1.1 would read these as strings; the spec reads them as YAML 1.2 does."""
+    spec = spec_of(RELU6.replace("default: 6.0", f"default: {written}") +
+                   f"domain:\n  x: [{written}, 1e9]\n")
+    assert spec.model.attrs["threshold"].default == value
+    assert spec.model.domain["x"] == (value, 1e9)
+
+
+def test_attr_types() -> None:
+    spec = spec_of("""\
+        name: scaled
+        kind: elementwise
+        inputs: [x]
+        outputs: [out]
+        attrs:
+          enabled: {type: bool, default: true}
+          times: {type: int, default: -3}
+          offset: {type: int64, default: 9000000000}
+          scale: {type: float, default: 2}
+          mode: {type: str, default: fast}
+        forward:
+          out: where(enabled, x * times + offset * scale, x)
+        """)
+    attrs = spec.model.attrs
+    assert [(n, a.type, a.default) for n, a in attrs.items()] == [
+        ("enabled", "bool", True), ("times", "int", -3), ("offset", "int64", 9000000000),
+        ("scale", "float", 2.0), ("mode", "str", "fast")]
+    assert type(attrs["times"].default) is int and type(attrs["enabled"].default) is bool
+    assert spec.forward["out"].names == {"enabled", "x", "times", "offset", "scale"}
+
+
+@pytest.mark.parametrize(("attr", "default"), [
+    ("{type: int, default: 2147483647}", 2147483647),
+    ("{type: int, default: -2147483648}", -2147483648),
+    ("{type: int64, default: 9223372036854775807}", 9223372036854775807),
+    ("{type: float, default: 3.0e+38}", 3.0e38),
+    ("{type: str, default: ''}", ""),
+    ("{type: bool, default: false}", False),
+])
+def test_attr_defaults_at_their_limits(attr: str, default: object) -> None:
+    spec = spec_of(MINIMAL + f"attrs:\n  a: {attr}\n")
+    assert spec.model.attrs["a"].default == default
+
+
+def test_several_inputs_and_outputs() -> None:
+    spec = spec_of("""\
+        name: split_sign
+        kind: elementwise
+        inputs: [a, b]
+        outputs: [pos, neg]
+        dtypes: [float32, float64]
+        domain:
+          b: [0.5, 2]
+        forward:
+          pos: max(a * b, 0)
+          neg: min(a * b, 0)
+        backward:
+          a: grad_pos * where(pos > 0, b, 0) + grad_neg * where(neg < 0, b, 0)
+          b: grad_pos * where(pos > 0, a, 0) + grad_neg * where(neg < 0, a, 0)
+        """)
+    assert list(spec.forward) == ["pos", "neg"]
+    assert spec.backward is not None and list(spec.backward) == ["a", "b"]
+    assert spec.backward["a"].names == {"grad_pos", "pos", "b", "grad_neg", "neg"}
+    assert spec.model.dtypes == ["float32", "float64"]
+    assert spec.model.domain == {"b": (0.5, 2.0)}
+    assert spec.line("forward", "neg") == 10
+    assert spec.line("backward", "b") == 13
+    assert spec.line("domain", "b") == 7
+
+
+def test_sections_may_list_targets_in_any_order() -> None:
+    spec = spec_of("""\
+        name: pair
+        kind: elementwise
+        inputs: [a, b]
+        outputs: [s, d]
+        forward:
+          d: a - b
+          s: a + b
+        """)
+    assert list(spec.forward) == ["s", "d"]  # in the order of outputs
+    assert spec.forward["d"].cpp == "a - b"
+
+
+def test_expressions_that_are_numbers_or_span_lines() -> None:
+    spec = spec_of("""\
+        name: shifted
+        kind: elementwise
+        inputs: [x]
+        outputs: [out]
+        forward:
+          out: >
+            x * 2 +
+            1
+        backward:
+          x: 2
+        """)
+    assert spec.forward["out"].cpp == "x * MT(2) + MT(1)"
+    assert spec.backward is not None and spec.backward["x"].cpp == "MT(2)"
+
+
+def test_keys_are_names_as_written() -> None:
+    """YAML reads `on:` as true and `1:` as 1; a spec key is the name as written."""
+    spec = spec_of(MINIMAL + "attrs:\n  on: {type: bool, default: false}\n")
+    assert list(spec.model.attrs) == ["on"]
+
+
+def test_backward_may_read_outputs() -> None:
+    spec = spec_of("""\
+        name: my_exp
+        kind: elementwise
+        inputs: [x]
+        outputs: [out]
+        forward:
+          out: exp(x)
+        backward:
+          x: grad_out * out
+        """)
+    assert spec.backward is not None and spec.backward["x"].names == {"grad_out", "out"}
+
+
+def test_line_points_at_keys_and_falls_back_to_the_parent() -> None:
+    spec = spec_of(RELU6)
+    assert spec.line("name") == 1
+    assert spec.line("attrs", "threshold") == 8
+    assert spec.line("attrs", "threshold", "default") == 8
+    assert spec.line("dtypes", 2) == 9
+    assert spec.line("forward", "out") == 11
+    assert spec.line("backward", "x") == 13
+    assert spec.line("forward", "nothing", "here") == 10
+    assert spec.line() == 1
+
+
+def test_model_round_trip() -> None:
+    model = OpSpec.model_validate({"name": "a", "kind": "elementwise", "inputs": ["x"],
+                                   "outputs": ["y"], "forward": {"y": 1}})
+    assert model.forward == {"y": "1"}
+
+
+# -- op names and Paddle's built-in ops -----------------------------------------------------------
+
+def test_op_name_of_a_builtin_is_refused_with_a_free_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spec_module, "paddle_builtin_ops",
+                        lambda: frozenset({"relu6", "relu6_grad", "custom_relu6"}))
+    with pytest.raises(SpecError) as info:
+        spec_of(RELU6.replace("op_name: custom_relu6", "op_name: relu6"))
+    assert info.value.line == 2
+    assert info.value.message == ("op_name 'relu6' is a Paddle built-in op, and registering it "
+                                  "would replace Paddle's own; use 'custom_relu6_2'")
+
+
+def test_default_op_name_that_clashes_points_at_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spec_module, "paddle_builtin_ops", lambda: frozenset({"custom_twice"}))
+    with pytest.raises(SpecError) as info:
+        spec_of(MINIMAL)
+    assert info.value.line == 1
+    assert "op_name 'custom_twice' is a Paddle built-in op" in info.value.message
+
+
+def test_gradient_op_name_may_not_clash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PD_BUILD_GRAD_OP registers '<op_name>_grad' too."""
+    monkeypatch.setattr(spec_module, "paddle_builtin_ops", lambda: frozenset({"odd_grad"}))
+    with pytest.raises(SpecError) as info:
+        spec_of(MINIMAL.replace("name: twice", "name: twice\nop_name: odd"))
+    assert info.value.message.startswith("the gradient op 'odd_grad' of op_name 'odd' is a "
+                                         "Paddle built-in op")
+    assert info.value.message.endswith("use 'custom_odd'")
+
+
+def test_builtin_check_can_be_skipped() -> None:
+    spec = spec_of(RELU6.replace("op_name: custom_relu6", "op_name: relu6"), check_builtins=False)
+    assert spec.op_name == "relu6"
+
+
+@pytest.mark.skipif(paddle_version() is None, reason="Paddle is not installed")
+def test_builtins_come_from_the_installed_paddle() -> None:
+    ops = paddle_builtin_ops()
+    assert {"relu6", "clip", "exp"} <= ops
+    assert not any(op.startswith("custom_") for op in ops)
+
+
+def test_free_op_name() -> None:
+    assert free_op_name("relu6", frozenset({"relu6"})) == "custom_relu6"
+    assert free_op_name("relu6", frozenset({"custom_relu6"})) == "custom_relu6_2"
+    assert free_op_name("relu6", frozenset({"custom_relu6_grad", "custom_relu6_2"})) == \
+        "custom_relu6_3"
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("x", None),
+    ("x2_out", None),
+    ("grad_scale", "input name 'grad_scale' is reserved: 'grad_<output>' names the output "
+                   "gradients"),
+    ("MyRelu", "input name 'MyRelu' must be snake_case, without capitals, e.g. 'my_relu'"),
+    ("ReLU", "input name 'ReLU' must be snake_case, without capitals"),
+    ("2x", "input name '2x' must start with a lower-case letter"),
+    ("_x", "input name '_x' must start with a lower-case letter"),
+    ("a.b", "input name 'a.b' contains '.': use only a-z, 0-9 and _"),
+    ("ünï", "input name 'ünï' must start with a lower-case letter"),
+    ("", "input name is empty"),
+    ("def", "input name 'def' is a Python keyword"),
+    ("match", "input name 'match' is a Python keyword"),
+    ("int", "input name 'int' is a C++ keyword"),
+    ("sqrt", "input name 'sqrt' is a function of the expression language"),
+    ("paddle", "input name 'paddle' is reserved: the generated code uses it"),
+    ("x_", "input name 'x_' must not end with '_'"),
+])
+def test_identifier_problem(name: str, problem: str | None) -> None:
+    assert identifier_problem(name, what="input") == problem
+
+
+def test_op_names_may_start_with_grad() -> None:
+    assert identifier_problem("grad_clip", what="op") is None
