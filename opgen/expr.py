@@ -207,8 +207,9 @@ class _Compiler:
         operand = self.visit(node.operand)
         if isinstance(node.op, ast.USub):
             self._expect(operand, "num", node.operand, "unary '-'")
-            if isinstance(node.operand, ast.Constant):  # a negative literal, not a negation
-                return _number(-node.operand.value, node)
+            literal = node.operand.value if isinstance(node.operand, ast.Constant) else None
+            if isinstance(literal, (int, float)):  # a negative literal, not a negation
+                return _number(-literal, node)
             # Parentheses also keep "- -x" from reading as C++'s decrement operator.
             needed = _ATOM if operand.cpp.startswith("-") else _UNARY
             return _Node("num", f"-{_wrap(operand.cpp, operand.cpp_prec, needed)}", _UNARY,
@@ -282,9 +283,9 @@ class _Compiler:
         if node.keywords:
             raise ExprError(f"{name}() takes no keyword arguments", _col(node.keywords[0].value),
                             "pass arguments by position")
-        for arg in node.args:
-            if isinstance(arg, ast.Starred):
-                raise ExprError("starred arguments are not allowed", _col(arg))
+        for arg_node in node.args:
+            if isinstance(arg_node, ast.Starred):
+                raise ExprError("starred arguments are not allowed", _col(arg_node))
         fn = FUNCTIONS[name]
         if len(node.args) != len(fn.args):
             want = len(fn.args)

@@ -36,7 +36,8 @@ from .errors import SpecError
 from .expr import Emitted, ExprError, Type, compile_expr
 from .names import free_op_name, identifier_problem, op_name_problem, paddle_builtin_ops
 
-DTYPES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16")
+Dtype = Literal["float32", "float64", "float16", "bfloat16"]
+DTYPES: tuple[Dtype, ...] = ("float32", "float64", "float16", "bfloat16")
 DEFAULT_DOMAIN: tuple[float, float] = (-3.0, 3.0)
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)
@@ -78,15 +79,15 @@ class AttrSpec(BaseModel):
     def _default_matches_type(cls, value: Any, info: ValidationInfo) -> bool | int | float | str:
         kind = info.data.get("type")
         if kind is None:  # the type itself is wrong; that is the error to report
-            return value  # type: ignore[no-any-return]
+            return value
         return _attr_default(value, kind)
 
 
 def _attr_default(value: Any, kind: str) -> bool | int | float | str:
     """``value`` as the default of an attr of type ``kind``, or ValueError saying why it is not."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if value is None:
         raise ValueError(f"no value given; expected a {kind}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "bool" and isinstance(value, bool):
         return value
     if kind in ("int", "int64") and number and isinstance(value, int):
@@ -98,30 +99,39 @@ def _attr_default(value: Any, kind: str) -> bool | int | float | str:
                              f"({32 if kind == 'int' else 64}-bit){advice}")
         return value
     if kind == "float" and number:
-        if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
-            raise ValueError(f"{_shown(value)} is not a finite 32-bit float")
-        return float(value)
+        try:
+            as_float = float(value)
+        except OverflowError:  # an int with hundreds of digits
+            as_float = math.inf
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{_shown(value)} is not finite")
+        if abs(as_float) > FLOAT32_MAX:
+            raise ValueError(f"{_shown(value)} does not fit in float (32-bit)")
+        return as_float
     if kind == "str" and isinstance(value, str):
         return value
-    article = "an" if kind in ("int", "int64") else "a"
     hint = ""
-    if kind != "str" and isinstance(value, str):
-        hint = " (remove the quotes)" if _parses_as(value, kind) else ""
+    if kind != "str" and isinstance(value, str) and _reads_as(value, kind):
+        hint = " (remove the quotes)"
     elif kind == "bool" and number:
         hint = " (write true or false)"
-    elif kind == "str" and value is not None and not isinstance(value, (list, dict)):
+    elif kind == "str" and not isinstance(value, (list, dict)):
         hint = " (quote it)"
+    article = "an" if kind in ("int", "int64") else "a"
     raise ValueError(f"{_shown(value)} is not {article} {kind}{hint}")
 
 
-def _parses_as(text: str, kind: str) -> bool:
+def _reads_as(text: str, kind: str) -> bool:
+    """Whether ``text`` unquoted would be a YAML value of attr type ``kind``."""
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError:
         return False
-    if kind == "bool":
-        return isinstance(loaded, bool)
-    return isinstance(loaded, (int, float)) and not isinstance(loaded, bool)
+    if isinstance(loaded, bool):
+        return kind == "bool"
+    if isinstance(loaded, int):
+        return kind in ("int", "int64", "float")
+    return isinstance(loaded, float) and kind == "float"
 
 
 class OpSpec(BaseModel):
@@ -137,8 +147,7 @@ class OpSpec(BaseModel):
     inputs: list[StrictStr] = Field(min_length=1)
     outputs: list[StrictStr] = Field(min_length=1)
     attrs: dict[StrictStr, AttrSpec] = Field(default_factory=dict)
-    dtypes: list[Literal["float32", "float64", "float16", "bfloat16"]] = Field(
-        default_factory=lambda: list(DTYPES), min_length=1)
+    dtypes: list[Dtype] = Field(default_factory=lambda: list(DTYPES), min_length=1)
     domain: dict[StrictStr, Interval] = Field(default_factory=dict)
     forward: dict[StrictStr, Expression] = Field(min_length=1)
     backward: dict[StrictStr, Expression] | None = None
@@ -216,7 +225,8 @@ def _parse_yaml(text: str, path: Path) -> tuple[Any, dict[Path_, int]]:
         loader = _Loader(text)
     except yaml.reader.ReaderError as exc:  # raised on an unprintable character, before parsing
         line = text[:exc.position].count("\n") + 1
-        raise SpecError(path, line, f"invalid YAML: character {exc.character!r} is not "
+        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        raise SpecError(path, line, f"invalid YAML: character {char!r} is not "
                         "allowed") from None
     try:
         node = loader.get_single_node()
@@ -272,13 +282,19 @@ def _yaml_problem(exc: yaml.MarkedYAMLError) -> tuple[int, str]:
     return problem_line, problem
 
 
-def _record_lines(node: yaml.Node, where: Path_, lines: dict[Path_, int], path: Path) -> None:
+def _record_lines(node: yaml.Node, where: Path_, lines: dict[Path_, int], path: Path,
+                  visited: set[int] | None = None) -> None:
     """Map each path of keys and indices to its line; check keys are unique plain names.
 
     Keys are taken as the text they are written with, so an attr named ``on`` or an output named
-    ``1`` reaches the name checks as a string instead of as YAML's ``True`` or ``1``.
+    ``1`` reaches the name checks as a string instead of as YAML's ``True`` or ``1``. A node
+    reached again through an alias is not walked twice (aliases may nest, or even recurse).
     """
     lines[where] = node.start_mark.line + 1
+    visited = set() if visited is None else visited
+    if id(node) in visited:
+        return
+    visited.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
@@ -287,16 +303,17 @@ def _record_lines(node: yaml.Node, where: Path_, lines: dict[Path_, int], path: 
             if not isinstance(key_node, yaml.ScalarNode):
                 form = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
                 raise SpecError(path, line, f"a key{inside} must be a name, not a {form}")
-            key_node.tag = "tag:yaml.org,2002:str"
+            if key_node.tag != "tag:yaml.org,2002:merge":  # keep `<<: *anchor` working
+                key_node.tag = "tag:yaml.org,2002:str"
             key = key_node.value
             if key in seen:
                 raise SpecError(path, line, f"duplicate key '{key}'{inside}")
             seen.add(key)
-            _record_lines(value_node, (*where, key), lines, path)
+            _record_lines(value_node, (*where, key), lines, path, visited)
             lines[(*where, key)] = line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _record_lines(item, (*where, i), lines, path)
+            _record_lines(item, (*where, i), lines, path, visited)
 
 
 def _line_of(lines: dict[Path_, int], where: tuple[str | int, ...]) -> int:
@@ -348,6 +365,15 @@ _FORMS: dict[Path_, str] = {
     ("backward", "*"): "an expression",
     ("domain", "*", "*"): "a number",
 }
+# The same, from the type the value should have had.
+_BASIC_FORMS = {
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "float_type": "a number",
+}
 # The noun of a field whose value must be one of a few words.
 _CHOICES: dict[str, str] = {"kind": "kind", "dtypes": "dtype", "type": "attr type",
                             "version": "spec version"}
@@ -356,8 +382,9 @@ _CHOICES: dict[str, str] = {"kind": "kind", "dtypes": "dtype", "type": "attr typ
 def _first_validation_error(exc: ValidationError, path: Path, lines: dict[Path_, int]) -> SpecError:
     """The error of ``exc`` that comes first in the file, as a :class:`SpecError`.
 
-    Every key of the spec is a string (see :func:`_record_lines`) and no field is a union, so each
-    error's ``loc`` is exactly the path of keys and indices to the value at fault.
+    Every key of the spec is a string (see :func:`_record_lines`) and no field is validated as a
+    union (an attr's default has its own validator), so each error's ``loc`` is exactly the path
+    of keys and indices to the value at fault.
     """
     errors = sorted(exc.errors(), key=lambda e: _line_of(lines, e["loc"]))
     err = errors[0]
@@ -389,20 +416,10 @@ def _schema_message(err: ErrorDetails, loc: Path_) -> str:
         return f"{prefix}must not be empty"
     if kind in ("value_error", "assertion_error") and "error" in ctx:
         return f"{prefix}{ctx['error']}"
-    form = _form(loc) or _BASIC_FORMS.get(kind)
-    if form is not None:
+    if kind.endswith("_type"):
+        form = _form(loc) or _BASIC_FORMS.get(kind, kind[:-len("_type")].replace("_", " "))
         return f"{prefix}expected {form}, got {_shown(got)}"
     return f"{prefix}{err['msg']}"
-
-
-_BASIC_FORMS = {
-    "string_type": "a string",
-    "list_type": "a list",
-    "dict_type": "a mapping",
-    "model_type": "a mapping",
-    "model_attributes_type": "a mapping",
-    "float_type": "a number",
-}
 
 
 def _form(loc: Path_) -> str | None:

@@ -194,6 +194,17 @@ def test_keys_are_names_as_written() -> None:
     assert list(spec.model.attrs) == ["on"]
 
 
+def test_anchors_aliases_and_merge_keys() -> None:
+    spec = spec_of(MINIMAL + """\
+attrs:
+  low: &bound {type: float, default: -1}
+  high:
+    <<: *bound
+    default: 1
+""")
+    assert {n: a.default for n, a in spec.model.attrs.items()} == {"low": -1.0, "high": 1.0}
+
+
 def test_backward_may_read_outputs() -> None:
     spec = spec_of("""\
         name: my_exp

@@ -31,11 +31,11 @@ HAS_CLI = (ROOT / "opgen" / "cli.py").is_file()
 PREFIX = "# expect: "
 
 
-def expected_line(spec: Path, shown_as: str | None = None) -> str:
-    """The error line ``spec`` records for itself, for the path written as ``shown_as``."""
+def expected_line(spec: Path) -> str:
+    """The error line ``spec`` records for itself, for ``spec`` written as it is given here."""
     first = spec.read_text(encoding="utf-8").split("\n", 1)[0]
     assert first.startswith(PREFIX), f"{spec.name}: first line must be '{PREFIX}error: ...'"
-    return first[len(PREFIX):].replace("{file}", shown_as or str(spec))
+    return first[len(PREFIX):].replace("{file}", str(spec))
 
 
 def test_corpus_is_large_and_varied() -> None:

@@ -1,0 +1,72 @@
+"""examples/relu6 built and run for real: its generated tests, and agreement with Paddle's own
+``paddle.nn.functional.relu6`` (forward and gradient) on the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import RELU6, run_opgen
+
+pytestmark = pytest.mark.build
+
+
+@pytest.fixture(scope="module")
+def relu6_op():
+    import opgen
+
+    return opgen.load(RELU6, cpu_only=True)
+
+
+def test_generated_tests_pass_on_cpu():
+    result = run_opgen("test", str(RELU6), "--device", "cpu", "--", "-q", "-p", "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threshold", [6.0, 2.5])
+def test_matches_paddle_builtin_relu6(relu6_op, dtype, threshold):
+    import paddle
+    import paddle.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    data = rng.uniform(-3, 9, size=(17, 33)).astype(dtype)
+    data[0, :4] = [0.0, threshold, -0.0, 6.0]  # the kinks themselves
+    ours_x = paddle.to_tensor(data, stop_gradient=False)
+    theirs_x = paddle.to_tensor(data, stop_gradient=False)
+    ours = relu6_op.relu6(ours_x, threshold=threshold)
+    # Paddle's relu6 has a fixed threshold of 6; hardtanh(0, t) is the same function for any t.
+    theirs = F.relu6(theirs_x) if threshold == 6.0 else F.hardtanh(theirs_x, 0.0, threshold)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    grad_out = paddle.to_tensor(rng.uniform(-1, 1, size=data.shape).astype(dtype))
+    (ours_grad,) = paddle.grad([ours], [ours_x], grad_outputs=[grad_out])
+    (theirs_grad,) = paddle.grad([theirs], [theirs_x], grad_outputs=[grad_out])
+    np.testing.assert_array_equal(ours_grad.numpy(), theirs_grad.numpy())
+
+
+def test_default_threshold_and_keyword(relu6_op):
+    import paddle
+
+    x = paddle.to_tensor(np.array([-1.0, 3.0, 7.0], dtype="float32"))
+    np.testing.assert_array_equal(relu6_op.relu6(x).numpy(), [0.0, 3.0, 6.0])
+    np.testing.assert_array_equal(relu6_op.relu6(x, threshold=2.0).numpy(), [0.0, 2.0, 2.0])
+
+
+def test_mismatched_inputs_fail_with_the_op_name(relu6_op):
+    import paddle
+
+    x = paddle.to_tensor(np.zeros(3, dtype="int32"))
+    with pytest.raises(Exception, match="custom_relu6: dtype .* is not supported"):
+        relu6_op.relu6(x)
+
+
+def test_unchanged_op_rebuild_is_a_cache_hit():
+    import time
+
+    first = run_opgen("build", str(RELU6), "--cpu-only")
+    assert first.returncode == 0, first.stderr
+    start = time.perf_counter()
+    again = run_opgen("build", str(RELU6), "--cpu-only")
+    elapsed = time.perf_counter() - start
+    assert again.returncode == 0 and "up to date" in again.stdout
+    print(f"unchanged rebuild: {elapsed:.2f} s")
