@@ -119,10 +119,13 @@ def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] =
     else:
         arches = ()
     top = max(arches) if arches else 0
+    # OPGEN_NVCC_FLAGS: extra nvcc flags (e.g. -DOPGEN_UNROLL=8 to tune the launcher); they are
+    # part of the cache key like every other flag.
+    extra_nvcc = os.environ.get("OPGEN_NVCC_FLAGS", "").split()
     cuda_flags = ["-O3", "-std=c++17"] + [
         f"-gencode=arch=compute_{a},code=" + (f"[sm_{a},compute_{a}]" if a == top else f"sm_{a}")
         for a in arches
-    ]
+    ] + extra_nvcc
     return BuildConfig(name=name, op_dir=op_dir, sources=tuple(sources), cuda=cuda,
                        arches=tuple(arches), cxx_flags=("-O3", "-std=c++17"),
                        cuda_flags=tuple(cuda_flags) if cuda else (),

@@ -47,6 +47,8 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     Returns:
         out: a tensor shaped like x.
     """
+    if not x.is_contiguous():  # kernels read dense memory; views are copied first
+        x = x.contiguous()
     if x.size == 0:
         # Paddle 2.6 rejects empty outputs of custom ops; an empty result needs no kernel, and
         # this keeps the inputs in the autograd graph.

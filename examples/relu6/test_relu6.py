@@ -79,6 +79,9 @@ def test_forward_beyond_2_31_elements(device):
 @pytest.mark.parametrize("device", ot.devices())
 def test_forward_on_views(device, dtype, view):
     """Inputs that are views into a larger tensor: misaligned (offset by one element) or strided."""
+    if view == "strided" and not ot.paddle_kernels_run(device):
+        pytest.skip("strided views are made dense by Paddle's own kernel, which does not run on "
+                    "this GPU (see `opgen doctor`)")
     rng = np.random.default_rng(1)
     cut = (slice(1, None),) if view == "offset" else (slice(None), slice(1, 65))
     shape = (4099,) if view == "offset" else (64, 66)

@@ -14,9 +14,15 @@
 namespace opgen {
 namespace cuda {
 
-constexpr int kThreads = 256;
+#ifndef OPGEN_THREADS
+#define OPGEN_THREADS 256
+#endif
+#ifndef OPGEN_UNROLL
+#define OPGEN_UNROLL 4
+#endif
+constexpr int kThreads = OPGEN_THREADS;
 // Vectors each thread loads before it computes: keeps enough bytes in flight to saturate HBM.
-constexpr int kUnroll = 4;
+constexpr int kUnroll = OPGEN_UNROLL;
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
