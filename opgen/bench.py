@@ -129,8 +129,9 @@ def _sample(rng: np.random.Generator, n: int, domain: tuple[float, float]) -> np
 
 def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tuple[float, float]],
                  device: str, dtype: str, size: int, *, repeats: int, kernel: str,
-                 backward: bool) -> list[Row]:
-    """Time one op module's forward (and backward) at one size and dtype."""
+                 backward: bool, direction: str = "forward") -> list[Row]:
+    """Time one op module's forward at one size and dtype (and, with ``backward``, the whole
+    autograd step through ``paddle.grad``, as a training step sees it)."""
     import paddle
 
     from . import testing as ot
@@ -150,7 +151,7 @@ def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tu
         op(*sets[counter[0] % r])
 
     ms = time_it(forward, sync, iters=it, repeats=repeats)
-    rows = [Row(kernel, "forward", dtype, size, fwd_bytes, ms, fwd_bytes / ms / 1e6)]
+    rows = [Row(kernel, direction, dtype, size, fwd_bytes, ms, fwd_bytes / ms / 1e6)]
     if backward:
         graphs = []
         for inputs in sets:
@@ -166,7 +167,8 @@ def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tu
             paddle.grad(outs, inputs, grad_outputs=grads, retain_graph=True)
 
         ms = time_it(backward_step, sync, iters=iterations(bwd_bytes, device), repeats=repeats)
-        rows.append(Row(kernel, "backward", dtype, size, bwd_bytes, ms, bwd_bytes / ms / 1e6))
+        rows.append(Row(f"{kernel}-autograd", "backward", dtype, size, bwd_bytes, ms,
+                        bwd_bytes / ms / 1e6))
     return rows
 
 
@@ -219,10 +221,15 @@ def bench_torch_baselines(baseline: str | None, input_names: list[str], attrs: d
     return [Row(**r) for r in json.loads(proc.stdout.strip().splitlines()[-1])]
 
 
+COMPARISONS = ("copy", "baseline", "naive")
+
+
 def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
         dtypes: list[str] | None = None, repeats: int = 5,
+        compare: tuple[str, ...] = COMPARISONS,
         progress: Callable[[str], None] | None = None) -> list[Row]:
-    """Benchmark the op in ``op_dir`` on ``device``; return every timed row."""
+    """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels; return
+    every timed row."""
     from . import api
     from .build import find_op
     from .spec import load
@@ -233,6 +240,11 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     m = spec.model
     if device not in ("cpu", "gpu"):
         raise UsageError(f"--device: expected cpu or gpu, got '{device}'")
+    unknown = set(compare) - set(COMPARISONS)
+    if unknown:
+        raise UsageError(f"--compare: unknown {', '.join(sorted(unknown))}; choose from "
+                         f"{', '.join(COMPARISONS)}")
+    baseline = m.baseline if "baseline" in compare else None
     dtypes = dtypes or [d for d in ("float32", "float16", "bfloat16") if d in m.dtypes] or \
         list(m.dtypes)
     for d in dtypes:
@@ -248,28 +260,38 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
 
     say("building the op")
     module = api.load_op(op_dir, cpu_only=device == "cpu")
+    backward_op = None
+    if spec.backward is not None:
+        say("building the backward kernel as an op of its own")
+        backward_op = _backward_module(spec, op_dir, cpu_only=device == "cpu")
     if device == "gpu":
         import paddle
 
         if not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count()):
             raise UsageError("--device gpu: no GPU visible to Paddle")
-        say("building the naive comparison kernel")
-        naive = _naive_module(spec, op_dir)
+        if "naive" in compare:
+            say("building the naive comparison kernel")
+            naive = _naive_module(spec, op_dir)
     rows: list[Row] = []
     for dtype in dtypes:
         for size in sizes:
             say(f"{dtype} n={size}")
             rows += bench_paddle(module, name, n_in, n_out, domains, device, dtype, size,
                                  repeats=repeats, kernel="op", backward=spec.backward is not None)
-            if device == "gpu":
+            if backward_op is not None:
+                module_b, name_b, domains_b = backward_op
+                rows += bench_paddle(module_b, name_b, len(domains_b), n_in, domains_b, device,
+                                     dtype, size, repeats=repeats, kernel="op", backward=False,
+                                     direction="backward")
+            if device == "gpu" and "naive" in compare:
                 rows += bench_paddle(naive, f"{name}_naive", n_in, n_out, domains, device, dtype,
                                      size, repeats=repeats, kernel="naive", backward=False)
-            else:
-                rows += bench_paddle_baselines(m.baseline, list(m.inputs), attrs, n_out, domains,
+            elif device == "cpu" and {"copy", "baseline"} & set(compare):
+                rows += bench_paddle_baselines(baseline, list(m.inputs), attrs, n_out, domains,
                                                dtype, size, repeats=repeats)
-    if device == "gpu":
+    if device == "gpu" and {"copy", "baseline"} & set(compare):
         say("PyTorch baselines on the same GPU")
-        rows += bench_torch_baselines(m.baseline, list(m.inputs), attrs, n_out,
+        rows += bench_torch_baselines(baseline, list(m.inputs), attrs, n_out,
                                       [list(d) for d in domains], dtypes, sizes, repeats=repeats)
     return rows
 
@@ -285,9 +307,37 @@ def _naive_module(spec: Any, op_dir: Path) -> Any:
     model = spec.model.model_copy(update={"name": f"{spec.name}_naive",
                                           "op_name": f"{spec.op_name}_naive"})
     naive_spec = dataclasses.replace(spec, model=model)
-    dest = op_dir / "build" / "naive" / model.name
+    dest = op_dir / "build" / "bench" / model.name
     apply(render_op(naive_spec, naive=True), dest)
     return api.load_op(dest)
+
+
+def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> tuple[Any, str, list]:
+    """Build the op's backward functor as a forward op of its own, so its kernel is timed without
+    autograd's bookkeeping (which, in Paddle 2.6, also copies the output gradient)."""
+    import dataclasses
+
+    from . import api
+    from .context import build_context
+    from .render import render_op
+    from .writer import apply
+
+    m = spec.model
+    grad_inputs = build_context(spec).backward.inputs
+    outputs = [f"grad_{i}" for i in m.inputs]
+    model = m.model_copy(update={
+        "name": f"{spec.name}_backward", "op_name": f"{spec.op_name}_backward",
+        "inputs": grad_inputs, "outputs": outputs,
+        "forward": {f"grad_{i}": m.backward[i] for i in m.inputs}, "backward": None,
+        "domain": {n: m.domain[n] for n in grad_inputs if n in m.domain},
+    })
+    derived = dataclasses.replace(spec, model=model, backward=None,
+                                  forward={f"grad_{i}": spec.backward[i] for i in m.inputs})
+    dest = op_dir / "build" / "bench" / model.name
+    apply(render_op(derived), dest)
+    domains = [tuple(m.domain.get(n, (-3.0, 3.0))) if n in m.inputs or n in m.outputs
+               else (-1.0, 1.0) for n in grad_inputs]
+    return api.load_op(dest, cpu_only=cpu_only), model.name, domains
 
 
 # -- reporting ----------------------------------------------------------------------------------

@@ -159,7 +159,7 @@ def compile_library(config: BuildConfig, *, verbose: bool = False) -> Path:
     if library is not None:
         return library
     build_dir.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(build_dir.parent / ".lock")):
+    with FileLock(str(build_dir.parent / f"{build_dir.name}.lock")):
         library = built_library(config)
         if library is not None:  # another process built it while we waited
             return library

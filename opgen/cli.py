@@ -25,7 +25,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
 err = Console(stderr=True, highlight=False)
 
 _STYLE = {Status.CREATE: "green", Status.OVERWRITE: "yellow", Status.IDENTICAL: "dim"}
@@ -161,6 +161,8 @@ def bench(
                                                        "bfloat16 or float64; repeatable.")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed batches; the median "
                                          "is kept.")] = 5,
+    compare: Annotated[str, typer.Option("--compare", help="What to time beside the op: any of "
+                                         "copy, baseline, naive, or none.")] = "copy,baseline,naive",
     json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the rows and "  # noqa: UP007
                                                       "ratios as JSON.")] = None,
     plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Draw GB/s against size "  # noqa: UP007
@@ -178,8 +180,9 @@ def bench(
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=err, transient=True) as progress:
         task = progress.add_task("benchmark")
+        kinds = tuple(k.strip() for k in compare.split(",") if k.strip() not in ("", "none"))
         rows = bench_lib.run(op_dir, device=device, sizes=_sizes(sizes), dtypes=dtype,
-                             repeats=repeats,
+                             repeats=repeats, compare=kinds,
                              progress=lambda msg: progress.update(task, description=msg))
     table = Table(title=f"{op_dir.resolve().name} on {device}")
     for column in ("dtype", "elements", "direction", "kernel", "time (ms)", "GB/s", "x copy",

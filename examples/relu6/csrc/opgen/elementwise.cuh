@@ -20,6 +20,9 @@ namespace cuda {
 #ifndef OPGEN_UNROLL
 #define OPGEN_UNROLL 4
 #endif
+#ifndef OPGEN_STREAMING
+#define OPGEN_STREAMING 0
+#endif
 constexpr int kThreads = OPGEN_THREADS;
 // Vectors each thread loads before it computes: keeps enough bytes in flight to saturate HBM.
 constexpr int kUnroll = OPGEN_UNROLL;
@@ -60,6 +63,28 @@ inline int MultiprocessorCount(int device) {
   return cache[device];
 }
 
+// Vector loads and stores; with OPGEN_STREAMING, marked evict-first (each byte is touched once).
+template <typename V>
+__device__ __forceinline__ V LoadVec(const V* p) {
+#if OPGEN_STREAMING
+  if constexpr (sizeof(V) == 16) {
+    uint4 bits = __ldcs(reinterpret_cast<const uint4*>(p));
+    return *reinterpret_cast<V*>(&bits);
+  }
+#endif
+  return *p;
+}
+template <typename V>
+__device__ __forceinline__ void StoreVec(V* p, const V& v) {
+#if OPGEN_STREAMING
+  if constexpr (sizeof(V) == 16) {
+    __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
+    return;
+  }
+#endif
+  *p = v;
+}
+
 template <typename T, int kVec, typename F, int kIn, int kOut>
 __device__ __forceinline__ void ApplyVec(const F& f, const Vec<T, kVec> (&in)[kIn],
                                          Vec<T, kVec> (&out)[kOut]) {
@@ -91,7 +116,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
       for (int k = 0; k < kIn; ++k) {
-        loaded[u][k] = *reinterpret_cast<const V*>(in.at[k] + first + u * kThreads * kVec);
+        loaded[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + first + u * kThreads * kVec));
       }
     }
 #pragma unroll
@@ -100,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
       ApplyVec<T, kVec>(f, loaded[u], results);
 #pragma unroll
       for (int k = 0; k < kOut; ++k) {
-        *reinterpret_cast<V*>(out.at[k] + first + u * kThreads * kVec) = results[k];
+        StoreVec(reinterpret_cast<V*>(out.at[k] + first + u * kThreads * kVec), results[k]);
       }
     }
   }
@@ -136,12 +161,26 @@ int VectorWidth(const Pointers<const T, kIn>& in, const Pointers<T, kOut>& out) 
   return width;
 }
 
+// Blocks of this kernel that fit on one multiprocessor at once (asked once per instantiation).
+template <int kVec, typename T, typename F, int kIn, int kOut>
+int ResidentBlocksPerSM() {
+  static const int blocks = [] {
+    int count = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, ElementwiseKernel<kVec, T, F, kIn, kOut>,
+                                                  kThreads, 0);
+    return count > 0 ? count : 1;
+  }();
+  return blocks;
+}
+
+// One wave of resident blocks striding over the tiles: no tail wave, no idle multiprocessor.
 template <int kVec, typename T, typename F, int kIn, int kOut>
 void Launch(const F& f, int64_t n, const Pointers<const T, kIn>& in,
             const Pointers<T, kOut>& out, int device, cudaStream_t stream) {
   constexpr int64_t kTile = int64_t{kThreads} * kVec * kUnroll;
   const int64_t tiles = (n + kTile - 1) / kTile;
-  const int64_t resident = int64_t{MultiprocessorCount(device)} * (2048 / kThreads);
+  const int64_t resident = int64_t{MultiprocessorCount(device)} *
+                           ResidentBlocksPerSM<kVec, T, F, kIn, kOut>();
   const int grid = static_cast<int>(tiles < resident ? tiles : resident);
   ElementwiseKernel<kVec, T, F, kIn, kOut><<<grid, kThreads, 0, stream>>>(f, n, in, out);
 }
