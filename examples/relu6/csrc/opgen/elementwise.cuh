@@ -15,7 +15,7 @@ namespace opgen {
 namespace cuda {
 
 #ifndef OPGEN_THREADS
-#define OPGEN_THREADS 256
+#define OPGEN_THREADS 512
 #endif
 #ifndef OPGEN_UNROLL
 #define OPGEN_UNROLL 4
