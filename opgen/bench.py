@@ -200,7 +200,7 @@ def bench_paddle_baselines(baseline: str | None, input_names: list[str], attrs: 
 
         def composed() -> None:
             counter[0] += 1
-            eval(tree, {**ns, **attrs, **dict(zip(input_names, sets[counter[0] % r]))})
+            eval(tree, {**ns, **attrs, **dict(zip(input_names, sets[counter[0] % r], strict=True))})
 
         ms = time_it(composed, lambda: None, iters=iterations(nbytes, "cpu"), repeats=repeats)
         rows.append(Row("baseline", "forward", dtype, size, nbytes, ms, nbytes / ms / 1e6))
@@ -254,7 +254,7 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     if m.baseline:
         check_baseline(m.baseline, set(m.inputs) | set(m.attrs))
     attrs = {k: a.default for k, a in m.attrs.items()}
-    domains = [tuple(m.domain.get(i, (-3.0, 3.0))) for i in m.inputs]
+    domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
     n_in, n_out = len(m.inputs), len(m.outputs)
     say = progress or (lambda _msg: None)
 
@@ -292,7 +292,7 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     if device == "gpu" and {"copy", "baseline"} & set(compare):
         say("PyTorch baselines on the same GPU")
         rows += bench_torch_baselines(baseline, list(m.inputs), attrs, n_out,
-                                      [list(d) for d in domains], dtypes, sizes, repeats=repeats)
+                                      domains, dtypes, sizes, repeats=repeats)
     return rows
 
 

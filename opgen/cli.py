@@ -199,7 +199,7 @@ def bench(
                       fmt(s and s["speedup_vs_baseline"]), fmt(s and s["speedup_vs_naive"]))
     out.print(table, width=max(out.width, 130))
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
-            "host": platform.node(), "command": " ".join(sys.argv)}
+            "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
     if device == "gpu":
         meta["gpu"] = _gpu_name()
     if json_path:

@@ -15,11 +15,15 @@ make_env() {  # make_env DIR PADDLE_REQUIREMENT...
   if [ -f "$dir/.opgen-stamp" ] && [ "$(cat "$dir/.opgen-stamp")" = "$stamp" ]; then
     return 0
   fi
-  echo "== setting up $dir ($*)"
+  echo "== setting up $dir ($*): a few minutes, log in $dir.log"
   rm -rf "$dir"
   "$py" -m venv "$dir"
-  "$dir/bin/python" -m pip install -q --upgrade pip
-  "$dir/bin/python" -m pip install -q "$@" -e ".[dev]"
+  if ! { "$dir/bin/python" -m pip install --upgrade pip &&
+         "$dir/bin/python" -m pip install "$@" -e ".[dev]"; } > "$dir.log" 2>&1; then
+    grep -v "^WARNING: Location" "$dir.log" | tail -n 20 >&2
+    echo "error: setting up $dir failed (full log: $dir.log)" >&2
+    exit 1
+  fi
   echo "$stamp" > "$dir/.opgen-stamp"
 }
 

@@ -25,7 +25,9 @@ SPECS = {
         forward:
           out: 0.5 * x * (1 + erf(x * 0.7071067811865476))
         backward:
-          x: grad_out * (0.5 * (1 + erf(x * 0.7071067811865476)) + x * exp(-0.5 * x * x) * 0.3989422804014327)
+          x: >-
+            grad_out * (0.5 * (1 + erf(x * 0.7071067811865476))
+                        + x * exp(-0.5 * x * x) * 0.3989422804014327)
         """, lambda F, x: F.gelu(x)),
     "my_leaky": ("""
         inputs: [x]

@@ -1,0 +1,36 @@
+"""The GPU half of an op, proven on a machine without a GPU: with paddlepaddle-gpu 2.6.2 (kept
+in its own environment, .venv-gpu) and nvcc, relu6's .cu sources compile and link for sm_90, and
+the built library runs relu6's generated tests on CPU tensors."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import GPU_PYTHON, RELU6, run_opgen
+
+pytestmark = [pytest.mark.build, pytest.mark.gpu_env]
+
+
+@pytest.fixture(scope="module")
+def gpu_python():
+    if not GPU_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI must prove the GPU build: run scripts/setup.sh to create .venv-gpu")
+        pytest.skip("no .venv-gpu (paddlepaddle-gpu 2.6.2): run scripts/setup.sh")
+    return GPU_PYTHON
+
+
+def test_relu6_cuda_sources_compile_and_link(gpu_python):
+    result = run_opgen("build", str(RELU6), "--arch", "90", python=gpu_python)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "CPU + CUDA sm_90" in result.stdout
+    library = result.stdout.strip().split(": ")[-1]
+    assert library.endswith("relu6_lib.so") and os.path.exists(library)
+
+
+def test_relu6_built_with_cuda_passes_its_cpu_tests(gpu_python):
+    result = run_opgen("test", str(RELU6), "--device", "cpu", "--", "-q", "-p", "no:warnings",
+                       python=gpu_python, env={"OPGEN_TEST_DEVICES": "cpu"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout

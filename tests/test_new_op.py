@@ -1,0 +1,31 @@
+"""`opgen new` gives an op that builds and passes its own tests at once; the user then edits the
+spec's math, regenerates, and the op still builds and passes."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_opgen
+
+pytestmark = pytest.mark.build
+
+
+def test_new_op_builds_and_passes_then_survives_a_math_edit(tmp_path):
+    assert run_opgen("new", "scaled_tanh", "--elementwise", "--dir", str(tmp_path)).returncode == 0
+    op = tmp_path / "scaled_tanh"
+    first = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+
+    spec = op / "scaled_tanh.yaml"
+    text = spec.read_text()
+    text = text.replace("# attrs:", "attrs:").replace(
+        "#   alpha: {type: float, default: 1.0}", "  alpha: {type: float, default: 1.5}")
+    text = text.replace("  out: x ", "  out: alpha * tanh(x) ")
+    text = text.replace("  x: grad_out", "  x: grad_out * alpha * (1 - tanh(x) * tanh(x))")
+    spec.write_text(text)
+    generated = run_opgen("generate", str(spec))
+    assert generated.returncode == 0, generated.stderr
+    assert "alpha * tanh(x)" in (op / "csrc" / "scaled_tanh.h").read_text()
+    second = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
+    assert "other-attrs" in run_opgen("test", str(op), "--device", "cpu", "--", "-q",
+                                      "--collect-only").stdout
