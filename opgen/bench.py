@@ -227,9 +227,9 @@ COMPARISONS = ("copy", "baseline", "naive")
 def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
         dtypes: list[str] | None = None, repeats: int = 5,
         compare: tuple[str, ...] = COMPARISONS,
-        progress: Callable[[str], None] | None = None) -> list[Row]:
+        progress: Callable[[str, int, int], None] | None = None) -> list[Row]:
     """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels; return
-    every timed row."""
+    every timed row. ``progress(description, done, total)`` is called before each step."""
     from . import api
     from .build import find_op
     from .spec import load
@@ -256,7 +256,15 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     attrs = {k: a.default for k, a in m.attrs.items()}
     domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
     n_in, n_out = len(m.inputs), len(m.outputs)
-    say = progress or (lambda _msg: None)
+    on_gpu = device == "gpu"
+    steps = (1 + (spec.backward is not None) + (on_gpu and "naive" in compare) +
+             len(dtypes) * len(sizes) + (on_gpu and bool({"copy", "baseline"} & set(compare))))
+    done = [0]
+
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(message, done[0], steps)
+        done[0] += 1
 
     say("building the op")
     module = api.load_op(op_dir, cpu_only=device == "cpu")
