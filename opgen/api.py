@@ -10,18 +10,20 @@ import importlib.util
 import os
 import subprocess
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import yaml
 
-from . import __version__, build
+from . import __version__, build, merge
 from .errors import DriftError, UsageError, WriteError
+from .merge import BASE_DIR
 from .names import identifier_problem
 from .render import Plan, render_op, templates_root
 from .spec import Spec, load, loads
-from .writer import ANSWERS_FILE, Change, Status, apply, compare, sha256
+from .writer import ANSWERS_FILE, Change, Status, apply, compare, locked, sha256
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,13 @@ class Result:
     changes: list[Change]
     written: bool
 
+    @property
+    def conflicts(self) -> list[str]:
+        """The files written (or, with ``pretend``, to be written) with conflict markers."""
+        return [c.path for c in self.changes if c.status is Status.CONFLICT]
 
-def _answers(spec: Spec, spec_bytes: bytes, plan: Plan) -> bytes:
+
+def _answers(spec: Spec, spec_bytes: bytes, generated: dict[str, bytes]) -> bytes:
     """The record of what produced the op: read back by later regenerations and by reviewers."""
     data = {
         "_note": "Written by opgen: what generated this op. Do not edit.",
@@ -41,43 +48,97 @@ def _answers(spec: Spec, spec_bytes: bytes, plan: Plan) -> bytes:
         "template": "op",
         "spec": spec.path.name,
         "spec_sha256": sha256(spec_bytes),
-        "files": {path: sha256(data) for path, data in sorted(plan.files.items())},
+        "base": f"{BASE_DIR}/",  # the last render of the files below, merged with edits next time
+        "files": {path: sha256(data) for path, data in sorted(generated.items())},
     }
     return yaml.safe_dump(data, sort_keys=False).encode()
 
 
-def _plan_for(spec: Spec, spec_bytes: bytes, dest: Path) -> Plan:
-    plan = render_op(spec)
-    files = dict(plan.files)
+def _outputs(spec: Spec, spec_bytes: bytes, dest: Path) -> tuple[dict[str, bytes],
+                                                                 dict[str, bytes]]:
+    """The op's generated files, and opgen's bookkeeping beside them: the answers file and the
+    base snapshot (a copy of the generated files, for the next regenerate's three-way merge)."""
+    generated = dict(render_op(spec).files)
     if spec.path.resolve().parent != dest.resolve():
-        files[spec.path.name] = spec_bytes  # the op folder always carries its spec
-    files[ANSWERS_FILE] = _answers(spec, spec_bytes, plan)
-    return Plan(files)
+        generated[spec.path.name] = spec_bytes  # the op folder always carries its spec
+    bookkeeping = {f"{BASE_DIR}/{rel}": data for rel, data in generated.items()}
+    bookkeeping[ANSWERS_FILE] = _answers(spec, spec_bytes, generated)
+    return generated, bookkeeping
+
+
+def _plan_for(spec: Spec, spec_bytes: bytes, dest: Path) -> Plan:
+    generated, bookkeeping = _outputs(spec, spec_bytes, dest)
+    return Plan({**generated, **bookkeeping})
+
+
+def _shown(changes: list[Change]) -> list[Change]:
+    """The changes worth printing: the base snapshot mirrors the generated files."""
+    return [c for c in changes if not c.path.startswith(f"{BASE_DIR}/")]
 
 
 def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: bool = False,
-             check: bool = False) -> Result:
-    """Render the op of ``spec_path`` into ``out`` (default: the spec's folder).
+             check: bool = False, allow_edits: bool = False) -> Result:
+    """Render the op of ``spec_path`` into ``out`` (default: the spec's folder), merging the new
+    render with any edits made to the files generated last time (see :mod:`opgen.merge`).
 
-    ``check`` compares in memory and raises :class:`DriftError` listing the files that differ.
+    ``check`` compares a fresh render with the disk in memory and raises :class:`DriftError`
+    listing the files that differ; with ``allow_edits`` it only requires that the op was
+    regenerated since its spec last changed (its answers file and base snapshot are current) and
+    holds no unresolved conflicts, whatever edits were made to generated files. Merge conflicts
+    are written and listed in :attr:`Result.conflicts`; ``pretend`` reports every outcome and
+    writes nothing.
     """
+    if allow_edits and not check:
+        raise UsageError("--allow-edits: only meaningful with --check")
     spec_path = Path(spec_path)
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"--out {dest}: exists and is not a folder")
-    plan = _plan_for(spec, spec_path.read_bytes(), dest)
+    spec_bytes = spec_path.read_bytes()
+    generated, bookkeeping = _outputs(spec, spec_bytes, dest)
     if check:
-        changes = compare(plan, dest)
-        drift = [c for c in changes if c.status is not Status.IDENTICAL]
-        if drift:
-            listing = ", ".join(f"{c.path} ({'missing' if c.status is Status.CREATE else 'differs'})"
-                                for c in drift)
-            raise DriftError(f"{dest}: generated files differ from {spec_path.name}: {listing}")
-        return Result(dest, changes, written=False)
-    if pretend:
-        return Result(dest, compare(plan, dest), written=False)
-    return Result(dest, apply(plan, dest), written=True)
+        if allow_edits:
+            return _check_regenerated(generated, bookkeeping, dest, spec_path)
+        return _check(Plan({**generated, **bookkeeping}), dest, spec_path)
+    # The spec itself may sit in the op folder: it is the input, never merged or removed.
+    protect = [spec_path.resolve().relative_to(dest.resolve()).as_posix()] \
+        if spec_path.resolve().is_relative_to(dest.resolve()) else []
+    with nullcontext() if pretend else locked(dest):
+        update = merge.plan_update(dest, generated, bookkeeping, protect=protect)
+        if not pretend:
+            apply(Plan(update.files), dest, remove=update.remove)
+    return Result(dest, update.changes, written=not pretend)
+
+
+def _check(plan: Plan, dest: Path, spec_path: Path) -> Result:
+    changes = compare(plan, dest)
+    drift = [c for c in _shown(changes) if c.status is not Status.IDENTICAL]
+    stale_base = [c for c in changes if c.status is not Status.IDENTICAL and c not in drift]
+    if drift or stale_base:
+        listing = [f"{c.path} ({'missing' if c.status is Status.CREATE else 'differs'})"
+                   for c in drift]
+        if stale_base:
+            listing.append(f"{BASE_DIR}/ ({len(stale_base)} files differ)")
+        raise DriftError(f"{dest}: generated files differ from {spec_path.name}: "
+                         f"{', '.join(listing)}")
+    return Result(dest, _shown(changes), written=False)
+
+
+def _check_regenerated(generated: dict[str, bytes], bookkeeping: dict[str, bytes], dest: Path,
+                       spec_path: Path) -> Result:
+    stale = [c for c in compare(Plan(bookkeeping), dest) if c.status is not Status.IDENTICAL]
+    unresolved = [rel for rel in sorted(generated) if (dest / rel).is_file()
+                  and merge.has_conflict_markers((dest / rel).read_bytes())]
+    if stale or unresolved:
+        problems = []
+        if stale:
+            problems.append(f"not regenerated since {spec_path.name} (or opgen) changed: run "
+                            f"`opgen generate {spec_path}`")
+        if unresolved:
+            problems.append(f"unresolved merge conflicts in {', '.join(unresolved)}")
+        raise DriftError(f"{dest}: {'; '.join(problems)}")
+    return Result(dest, _shown(compare(Plan(generated), dest)), written=False)
 
 
 def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = None,
@@ -104,8 +165,8 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     files[spec_path.name] = spec_bytes
     plan = Plan(files)
     if pretend:
-        return Result(dest, compare(plan, dest), written=False)
-    return Result(dest, apply(plan, dest), written=True)
+        return Result(dest, _shown(compare(plan, dest)), written=False)
+    return Result(dest, _shown(apply(plan, dest)), written=True)
 
 
 def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = None,

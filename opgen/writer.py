@@ -1,9 +1,10 @@
 """Applying a :class:`~opgen.render.Plan` to an op folder: compare, report, write atomically.
 
 The folder is replaced as a whole: a staging copy (unchanged files hard-linked, new ones
-written) is swapped in with one ``renameat2(RENAME_EXCHANGE)``, so a reader or an interrupted
-run sees either the old op or the new one, never a mix. A lock serializes concurrent writers of
-one folder.
+written, removed ones left out) is swapped in with one ``renameat2(RENAME_EXCHANGE)``, so a reader
+or an interrupted run sees either the old op or the new one, never a mix. A lock serializes
+concurrent writers of one folder; it is re-entrant, so a caller can hold it while it reads the
+folder, decides what to write (:mod:`opgen.merge`) and applies that.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -31,9 +32,16 @@ _SKIP_DIRS = {"build", "__pycache__", ".pytest_cache"}
 
 
 class Status(str, Enum):
-    CREATE = "create"
-    IDENTICAL = "identical"
-    OVERWRITE = "overwrite"
+    """What happens to one file of an op; the value is what the CLI prints."""
+
+    CREATE = "create"  #: new file
+    IDENTICAL = "identical"  #: already what it should be
+    OVERWRITE = "overwrite"  #: replaced; it held no edits of the user's
+    MERGED = "merged"  #: the user's edits and the new render, merged cleanly
+    CONFLICT = "conflict"  #: merged with conflict markers for the user to resolve
+    KEEP = "keep"  #: the user's edited file stays as it is
+    KEEP_DELETED = "keep-deleted"  #: deleted by the user, so not written again
+    REMOVE = "remove"  #: no longer generated, and unedited: deleted
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,13 @@ def sha256(data: bytes) -> str:
 
 @contextmanager
 def locked(dest: Path, timeout: float = 600) -> Iterator[None]:
-    """Hold the write lock of the op folder ``dest`` (a sibling lock file, so it survives swaps)."""
+    """Hold the write lock of the op folder ``dest`` (a sibling lock file, so it survives swaps).
+
+    Re-entrant within a thread: :func:`apply` called while the lock is held does not wait on it.
+    """
+    dest = dest.absolute()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(dest.parent / f".{dest.name}.opgen.lock"))
+    lock = FileLock(str(dest.parent / f".{dest.name}.opgen.lock"), is_singleton=True)
     try:
         with lock.acquire(timeout=timeout):
             yield
@@ -73,25 +85,30 @@ def locked(dest: Path, timeout: float = 600) -> Iterator[None]:
         raise WriteError(f"{dest}: another opgen process holds its lock") from None
 
 
-def apply(plan: Plan, dest: Path, *, extra: dict[str, bytes] | None = None) -> list[Change]:
-    """Write ``plan`` (plus ``extra`` files, e.g. the spec or the answers file) into ``dest``.
+def apply(plan: Plan, dest: Path, *, extra: dict[str, bytes] | None = None,
+          remove: Iterable[str] = ()) -> list[Change]:
+    """Write ``plan`` (plus ``extra`` files, e.g. the spec or the answers file) into ``dest``, and
+    delete the files named in ``remove`` (relative paths; empty folders they leave go too).
 
-    Files of ``dest`` that the plan does not name are kept. Either every file is written or, on
-    any failure, ``dest`` is left exactly as it was.
+    Other files of ``dest`` are kept. Either every change is made or, on any failure, ``dest`` is
+    left exactly as it was.
     """
     files = dict(plan.files)
     files.update(extra or {})
     full = Plan(files)
     changes = compare(full, dest)
-    if all(c.status is Status.IDENTICAL for c in changes):
-        return changes
     dest = dest.absolute()
+    doomed = sorted(rel for rel in remove if (dest / rel).is_file() or (dest / rel).is_symlink())
+    if not doomed and all(c.status is Status.IDENTICAL for c in changes):
+        return changes
     with locked(dest):
         staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.opgen-", dir=dest.parent))
         os.chmod(staging, dest.stat().st_mode & 0o7777 if dest.exists() else _default_dir_mode())
         try:
             if dest.exists():
                 _link_tree(dest, staging)
+            for rel in doomed:
+                _remove(staging, rel)
             for rel, data in files.items():
                 _write(staging / rel, data)
             _swap_in(staging, dest)
@@ -124,6 +141,16 @@ def _link_tree(src: Path, dst: Path) -> None:
     for skipped in _SKIP_DIRS:
         if (src / skipped).is_dir():  # build outputs move with the op instead of being copied
             (dst / skipped).mkdir(exist_ok=True)
+
+
+def _remove(root: Path, rel: str) -> None:
+    """Delete ``root/rel`` and then each parent folder it leaves empty, up to ``root``."""
+    path = root / rel
+    path.unlink()
+    for parent in path.parents:
+        if parent == root or not parent.is_relative_to(root) or any(parent.iterdir()):
+            break
+        parent.rmdir()
 
 
 def _write(path: Path, data: bytes) -> None:

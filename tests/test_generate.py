@@ -11,9 +11,11 @@ from conftest import RELU6, run_opgen, tree_snapshot
 from opgen import api, writer
 from opgen.errors import DriftError, WriteError
 
-GENERATED = ["README.md", "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h",
-             "csrc/relu6.cc", "csrc/relu6.cu", "csrc/relu6.h", "relu6.py", "setup.py",
-             "test_relu6.py", ".opgen-answers.yml"]
+RENDERED = ["README.md", "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h",
+            "csrc/relu6.cc", "csrc/relu6.cu", "csrc/relu6.h", "relu6.py", "setup.py",
+            "test_relu6.py"]
+# Plus the answers file and the base snapshot that the next regenerate merges edits against.
+GENERATED = [*RENDERED, ".opgen-answers.yml", *(f".opgen/base/{rel}" for rel in RENDERED)]
 
 
 def test_relu6_example_has_no_drift():

@@ -1,0 +1,341 @@
+"""Team repositories: ``opgen init`` renders the copier template in ``templates/team``, and
+``opgen update`` moves a team repository to a newer version of it, keeping the team's changes.
+
+Copier reads a template's versions from the git tags of the repository holding it, and ``copier
+update`` re-renders the *old* version to tell the team's changes from the template's. But
+``templates/team`` is a folder inside opgen (a checkout, or an installed package), and opgen's own
+tags version opgen, not the template. So opgen publishes the template into a git repository of
+its own, the *template store* (``~/.cache/opgen/team-template``; ``$OPGEN_TEMPLATE_STORE``): one
+commit per distinct content, tagged ``<version>+<tree>``, where ``<version>`` is
+``_opgen_template_version`` from the template's ``copier.yml`` and ``<tree>`` begins git's id of
+the content. The same content gets the same tag on every machine; a version missing from a store
+(a repository made on another machine) is restored from opgen's git history when opgen runs from
+a checkout. Team repositories record the store as ``~/...``, so plain ``copier update`` works for
+every teammate whose store holds the versions involved (``opgen update`` makes sure of that).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from filelock import FileLock
+
+from .errors import OpgenError, UsageError, WriteError
+from .render import templates_root
+
+STORE_ENV = "OPGEN_TEMPLATE_STORE"
+DEFAULT_STORE = "~/.cache/opgen/team-template"
+ANSWERS_FILE = ".copier-answers.yml"
+VERSION_KEY = "_opgen_template_version"
+#: What ``copier update`` writes around a conflict.
+UPDATE_MARKERS = (b"<<<<<<< before updating", b">>>>>>> after updating")
+#: The store is opgen's private repository: commit as opgen, never sign, never run hooks.
+_GIT_AS_OPGEN = ("-c", "user.name=opgen", "-c", "user.email=opgen@localhost",
+                 "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false",
+                 "-c", f"core.hooksPath={os.devnull}")
+
+
+class TeamError(OpgenError):
+    """Raised when a team repository cannot be made or updated: copier or git failing, a dirty
+    repository, a template version that cannot be found."""
+
+
+class UpdateConflictError(OpgenError):
+    """Raised (by the CLI) after ``opgen update`` left conflict markers, naming the files."""
+
+    def __init__(self, dest: Path, paths: list[str]) -> None:
+        self.paths = paths
+        super().__init__(f"{dest}: the update conflicts with local changes in {', '.join(paths)}; "
+                         "resolve the '<<<<<<< before updating' blocks, then commit")
+
+
+@dataclass(frozen=True)
+class TeamResult:
+    """What ``init`` or ``update`` did (or, with ``pretend``, would do) to ``dest``."""
+
+    dest: Path
+    version: str | None  #: the template version the repository now records (copier's _commit)
+    changed: list[str]  #: files created, changed or deleted, relative to ``dest`` (an op's base
+    #: snapshot, a mirror of its generated files, left out)
+    conflicts: list[str]  #: files holding update conflict markers
+    written: bool
+
+
+def template_dir() -> Path:
+    """opgen's team template (a copier template)."""
+    return templates_root() / "team"
+
+
+def store_location() -> str:
+    """The template store, as recorded in team repositories (``~`` unexpanded)."""
+    return os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
+def template_version(template: Path) -> str:
+    """``_opgen_template_version`` from the template's ``copier.yml``."""
+    try:
+        config = yaml.safe_load((template / "copier.yml").read_text())
+        version = str(config[VERSION_KEY])
+    except (OSError, yaml.YAMLError, TypeError, KeyError) as exc:
+        raise TeamError(f"{template}/copier.yml: no {VERSION_KEY} ({exc})") from None
+    if not re.fullmatch(r"\d+(\.\d+)*", version):
+        raise TeamError(f"{template}/copier.yml: {VERSION_KEY} must look like 1.2.0, not "
+                        f"{version!r}")
+    return version
+
+
+def publish(template: Path | None = None, store: str | None = None) -> str:
+    """Commit ``template`` (default: opgen's) into the template store unless that content is
+    already there; return its tag."""
+    template = template or template_dir()
+    version = template_version(template)
+    with _store(store) as root:
+        _refill(root, lambda dst: shutil.copytree(
+            template, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")))
+        return _commit_and_tag(root, version)
+
+
+def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False,
+         template: str | None = None, ref: str | None = None) -> TeamResult:
+    """Render a new team repository into ``team_dir`` (which must be missing or empty), generate
+    its ops, and make it a git repository unless it lies inside one.
+
+    ``template``/``ref``: a copier template (git repository path or URL) and version to render
+    instead of opgen's own. ``pretend`` renders into a temporary folder and lists the files.
+    """
+    dest = Path(team_dir)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise WriteError(f"{dest}: exists and is not empty; opgen init makes a new team "
+                         f"repository (to take a newer template into one: opgen update {dest})")
+    data = {"team_name": name or _team_name(dest)}
+    if pretend and template is None:
+        src: str = str(template_dir())  # a plain folder: previewed without touching the store
+    elif template is None:
+        src = store_location()
+        ref = ref or publish(store=src)
+    else:
+        src = template
+    parent = dest.absolute().parent
+    if not pretend:
+        parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{dest.name}.opgen-init-",
+                                     dir=None if pretend else parent) as tmp:
+        staging = Path(tmp) / dest.name
+        _copier("run_copy", src_path=src, dst_path=staging, data=data, vcs_ref=ref,
+                defaults=True, quiet=True)
+        _generate_ops(staging)
+        changed = sorted(rel for p in staging.rglob("*") if p.is_file()
+                         and "/.opgen/base/" not in (rel := p.relative_to(staging).as_posix()))
+        version = _answers(staging).get("_commit")
+        if not pretend:
+            if not _inside_git(parent):
+                _git("init", "-q", cwd=staging)
+            if dest.exists():
+                dest.rmdir()
+            staging.rename(dest)
+    return TeamResult(dest, version, changed, [], written=not pretend)
+
+
+def update(team_dir: Path | str, *, pretend: bool = False, ref: str | None = None) -> TeamResult:
+    """Move the team repository ``team_dir`` to this opgen's template version (or ``ref``) with
+    ``copier update``, keeping its local changes; conflicts are written inline and listed.
+
+    The repository must be committed: the update's changes are then exactly ``git diff``, for
+    review, and undone with ``git checkout``. ``pretend`` updates a temporary clone instead.
+    """
+    dest = Path(team_dir)
+    answers = _answers(dest)
+    src, old = answers.get("_src_path"), answers.get("_commit")
+    if not isinstance(src, str) or not isinstance(old, str):
+        raise TeamError(f"{dest / ANSWERS_FILE}: no _src_path and _commit to update from")
+    if _same_path(src, store_location()):
+        ref = ref or publish(store=src)
+        restore_version(old, store=src)
+    top = _toplevel(dest)
+    if _git("status", "--porcelain", cwd=dest).strip():
+        raise TeamError(f"{dest}: has uncommitted changes; commit or stash them first, so the "
+                        "update can be reviewed with git diff and undone")
+    if not pretend:
+        return _update_in(dest, dest, ref, written=True)
+    with tempfile.TemporaryDirectory(prefix="opgen-update-") as tmp:
+        clone = Path(tmp) / "repo"
+        _git("clone", "-q", str(top), str(clone), cwd=Path(tmp))
+        return _update_in(clone / dest.resolve().relative_to(top), dest, ref, written=False)
+
+
+def restore_version(tag: str, store: str | None = None) -> None:
+    """Make sure the template store holds ``tag``: restore it from opgen's git history when it
+    is missing and opgen runs from a checkout."""
+    with _store(store) as root:
+        if _has_tag(root, tag):
+            return
+        version, _, tree = tag.partition("+")
+        checkout = templates_root().parent
+        found = _git("rev-parse", "--verify", "--quiet", f"{tree}^{{tree}}", cwd=checkout,
+                     check=False).strip() if tree and (checkout / ".git").exists() else ""
+        if found:
+            archive = _git_bytes("archive", "--format=tar", found, cwd=checkout)
+            _refill(root, lambda dst: _untar(archive, dst))
+            if _commit_and_tag(root, version) == tag:
+                return
+        raise TeamError(f"template version {tag} is in neither the template store {root} nor "
+                        "this opgen's git history; run `opgen update` with the opgen that made "
+                        "the repository (or a checkout that includes it) once")
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+@contextmanager
+def _store(store: str | None) -> Iterator[Path]:
+    """The template store's folder, created if needed, locked against other opgen processes."""
+    root = Path(store or store_location()).expanduser().absolute()
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root.parent / f".{root.name}.lock")):
+        if not (root / ".git").exists():
+            _git("init", "-q", cwd=root)
+        yield root
+
+
+def _refill(root: Path, fill: Callable[[Path], object]) -> None:
+    """Replace the store's working tree (everything but .git) with what ``fill`` writes."""
+    for entry in root.iterdir():
+        if entry.name == ".git":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    fill(root)
+
+
+def _commit_and_tag(root: Path, version: str) -> str:
+    _git("add", "-A", "--force", cwd=root)  # --force: the template's own .gitignore must not apply
+    tree = _git("write-tree", cwd=root).strip()
+    head = _git("rev-parse", "--verify", "--quiet", "HEAD^{tree}", cwd=root, check=False).strip()
+    tag = f"{version}+{tree[:12]}"
+    if head != tree:
+        _git(*_GIT_AS_OPGEN, "commit", "-q", "--no-verify", "-m", f"team template {tag}",
+             cwd=root)
+    if not _has_tag(root, tag):
+        _git(*_GIT_AS_OPGEN, "tag", tag, cwd=root)
+    return tag
+
+
+def _has_tag(root: Path, tag: str) -> bool:
+    return bool(_git("rev-parse", "--verify", "--quiet", f"refs/tags/{tag}", cwd=root,
+                     check=False).strip())
+
+
+def _untar(archive: bytes, dst: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dst, filter="data")
+        else:  # Python < 3.10.12: git's own archive of a tree holds no links or absolute paths
+            tar.extractall(dst)  # noqa: S202
+
+
+def _generate_ops(root: Path) -> None:
+    """Generate every op whose spec the template ships (ops/<name>/<name>.yaml)."""
+    from . import api
+
+    for spec in sorted(root.glob("ops/*/*.yaml")):
+        if spec.stem == spec.parent.name:
+            api.generate(spec)
+    for lock in root.glob("ops/.*.opgen.lock"):
+        lock.unlink()
+
+
+def _update_in(work: Path, dest: Path, ref: str | None, *, written: bool) -> TeamResult:
+    _copier("run_update", dst_path=work, vcs_ref=ref, defaults=True, overwrite=True, quiet=True,
+            skip_answered=True, conflict="inline")
+    changed = sorted(set(_git("-c", "core.quotepath=off", "diff", "--name-only", "--relative",
+                              "HEAD", cwd=work).splitlines())
+                     | set(_git("-c", "core.quotepath=off", "ls-files", "--others",
+                                "--exclude-standard", cwd=work).splitlines()))
+    conflicts = [rel for rel in changed if (work / rel).is_file()
+                 and any(m in (work / rel).read_bytes().splitlines() for m in UPDATE_MARKERS)]
+    return TeamResult(dest, _answers(work).get("_commit"), changed, conflicts, written=written)
+
+
+def _copier(function: str, **kwargs: Any) -> Any:
+    """Call ``copier.<function>``; its failures become one-line :class:`TeamError` messages."""
+    import copier
+    from copier.errors import CopierError
+    from plumbum import ProcessExecutionError
+
+    try:
+        return getattr(copier, function)(**kwargs, unsafe=False)
+    except CopierError as exc:
+        raise TeamError(f"copier: {' '.join(str(exc).split())}") from None
+    except ProcessExecutionError as exc:
+        lines = (exc.stderr or "").strip().splitlines() or [str(exc.retcode)]
+        raise TeamError(f"copier: {' '.join(map(str, exc.argv[:2]))} failed: {lines[-1]}") \
+            from None
+    except ValueError as exc:  # e.g. an answer that fails the template's validator
+        raise TeamError(f"copier: {' '.join(str(exc).split())}") from None
+
+
+def _answers(dest: Path) -> dict[str, Any]:
+    path = dest / ANSWERS_FILE
+    if not path.is_file():
+        raise UsageError(f"{dest}: not a team repository (no {ANSWERS_FILE}); make one with "
+                         "opgen init")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise TeamError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _team_name(dest: Path) -> str:
+    name = re.sub(r"[^a-z0-9_-]+", "-", dest.absolute().name.lower()).strip("-_")
+    return name if re.match(r"[a-z]", name) else f"team-{name}".rstrip("-")
+
+
+def _same_path(a: str, b: str) -> bool:
+    return Path(a).expanduser().absolute() == Path(b).expanduser().absolute()
+
+
+def _inside_git(folder: Path) -> bool:
+    while not folder.exists():
+        folder = folder.parent
+    return _git("rev-parse", "--is-inside-work-tree", cwd=folder,
+                check=False).strip() == "true"
+
+
+def _toplevel(dest: Path) -> Path:
+    top = _git("rev-parse", "--show-toplevel", cwd=dest, check=False).strip()
+    if not top:
+        raise TeamError(f"{dest}: not in a git repository; commit the team repository to git "
+                        "first (updates are three-way merges over its history)")
+    return Path(top).resolve()
+
+
+def _git(*args: str, cwd: Path, check: bool = True) -> str:
+    return _git_bytes(*args, cwd=cwd, check=check).decode(errors="replace")
+
+
+def _git_bytes(*args: str, cwd: Path, check: bool = True) -> bytes:
+    git = shutil.which("git")
+    if git is None:
+        raise TeamError("git is needed for team repositories and template versions, and it is "
+                        "not on PATH; install git")
+    proc = subprocess.run([git, *args], cwd=cwd, capture_output=True, check=False)
+    if check and proc.returncode != 0:
+        message = proc.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
+        command = next(a for a in args if not a.startswith("-") and "=" not in a)
+        raise TeamError(f"git {command} failed in {cwd}: {message[-1]}")
+    return proc.stdout

@@ -1,0 +1,329 @@
+"""Team repositories: `opgen init` from the copier template in templates/team, its CI script, and
+`opgen update` / `copier update` from one template version to the next over local changes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import RELU6, ROOT, run_opgen, tree_snapshot
+
+from opgen import api, team
+from opgen.errors import DriftError
+
+TEMPLATE = ROOT / "templates" / "team"
+OPGEN = f"{sys.executable} -m opgen"
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """A template store of the test's own, and git without the user's configuration."""
+    monkeypatch.setenv(team.STORE_ENV, str(tmp_path / "store"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for role in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{role}_NAME", "Test")
+        monkeypatch.setenv(f"GIT_{role}_EMAIL", "test@example.com")
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def commit_all(repo: Path, message: str) -> None:
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", message, cwd=repo)
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def ci(team_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OPGEN": OPGEN, "GLOG_minloglevel": "3"}
+    return subprocess.run(["bash", "ci/run.sh", *args], cwd=team_dir, env=env,
+                          capture_output=True, text=True, check=False)
+
+
+def template_repo(tmp_path: Path) -> Path:
+    """A git repository of the team template at version 1.0.0, tagged like a template's own."""
+    repo = tmp_path / "template"
+    shutil.copytree(TEMPLATE, repo)
+    git("init", "-q", cwd=repo)
+    commit_all(repo, "template 1.0.0")
+    git("tag", "1.0.0", cwd=repo)
+    return repo
+
+
+def make_v2(template: Path) -> None:
+    """Version 2 of the template: a new CI step, a new docs paragraph, a new file."""
+    edit(template / "ci" / "run.sh", 'echo "== $name"', 'echo "== $name (template v2)"')
+    edit(template / "docs" / "onboarding.md.jinja", "## Set up\n",
+         "## Set up\n\nNew in version 2 of the template.\n")
+    (template / "CONTRIBUTING.md").write_text("Contributing: see docs/onboarding.md.\n")
+    edit(template / "copier.yml", '_opgen_template_version: "1.0.0"',
+         '_opgen_template_version: "2.0.0"')
+
+
+def change_locally(team_dir: Path) -> None:
+    """What a team does to its repository after init."""
+    edit(team_dir / "pyproject.toml", '  "pytest>=8",\n', '  "pytest>=8",\n  "scipy",\n')
+    with (team_dir / "docs" / "onboarding.md").open("a") as fh:
+        fh.write("\n## Our notes\n\nAsk in #ops-help.\n")
+
+
+def assert_local_changes_kept_and_v2_applied(team_dir: Path) -> None:
+    assert '  "scipy",\n' in (team_dir / "pyproject.toml").read_text()
+    onboarding = (team_dir / "docs" / "onboarding.md").read_text()
+    assert "## Our notes\n\nAsk in #ops-help.\n" in onboarding
+    assert "New in version 2 of the template." in onboarding
+    assert 'echo "== $name (template v2)"' in (team_dir / "ci" / "run.sh").read_text()
+    assert (team_dir / "CONTRIBUTING.md").is_file()
+
+
+# -- opgen init ------------------------------------------------------------------------------
+
+
+def test_init_renders_a_team_repository(tmp_path):
+    team_dir = tmp_path / "Vision Ops"
+    result = run_opgen("init", str(team_dir))
+    assert result.returncode == 0, result.stderr
+
+    for rel in ("pyproject.toml", "README.md", ".gitignore", ".pre-commit-config.yaml",
+                ".github/workflows/ci.yml", "docs/onboarding.md", "docs/onboarding.zh.md",
+                "ops/relu6/relu6.yaml", "ops/relu6/csrc/relu6.cu", "ops/relu6/test_relu6.py"):
+        assert (team_dir / rel).is_file(), rel
+    assert os.access(team_dir / "ci" / "run.sh", os.X_OK)
+    assert (team_dir / ".git").is_dir()
+    assert not list((team_dir / "ops").glob(".*.lock"))
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((team_dir / "pyproject.toml").read_text())
+    assert project["project"]["name"] == "vision-ops-ops"
+    answers = yaml.safe_load((team_dir / ".copier-answers.yml").read_text())
+    assert answers["_src_path"] == os.environ[team.STORE_ENV]
+    assert answers["_commit"].startswith(team.template_version(TEMPLATE) + "+")
+    assert answers["team_name"] == "vision-ops"
+    api.generate(team_dir / "ops" / "relu6" / "relu6.yaml", check=True)  # relu6, generated
+    workflow = yaml.safe_load((team_dir / ".github/workflows/ci.yml").read_text())
+    assert "bash ci/run.sh" in str(workflow["jobs"]["ops"]["steps"])
+    hooks = (team_dir / ".pre-commit-config.yaml").read_text()
+    assert "ruff-pre-commit" in hooks and "check-merge-conflict" in hooks
+
+
+def test_onboarding_docs_cover_adding_testing_benchmarking_and_review(tmp_path):
+    team_dir = tmp_path / "acme"
+    team.init(team_dir)
+    english = (team_dir / "docs" / "onboarding.md").read_text()
+    chinese = (team_dir / "docs" / "onboarding.zh.md").read_text()
+    for needle in ("opgen new my_op --elementwise --dir ops", "opgen test ops/my_op",
+                   "opgen bench ops/my_op", "**Streams**", "**Device guard**", "**Backward**",
+                   "**Dtypes**", "**Bandwidth figures**", "built-in", "opgen update ."):
+        assert needle in english, needle
+    for needle in ("opgen new my_op --elementwise --dir ops", "opgen test ops/my_op",
+                   "opgen bench ops/my_op", "代码评审清单", "stream", "设备守卫", "反向",
+                   "数据类型", "带宽", "内置算子"):
+        assert needle in chinese, needle
+
+
+def test_the_team_repository_is_ruff_clean(tmp_path):
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    team.init(tmp_path / "acme")
+    result = subprocess.run([ruff, "check", "."], cwd=tmp_path / "acme", capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_the_template_ships_the_relu6_example_spec():
+    assert (TEMPLATE / "ops/relu6/relu6.yaml").read_bytes() == (RELU6 / "relu6.yaml").read_bytes()
+
+
+def test_init_pretend_writes_nothing(tmp_path):
+    result = run_opgen("init", str(tmp_path / "acme"), "--pretend")
+    assert result.returncode == 0, result.stderr
+    assert "would create" in result.stdout and "docs/onboarding.zh.md" in result.stdout
+    assert list(tmp_path.iterdir()) == []  # neither the team repository nor the store
+
+
+def test_init_refuses_a_folder_that_is_not_empty(tmp_path):
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "notes.txt").write_text("mine")
+    result = run_opgen("init", str(tmp_path / "acme"))
+    assert result.returncode != 0
+    assert result.stderr.count("\n") == 1 and "exists and is not empty" in result.stderr
+    assert tree_snapshot(tmp_path / "acme") == {"notes.txt": b"mine"}
+
+
+def test_init_rejects_a_bad_team_name(tmp_path):
+    result = run_opgen("init", str(tmp_path / "acme"), "--name", "Vision Team")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "lowercase letters" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "acme").exists()
+
+
+def test_publish_tags_each_distinct_content_once(tmp_path):
+    template = tmp_path / "template"
+    shutil.copytree(TEMPLATE, template)
+    first = team.publish(template)
+    assert team.publish(template) == first
+    (template / "NEW.md").write_text("new\n")
+    second = team.publish(template)
+    version = team.template_version(template)
+    assert first != second and first.startswith(f"{version}+") and second.startswith(f"{version}+")
+    store = Path(os.environ[team.STORE_ENV])
+    assert git("status", "--porcelain", cwd=store) == ""  # copier would copy a dirty store
+    assert sorted(git("tag", cwd=store).split()) == sorted([first, second])
+
+
+def test_a_missing_version_is_restored_from_opgens_git_history(tmp_path, monkeypatch):
+    checkout = tmp_path / "opgen-checkout"
+    shutil.copytree(TEMPLATE, checkout / "templates" / "team")
+    git("init", "-q", cwd=checkout)
+    commit_all(checkout, "opgen with its team template")
+    monkeypatch.setattr(team, "templates_root", lambda: checkout / "templates")
+    tag = team.publish(store=str(tmp_path / "store-a"))  # made on one machine
+
+    fresh = str(tmp_path / "store-b")  # another machine's store: empty
+    team.restore_version(tag, store=fresh)
+    assert git("rev-parse", f"{tag}^{{tree}}", cwd=Path(fresh)) == \
+        git("rev-parse", "HEAD:templates/team", cwd=checkout)
+    with pytest.raises(team.TeamError, match="neither the template store"):
+        team.restore_version("1.0.0+0123456789ab", store=fresh)
+
+
+# -- the team's CI -----------------------------------------------------------------------------
+
+
+@pytest.mark.build
+def test_the_ci_script_builds_and_tests_every_op(tmp_path):
+    team_dir = tmp_path / "acme"
+    assert run_opgen("init", str(team_dir)).returncode == 0
+    new = run_opgen("new", "my_op", "--elementwise", "--dir", str(team_dir / "ops"))
+    assert new.returncode == 0, new.stderr
+
+    result = ci(team_dir)
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "ci: 2 passed (my_op relu6), 0 failed" in result.stdout
+    assert (team_dir / "ops" / "my_op" / "build").is_dir()
+
+
+def test_the_ci_check_accepts_edits_but_not_a_stale_spec(tmp_path):
+    team_dir = tmp_path / "acme"
+    team.init(team_dir)
+    relu6 = team_dir / "ops" / "relu6"
+    assert ci(team_dir, "--check-only").returncode == 0
+
+    edit(relu6 / "csrc" / "relu6.h", "    out = opgen::min(",
+         "    // tuned by hand\n    out = opgen::min(")
+    passed = ci(team_dir, "--check-only")
+    assert passed.returncode == 0, passed.stdout + passed.stderr  # a hand edit is allowed
+
+    edit(relu6 / "relu6.yaml", "default: 6.0", "default: 5.0")  # ... a forgotten regenerate not
+    failed = ci(team_dir, "--check-only")
+    assert failed.returncode == 1
+    assert "not regenerated since relu6.yaml" in failed.stderr
+    assert "ci: 0 passed, 1 failed (relu6)" in failed.stdout
+    with pytest.raises(DriftError):
+        api.generate(relu6 / "relu6.yaml", check=True, allow_edits=True)
+
+
+# -- opgen update / copier update --------------------------------------------------------------
+
+
+def test_update_from_v1_to_v2_keeps_local_changes(tmp_path):
+    template = template_repo(tmp_path)
+    team_dir = tmp_path / "acme"
+    team.init(team_dir, template=str(template), ref="1.0.0")
+    commit_all(team_dir, "init")
+    change_locally(team_dir)
+    commit_all(team_dir, "our changes")
+    make_v2(template)
+    commit_all(template, "template 2.0.0")
+    git("tag", "2.0.0", cwd=template)
+
+    before = tree_snapshot(team_dir)
+    pretend = run_opgen("update", str(team_dir), "--pretend")
+    assert pretend.returncode == 0, pretend.stderr
+    assert "would   update" in pretend.stdout and "CONTRIBUTING.md" in pretend.stdout
+    assert tree_snapshot(team_dir) == before
+
+    result = run_opgen("update", str(team_dir))
+
+    assert result.returncode == 0, result.stderr
+    assert "at template version 2.0.0" in result.stdout
+    assert_local_changes_kept_and_v2_applied(team_dir)
+    assert yaml.safe_load((team_dir / ".copier-answers.yml").read_text())["_commit"] == "2.0.0"
+    assert (team_dir / "ops" / "relu6" / "csrc" / "relu6.h").is_file()  # opgen's files untouched
+
+
+def test_opgen_update_moves_to_this_opgens_template_and_plain_copier_update_works(
+        tmp_path, monkeypatch):
+    template = tmp_path / "template"  # stands for templates/team, one opgen release to the next
+    shutil.copytree(TEMPLATE, template)
+    monkeypatch.setattr(team, "template_dir", lambda: template)
+    a, b = tmp_path / "a", tmp_path / "b"
+    for team_dir in (a, b):
+        team.init(team_dir)  # in this process: the CLI would see the real templates/team
+        commit_all(team_dir, "init")
+        change_locally(team_dir)
+        commit_all(team_dir, "our changes")
+    make_v2(template)
+
+    updated = team.update(a)  # publishes the new template, then copier update
+    assert updated.version.startswith("2.0.0+") and not updated.conflicts
+    assert_local_changes_kept_and_v2_applied(a)
+
+    import copier  # a teammate who only has copier: the answers name the store and the version
+
+    copier.run_update(b, defaults=True, overwrite=True, quiet=True, skip_answered=True)
+    assert_local_changes_kept_and_v2_applied(b)
+
+
+def test_an_update_conflicting_with_a_local_change_is_listed_and_exits_1(tmp_path):
+    template = template_repo(tmp_path)
+    team_dir = tmp_path / "acme"
+    team.init(team_dir, template=str(template), ref="1.0.0")
+    commit_all(team_dir, "init")
+    edit(team_dir / "ci" / "run.sh", 'echo "== $name"', 'echo "=== op: $name"')
+    commit_all(team_dir, "our CI banner")
+    make_v2(template)
+    commit_all(template, "template 2.0.0")
+    git("tag", "2.0.0", cwd=template)
+
+    result = run_opgen("update", str(team_dir))
+
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "conflicts with local changes in ci/run.sh" \
+        in result.stderr
+    text = (team_dir / "ci" / "run.sh").read_text()
+    assert "<<<<<<< before updating" in text and 'echo "=== op: $name"' in text
+    assert 'echo "== $name (template v2)"' in text
+    assert (team_dir / "CONTRIBUTING.md").is_file()  # the rest of version 2 applied
+
+
+def test_update_refuses_uncommitted_changes(tmp_path):
+    team_dir = tmp_path / "acme"
+    team.init(team_dir)
+    commit_all(team_dir, "init")
+    (team_dir / "README.md").write_text("mine, not committed\n")
+    result = run_opgen("update", str(team_dir))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "uncommitted changes" in result.stderr
+    assert (team_dir / "README.md").read_text() == "mine, not committed\n"
+
+
+def test_update_outside_a_team_repository_is_one_error(tmp_path):
+    result = run_opgen("update", str(tmp_path))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "not a team repository" in result.stderr
