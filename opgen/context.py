@@ -95,6 +95,7 @@ class Context:
     domain: dict[str, tuple[float, float]]
     numpy_helpers: list[str]     # helper definitions the numpy reference needs (e.g. erf)
     library: str                 # the compiled extension module: <name>_lib
+    test_imports: list[str]      # the test's imports of opgen and of the op, in isort order
     baseline: str | None
     cuda_launcher: str           # Elementwise; NaiveElementwise in the benchmark's comparison copy
 
@@ -236,6 +237,8 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
         numpy_helpers=helpers,
         library=f"{m.name}_lib",
+        test_imports=sorted([f"from {m.name} import {m.name}", "from opgen import testing as ot"],
+                            key=lambda line: line.split()[1]),
         baseline=m.baseline,
         cuda_launcher="NaiveElementwise" if naive else "Elementwise",
     )

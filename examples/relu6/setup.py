@@ -11,7 +11,7 @@ import paddle
 from paddle.utils.cpp_extension import CppExtension, CUDAExtension, setup
 
 here = Path(__file__).resolve().parent
-sources = [f"csrc/relu6.cc"]
+sources = ["csrc/relu6.cc"]
 cxx = ["-O3", "-std=c++17"]
 include_dirs = [str(here / "csrc")]
 cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")

@@ -9,9 +9,8 @@ Inputs are made on the host and copied; gradients of the outputs are always pass
 import numpy as np
 import paddle
 import pytest
-from relu6 import relu6
-
 from opgen import testing as ot
+from relu6 import relu6
 
 DTYPES = ['float32', 'float64', 'float16', 'bfloat16']
 # Where each input is sampled (the spec's `domain:`).
@@ -50,7 +49,7 @@ def test_forward(device, dtype, shape, attrs):
     ot.poison(device, x, count=1)
     outputs = as_tuple(relu6(x, **attrs))
     expected = as_tuple(reference_forward(x_np, **attrs))
-    for name, out, want in zip(['out'], outputs, expected):
+    for name, out, want in zip(['out'], outputs, expected, strict=True):
         assert out.shape == x.shape and out.dtype == x.dtype, name
         ot.assert_close(ot.to_numpy(out), want, dtype, name)
 
@@ -70,7 +69,7 @@ def test_forward_beyond_2_31_elements(device):
     expected = as_tuple(reference_forward(*block_inputs))
     outputs = as_tuple(relu6(*inputs))
     del inputs
-    for name, out, want in zip(['out'], outputs, expected):
+    for name, out, want in zip(['out'], outputs, expected, strict=True):
         ot.assert_periodic(out, want, dtype, name)
 
 
@@ -88,7 +87,7 @@ def test_forward_on_views(device, dtype, view):
     x_base, x_np = ot.sample(rng, shape, dtype, device, *DOMAIN["x"])
     outputs = as_tuple(relu6(x_base[cut]))
     expected = as_tuple(reference_forward(x_np[cut]))
-    for name, out, want in zip(['out'], outputs, expected):
+    for name, out, want in zip(['out'], outputs, expected, strict=True):
         ot.assert_close(ot.to_numpy(out), want, dtype, name)
 
 
@@ -104,7 +103,7 @@ def test_backward(device, dtype, shape, attrs):
     ot.poison(device, x, count=1)
     grads = paddle.grad(list(outputs), [x], grad_outputs=[grad_out])
     expected = as_tuple(reference_backward(x_np, grad_out_np, **attrs))
-    for name, grad, want in zip(['grad_x'], grads, expected):
+    for name, grad, want in zip(['grad_x'], grads, expected, strict=True):
         if grad is None and want.size == 0:  # Paddle 2.6 gives no gradient for empty inputs
             continue
         ot.assert_close(ot.to_numpy(grad), want, dtype, name)
@@ -122,13 +121,13 @@ def test_backward_matches_finite_differences(device, attrs):
     def weighted_forward(*arrays):
         """sum over outputs of grad_output * output, elementwise, through the op itself."""
         outs = as_tuple(relu6(*(ot.to_paddle(a, "float64", device) for a in arrays), **attrs))
-        return sum(g * ot.to_numpy(o) for g, o in zip(grads_out_np, outs))
+        return sum(g * ot.to_numpy(o) for g, o in zip(grads_out_np, outs, strict=True))
 
     inputs = [ot.to_paddle(a, "float64", device, stop_gradient=False) for a in inputs_np]
     outputs = as_tuple(relu6(*inputs, **attrs))
     grads = paddle.grad(list(outputs), inputs,
                         grad_outputs=[ot.to_paddle(g, "float64", device) for g in grads_out_np])
-    for index, (name, grad) in enumerate(zip(DOMAIN, grads)):
+    for index, (name, grad) in enumerate(zip(DOMAIN, grads, strict=True)):
         smooth = ot.smooth_points(weighted_forward, inputs_np, index, h=1e-5)
         assert smooth.mean() > 0.5, f"{name}: too few smooth points to check"
         numeric = ot.central_difference(weighted_forward, inputs_np, index, h=1e-5)
