@@ -52,3 +52,34 @@ class BuildError(OpgenError):
 
 class DriftError(OpgenError):
     """Raised by ``generate --check`` when generated files differ from what is on disk."""
+
+
+class MergeError(OpgenError):
+    """Raised when edits cannot be merged at all: git missing or failing, a broken answers file,
+    or conflict markers from the last regenerate still unresolved."""
+
+
+class ConflictError(OpgenError):
+    """Raised (by the CLI) after a regenerate wrote conflict markers, naming the files."""
+
+    def __init__(self, dest: Path, paths: list[str], *, pretend: bool = False) -> None:
+        self.paths = paths
+        verb = "would have" if pretend else "has"
+        super().__init__(
+            f"{dest}: {len(paths)} file{'s' if len(paths) > 1 else ''} {verb} merge conflicts "
+            f"({', '.join(paths)}); keep what you want between the '<<<<<<< ours' "
+            f"and '>>>>>>> new render' lines, remove the markers, then build")
+
+
+class TeamError(OpgenError):
+    """Raised when a team repository cannot be made or updated: copier or git failing, a dirty
+    repository, a template version that cannot be found."""
+
+
+class UpdateConflictError(OpgenError):
+    """Raised (by the CLI) after ``opgen update`` left conflict markers, naming the files."""
+
+    def __init__(self, dest: Path, paths: list[str]) -> None:
+        self.paths = paths
+        super().__init__(f"{dest}: the update conflicts with local changes in {', '.join(paths)}; "
+                         "resolve the '<<<<<<< before updating' blocks, then commit")

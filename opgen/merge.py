@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from .errors import OpgenError
+from .errors import MergeError
 from .writer import ANSWERS_FILE, Change, Status, sha256
 
 #: Where an op keeps the last render of each generated file, relative to the op folder.
@@ -30,23 +30,6 @@ BASE_DIR = ".opgen/base"
 OURS, BASE, THEIRS = "ours", "last render", "new render"
 _CONFLICT_START = f"<<<<<<< {OURS}".encode()
 _CONFLICT_END = f">>>>>>> {THEIRS}".encode()
-
-
-class MergeError(OpgenError):
-    """Raised when edits cannot be merged at all: git missing or failing, a broken answers file,
-    or conflict markers from the last regenerate still unresolved."""
-
-
-class ConflictError(OpgenError):
-    """Raised (by the CLI) after a regenerate wrote conflict markers, naming the files."""
-
-    def __init__(self, dest: Path, paths: list[str], *, pretend: bool = False) -> None:
-        self.paths = paths
-        verb = "would have" if pretend else "has"
-        super().__init__(
-            f"{dest}: {len(paths)} file{'s' if len(paths) > 1 else ''} {verb} merge conflicts "
-            f"({', '.join(paths)}); keep what you want between the '{_CONFLICT_START.decode()}' "
-            f"and '{_CONFLICT_END.decode()}' lines, remove the markers, then build")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 from filelock import FileLock
 
-from .errors import OpgenError, UsageError, WriteError
+from .errors import TeamError, UsageError, WriteError
 from .render import templates_root
 
 STORE_ENV = "OPGEN_TEMPLATE_STORE"
@@ -45,20 +45,6 @@ UPDATE_MARKERS = (b"<<<<<<< before updating", b">>>>>>> after updating")
 _GIT_AS_OPGEN = ("-c", "user.name=opgen", "-c", "user.email=opgen@localhost",
                  "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false",
                  "-c", f"core.hooksPath={os.devnull}")
-
-
-class TeamError(OpgenError):
-    """Raised when a team repository cannot be made or updated: copier or git failing, a dirty
-    repository, a template version that cannot be found."""
-
-
-class UpdateConflictError(OpgenError):
-    """Raised (by the CLI) after ``opgen update`` left conflict markers, naming the files."""
-
-    def __init__(self, dest: Path, paths: list[str]) -> None:
-        self.paths = paths
-        super().__init__(f"{dest}: the update conflicts with local changes in {', '.join(paths)}; "
-                         "resolve the '<<<<<<< before updating' blocks, then commit")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import pytest
 from conftest import RELU6, run_opgen, tree_snapshot
 
 from opgen import api, merge
-from opgen.merge import BASE_DIR, MergeError
+from opgen.errors import MergeError
+from opgen.merge import BASE_DIR
 from opgen.render import render_op
 from opgen.spec import load
 from opgen.writer import ANSWERS_FILE, Status

@@ -14,7 +14,7 @@ import yaml
 from conftest import RELU6, ROOT, run_opgen, tree_snapshot
 
 from opgen import api, team
-from opgen.errors import DriftError
+from opgen.errors import DriftError, TeamError
 
 TEMPLATE = ROOT / "templates" / "team"
 OPGEN = f"{sys.executable} -m opgen"
@@ -197,7 +197,7 @@ def test_a_missing_version_is_restored_from_opgens_git_history(tmp_path, monkeyp
     team.restore_version(tag, store=fresh)
     assert git("rev-parse", f"{tag}^{{tree}}", cwd=Path(fresh)) == \
         git("rev-parse", "HEAD:templates/team", cwd=checkout)
-    with pytest.raises(team.TeamError, match="neither the template store"):
+    with pytest.raises(TeamError, match="neither the template store"):
         team.restore_version("1.0.0+0123456789ab", store=fresh)
 
 
