@@ -12,7 +12,7 @@ import pytest
 from opgen import testing as ot
 from relu6 import relu6
 
-DTYPES = ['float32', 'float64', 'float16', 'bfloat16']
+DTYPES = ["float32", "float64", "float16", "bfloat16"]
 # Where each input is sampled (the spec's `domain:`).
 DOMAIN = {"x": (-2.0, 8.0)}
 ATTRS = [
@@ -49,7 +49,7 @@ def test_forward(device, dtype, shape, attrs):
     ot.poison(device, x, count=1)
     outputs = as_tuple(relu6(x, **attrs))
     expected = as_tuple(reference_forward(x_np, **attrs))
-    for name, out, want in zip(['out'], outputs, expected, strict=True):
+    for name, out, want in zip(["out"], outputs, expected, strict=True):
         assert out.shape == x.shape and out.dtype == x.dtype, name
         ot.assert_close(ot.to_numpy(out), want, dtype, name)
 
@@ -69,7 +69,7 @@ def test_forward_beyond_2_31_elements(device):
     expected = as_tuple(reference_forward(*block_inputs))
     outputs = as_tuple(relu6(*inputs))
     del inputs
-    for name, out, want in zip(['out'], outputs, expected, strict=True):
+    for name, out, want in zip(["out"], outputs, expected, strict=True):
         ot.assert_periodic(out, want, dtype, name)
 
 
@@ -87,7 +87,7 @@ def test_forward_on_views(device, dtype, view):
     x_base, x_np = ot.sample(rng, shape, dtype, device, *DOMAIN["x"])
     outputs = as_tuple(relu6(x_base[cut]))
     expected = as_tuple(reference_forward(x_np[cut]))
-    for name, out, want in zip(['out'], outputs, expected, strict=True):
+    for name, out, want in zip(["out"], outputs, expected, strict=True):
         ot.assert_close(ot.to_numpy(out), want, dtype, name)
 
 
@@ -103,7 +103,7 @@ def test_backward(device, dtype, shape, attrs):
     ot.poison(device, x, count=1)
     grads = paddle.grad(list(outputs), [x], grad_outputs=[grad_out])
     expected = as_tuple(reference_backward(x_np, grad_out_np, **attrs))
-    for name, grad, want in zip(['grad_x'], grads, expected, strict=True):
+    for name, grad, want in zip(["grad_x"], grads, expected, strict=True):
         if grad is None and want.size == 0:  # Paddle 2.6 gives no gradient for empty inputs
             continue
         ot.assert_close(ot.to_numpy(grad), want, dtype, name)
