@@ -3,8 +3,12 @@ the first compiler error instead of the whole log.
 
 The compile runs in a subprocess (its output is captured and parsed); the finished library is
 then loaded into this process. Each distinct build lives in ``<op>/build/<key>/``, where the key
-hashes every source, the flags, the Paddle and CUDA versions and the archs: an unchanged op loads
-without compiling, and any change builds anew.
+hashes every source, the flags, the compilers, the Python ABI, the Paddle and CUDA versions and
+the archs: an unchanged op loads without compiling, and any change builds anew.
+
+A build counts as done only once its marker file is written, after the compiler succeeded; a
+lock per key makes concurrent builds of one op (every rank of a distributed job, say) compile it
+once while the others wait and then load the result.
 """
 
 from __future__ import annotations
@@ -13,18 +17,24 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
+import sysconfig
+import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 
 from filelock import FileLock
 
 from . import __version__, toolchain
-from .errors import BuildError, ToolchainError, UsageError
+from .errors import BuildError, OpgenError, ToolchainError, UsageError
 
 BUILD_DIR = "build"
+MARKER = "opgen-build.json"  # written last: a build folder without it is unfinished
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,11 @@ class BuildConfig:
         return f"{self.name}_lib"
 
     def key(self) -> str:
+        """The build's cache key: a hash of everything that can change the compiled library."""
+        return self._key
+
+    @cached_property
+    def _key(self) -> str:
         digest = hashlib.sha256()
         csrc = self.op_dir / "csrc"
         for path in sorted(csrc.rglob("*")):
@@ -56,6 +71,9 @@ class BuildConfig:
         digest.update(json.dumps({
             "sources": [s.name for s in self.sources], "cuda": self.cuda, "arches": self.arches,
             "cxx": self.cxx_flags, "nvcc": self.cuda_flags, "opgen": __version__,
+            "include": [str(p) for p in self.include_dirs], "env": sorted(self.env.items()),
+            "python": [sys.implementation.cache_tag, sysconfig.get_platform()],
+            "compilers": _compiler_stamps(),
             "paddle": info.version if info else None,
             "cuda_version": toolchain.nvcc_version() if self.cuda else None,
         }, sort_keys=True).encode())
@@ -63,6 +81,28 @@ class BuildConfig:
 
     def build_dir(self) -> Path:
         return self.op_dir / BUILD_DIR / self.key()
+
+    def describe(self) -> str:
+        """What the build targets, for messages: 'CPU' or 'CPU + CUDA sm_80,sm_90'."""
+        if not self.cuda:
+            return "CPU"
+        return "CPU + CUDA " + ",".join(f"sm_{a}" for a in self.arches)
+
+
+def _compiler_stamps() -> list[list[object]]:
+    """The C and C++ compilers setuptools will call, as (path, size, mtime): an upgraded g++
+    builds anew. Stat calls only: running ``g++ --version`` would cost every cached build."""
+    stamps: list[list[object]] = []
+    for var in ("CC", "CXX"):
+        command = os.environ.get(var) or sysconfig.get_config_var(var) or ""
+        found = shutil.which(command.split()[0]) if command.split() else None
+        if found is None:
+            stamps.append([var, command])
+            continue
+        real = Path(found).resolve()
+        stat = real.stat()
+        stamps.append([var, str(real), stat.st_size, stat.st_mtime_ns])
+    return stamps
 
 
 def find_op(op_dir: Path) -> str:
@@ -81,7 +121,8 @@ def parse_arches(text: str | None) -> tuple[int, ...]:
     try:
         arches = tuple(sorted({int(a.strip().replace("sm_", "")) for a in text.split(",")}))
     except ValueError:
-        raise UsageError(f"--arch: expected compute capabilities like 80,90, got {text!r}") from None
+        raise UsageError(f"--arch: expected compute capabilities like 80,90, "
+                         f"got {text!r}") from None
     if any(a < 50 or a > 130 for a in arches):
         raise UsageError(f"--arch: {text!r} is not a CUDA compute capability (e.g. 80, 90)")
     return arches
@@ -142,68 +183,234 @@ load(name=args["name"], sources=args["sources"], extra_cxx_cflags=args["cxx"],
 """
 
 
+@dataclass(frozen=True)
+class Built:
+    """The outcome of :func:`ensure_built`."""
+
+    library: Path
+    compiled: bool      # this process ran the compiler
+    seconds: float      # compiling, or waiting for another process that compiled it
+    waited: bool        # another process held the build's lock; its result was used
+
+
 def built_library(config: BuildConfig) -> Path | None:
-    """The compiled library of ``config``, if it was built (Paddle 3 puts it one folder down)."""
+    """The compiled library of ``config`` if its build finished, else None."""
     build_dir = config.build_dir()
-    for folder in (build_dir, build_dir / config.library):
+    if not (build_dir / MARKER).is_file():
+        return None
+    for folder in (build_dir, build_dir / config.library):  # Paddle 3 puts it one folder down
         library = folder / f"{config.library}.so"
         if library.exists():
             return library
     return None
 
 
-def compile_library(config: BuildConfig, *, verbose: bool = False) -> Path:
-    """Compile the op unless an identical build exists; return the library's path."""
-    build_dir = config.build_dir()
+def ensure_built(config: BuildConfig, *, verbose: bool = False) -> Built:
+    """Compile the op unless an identical build exists; at most one process compiles a key."""
     library = built_library(config)
     if library is not None:
-        return library
-    build_dir.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(build_dir.parent / f"{build_dir.name}.lock")):
-        library = built_library(config)
-        if library is not None:  # another process built it while we waited
-            return library
-        build_dir.mkdir(parents=True, exist_ok=True)
-        args = {"name": config.library, "sources": [str(s) for s in config.sources],
-                "cxx": list(config.cxx_flags), "nvcc": list(config.cuda_flags),
-                "include": [str(p) for p in config.include_dirs], "build_dir": str(build_dir)}
-        env = {**os.environ, **config.env, "GLOG_minloglevel": "2"}
-        proc = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(args)],
-                              capture_output=True, text=True, env=env, check=False,
-                              cwd=build_dir)
-        log = proc.stdout + proc.stderr
-        (build_dir / "build.log").write_text(log)
-        if verbose:
-            sys.stderr.write(log)
-        library = built_library(config)
-        if proc.returncode != 0 or library is None:
-            raise BuildError(first_error(log, config) + f"\n(full log: {build_dir / 'build.log'})")
+        return Built(library, compiled=False, seconds=0.0, waited=False)
+    build_dir = config.build_dir()
+    start = time.perf_counter()
+    try:
+        build_dir.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(build_dir.parent / f"{build_dir.name}.lock"))
+        with lock:
+            library = built_library(config)
+            if library is not None:  # another process built it while we waited
+                return Built(library, compiled=False, seconds=time.perf_counter() - start,
+                             waited=True)
+            library = _compile(config, verbose=verbose)
+    except OSError as exc:
+        raise BuildError(f"cannot build in {build_dir.parent}: {exc.strerror or exc}") from None
+    return Built(library, compiled=True, seconds=time.perf_counter() - start, waited=False)
+
+
+def compile_library(config: BuildConfig, *, verbose: bool = False) -> Path:
+    """Compile the op unless an identical build exists; return the library's path."""
+    return ensure_built(config, verbose=verbose).library
+
+
+def _compile(config: BuildConfig, *, verbose: bool) -> Path:
+    """Run the compiler for ``config`` (the caller holds the lock) and mark the build done."""
+    build_dir = config.build_dir()
+    if build_dir.exists():  # an interrupted or failed build: start clean
+        shutil.rmtree(build_dir)
+    build_dir.mkdir(parents=True)
+    args = {"name": config.library, "sources": [str(s) for s in config.sources],
+            "cxx": list(config.cxx_flags), "nvcc": list(config.cuda_flags),
+            "include": [str(p) for p in config.include_dirs], "build_dir": str(build_dir)}
+    # LC_ALL=C: untranslated compiler messages with ASCII quotes, which first_error can parse.
+    env = {**os.environ, **config.env, "GLOG_minloglevel": "2", "LC_ALL": "C"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(args)],
+                          capture_output=True, text=True, env=env, check=False, cwd=build_dir,
+                          errors="replace")
+    seconds = time.perf_counter() - start
+    log = proc.stdout + proc.stderr
+    (build_dir / "build.log").write_text(log)
+    if verbose:
+        sys.stderr.write(log)
+    library = next((p for p in (build_dir / f"{config.library}.so",
+                                build_dir / config.library / f"{config.library}.so")
+                    if p.exists()), None)
+    if proc.returncode != 0 or library is None:
+        raise BuildError(first_error(log, config) +
+                         f"\n  full log: {_relative(build_dir / 'build.log', config.op_dir)}")
+    marker = {
+        "key": config.key(), "op": config.name,
+        "library": library.relative_to(build_dir).as_posix(),
+        "target": config.describe(), "cxx_flags": config.cxx_flags,
+        "cuda_flags": config.cuda_flags, "seconds": round(seconds, 2), "pid": os.getpid(),
+        "host": socket.gethostname(), "opgen": __version__,
+    }
+    tmp = build_dir / f"{MARKER}.tmp"
+    tmp.write_text(json.dumps(marker, indent=2) + "\n")
+    tmp.replace(build_dir / MARKER)
     return library
 
 
+# -- the first compiler error ---------------------------------------------------------------------
+
 _ERROR_PATTERNS = [
-    re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(?P<msg>.*)$"),
-    re.compile(r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+)\):\s*error:\s*(?P<msg>.*)$"),  # nvcc
+    # g++: file:line:col: error: message (also "fatal error:")
+    re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?error:"
+               r"\s*(?P<msg>.*)$"),
+    # nvcc (cudafe++): file(line): error: message
+    re.compile(r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+)\):\s*error:\s*(?P<msg>.*)$"),
 ]
+# Where g++ says a template was instantiated ("file:line:col:   required from here"), and where
+# nvcc says the same after the error ("detected during ... at line N of file").
+_CONTEXT_PATTERNS = [
+    re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?:\d+:)?\s+required from"),
+    re.compile(r"at line (?P<line>\d+) of (?P<file>\S+)"),
+]
+_LINK_ERROR = re.compile(r"undefined reference to|undefined symbol|cannot find -l")
 
 
 def first_error(log: str, config: BuildConfig) -> str:
-    """The first compiler error of ``log`` as ``file:line: message`` plus the offending line."""
-    for raw in log.splitlines():
+    """The first compiler error of ``log``: ``file:line: message``, the offending line, and, when
+    it sits in a functor generated from the spec, the spec's file, line and expression."""
+    lines = log.splitlines()
+    for i, raw in enumerate(lines):
         for pattern in _ERROR_PATTERNS:
             match = pattern.match(raw.strip())
-            if not match:
-                continue
-            path = Path(match["file"])
-            line = int(match["line"])
-            shown = _relative(path, config.op_dir)
-            text = f"{shown}:{line}: error: {match['msg'].strip()}"
-            source = _source_line(path, line)
-            if source:
-                text += f"\n    {source.strip()}"
-            return text
-    tail = [x for x in log.splitlines() if x.strip()][-5:]
+            if match:
+                return _error_message(match, lines, i, config)
+        if _LINK_ERROR.search(raw):
+            return "link error: " + raw.strip()
+    tail = [x for x in lines if x.strip()][-5:]
     return "build failed:\n" + "\n".join(tail)
+
+
+def _error_message(match: re.Match[str], lines: list[str], index: int,
+                   config: BuildConfig) -> str:
+    path = Path(match["file"])
+    line = int(match["line"])
+    col = int(match["col"]) if match.groupdict().get("col") else None
+    where = f"{_relative(path, config.op_dir)}:{line}" + (f":{col}" if col else "")
+    text = f"{where}: {match['msg'].strip()}"
+    source = _source_line(path, line)
+    if source is not None and source.strip():
+        indent = len(source) - len(source.lstrip())
+        text += f"\n    {source.strip()}"
+        if col is not None and indent < col <= len(source) + 1:  # +1: at the line's end
+            text += "\n    " + " " * (col - 1 - indent) + "^"
+    origin = _spec_origin(path, line, config) or _instantiated_from(lines, index, config)
+    if origin:
+        text += f"\n  from the spec: {origin}"
+    return text
+
+
+def _instantiated_from(lines: list[str], index: int, config: BuildConfig) -> str | None:
+    """The spec origin of an error inside opgen's launcher or Paddle's headers that a functor
+    line instantiated: g++ names that line before the error, nvcc after it."""
+    for context in lines[max(0, index - 30):index] + lines[index + 1:index + 6]:
+        for pattern in _CONTEXT_PATTERNS:
+            found = pattern.search(context.strip())
+            origin = found and _spec_origin(Path(found["file"]), int(found["line"]), config)
+            if origin:
+                return origin
+    return None
+
+
+_FUNCTOR = re.compile(r"^struct (?P<struct>\w+) \{")
+_ASSIGNMENT = re.compile(r"^\s+(?P<target>\w+) = .*;\s*$")
+_SECTIONS = {"Forward": "forward", "Backward": "backward"}
+
+
+def functor_line(header: Path, line: int) -> tuple[str, str] | None:
+    """(functor struct, assigned name) when ``line`` of the generated header is one of the
+    functor lines ``target = <expression>;`` inside ``operator()``; else None."""
+    try:
+        text = header.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    struct, in_call = None, False
+    for number, row in enumerate(text, start=1):
+        match = _FUNCTOR.match(row)
+        if match:
+            struct, in_call = match["struct"], False
+        elif row.startswith("};"):
+            struct, in_call = None, False
+        elif struct and "operator()(" in row:
+            in_call = True
+        elif in_call and row.strip() == "}":
+            in_call = False
+        elif number == line and in_call and struct:
+            assignment = _ASSIGNMENT.match(row)
+            return (struct, assignment["target"]) if assignment else None
+        if number >= line:
+            return None
+    return None
+
+
+def _spec_origin(path: Path, line: int, config: BuildConfig) -> str | None:
+    """``spec.yaml:LINE: forward.out: <expression>`` for a functor line of csrc/<name>.h."""
+    header = config.op_dir / "csrc" / f"{config.name}.h"
+    try:
+        if not path.exists() or not header.exists() or not path.samefile(header):
+            return None
+    except OSError:
+        return None
+    found = functor_line(header, line)
+    if found is None or found[0] not in _SECTIONS:
+        return None
+    section = _SECTIONS[found[0]]
+    target = found[1]
+    key = target[len("grad_"):] if section == "backward" and target.startswith("grad_") else target
+    answers = _answers(config)
+    spec_path = config.op_dir / str(answers.get("spec") or f"{config.name}.yaml")
+    try:
+        from .spec import load
+
+        spec = load(spec_path, check_builtins=False)
+    except OpgenError:
+        spec = None
+    expressions = getattr(spec.model, section, None) if spec else None
+    if spec is None or not expressions or key not in expressions:
+        origin = f"{spec_path.name}: {section}.{key}"
+    else:
+        origin = f"{_relative(spec_path, config.op_dir)}:{spec.line(section, key)}: " \
+                 f"{section}.{key}: {' '.join(str(expressions[key]).split())}"
+    files = answers.get("files")
+    recorded = files.get(f"csrc/{header.name}") if isinstance(files, dict) else None
+    if recorded and hashlib.sha256(header.read_bytes()).hexdigest() != recorded:
+        origin += f" (csrc/{header.name} was edited after `opgen generate`)"
+    return origin
+
+
+def _answers(config: BuildConfig) -> dict:
+    """What ``opgen generate`` recorded about the op (its spec, its files' hashes), or {}."""
+    import yaml
+
+    from .writer import ANSWERS_FILE
+
+    try:
+        answers = yaml.safe_load((config.op_dir / ANSWERS_FILE).read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    return answers if isinstance(answers, dict) else {}
 
 
 def _relative(path: Path, root: Path) -> str:

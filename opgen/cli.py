@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from . import __version__, api
-from .errors import OpgenError
+from .errors import OpgenError, UpdateConflictError
 from .writer import Change, Status
 
 app = typer.Typer(
@@ -28,7 +28,9 @@ app = typer.Typer(
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
 err = Console(stderr=True, highlight=False)
 
-_STYLE = {Status.CREATE: "green", Status.OVERWRITE: "yellow", Status.IDENTICAL: "dim"}
+_STYLE = {Status.CREATE: "green", Status.OVERWRITE: "yellow", Status.IDENTICAL: "dim",
+          Status.MERGED: "cyan", Status.CONFLICT: "bold red", Status.KEEP: "blue",
+          Status.KEEP_DELETED: "blue", Status.REMOVE: "magenta"}
 
 
 def _report(changes: list[Change], dest: Path, *, pretend: bool) -> None:
@@ -79,35 +81,71 @@ def generate(
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 if the files on disk differ "
                                         "from a fresh render (for CI).")] = False,
+    allow_edits: Annotated[bool, typer.Option("--allow-edits", help="With --check: accept "
+                                              "edits to generated files; only require that the "
+                                              "op was regenerated since its spec changed and "
+                                              "holds no merge conflicts.")] = False,
 ) -> None:
-    """Render every file of the op described by SPEC."""
-    result = api.generate(spec, out_dir, pretend=pretend, check=check)
+    """Render every file of the op described by SPEC, keeping edits made to generated files
+    (three-way merge with the last render; conflicts are marked, listed, and exit 1)."""
+    result = api.generate(spec, out_dir, pretend=pretend, check=check, allow_edits=allow_edits)
     if check:
         out.print(f"{result.dest}: up to date with {spec.name} ({len(result.changes)} files)")
         return
     _report(result.changes, result.dest, pretend=pretend)
+    if result.conflicts:
+        from .errors import ConflictError
+
+        raise ConflictError(result.dest, result.conflicts, pretend=pretend)
 
 
 @app.command()
 def build(
     op_dir: Annotated[Path, typer.Argument(help="The generated op's folder.")],
-    cpu_only: Annotated[bool, typer.Option("--cpu-only", help="Leave out the CUDA sources.")] = False,
-    arch: Annotated[Optional[str], typer.Option("--arch", help="CUDA compute capabilities, "  # noqa: UP007
-                                                "e.g. 90 or 80,90 (default: the local GPUs).")] = None,
+    cpu_only: Annotated[bool, typer.Option("--cpu-only",
+                                           help="Leave out the CUDA sources.")] = False,
+    arch: Annotated[str | None, typer.Option("--arch", help="CUDA compute capabilities, e.g. "
+                                             "90 or 80,90 (default: the local GPUs).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show the compiler output.")] = False,
+    wheel: Annotated[bool, typer.Option("--wheel", help="Also package the compiled op as a wheel "
+                                        "that installs and runs without the sources or opgen."
+                                        )] = False,
+    wheel_dir: Annotated[Path | None, typer.Option("--wheel-dir", help="Where --wheel writes "
+                                                   "the wheel (default: OP_DIR/dist).")] = None,
+    wheel_version: Annotated[str | None, typer.Option("--wheel-version", help="The wheel's "
+                                                      "version (default: 0.1.0+<build key>)."
+                                                      )] = None,
 ) -> None:
-    """Compile the op with paddle.utils.cpp_extension (cached by content)."""
+    """Compile the op with paddle.utils.cpp_extension (cached by content; one process compiles
+    a given build while others wait for it)."""
     from . import build as builder
+    from . import wheel as wheels
+    from .errors import UsageError
 
+    if not wheel and (wheel_dir or wheel_version):
+        raise UsageError("--wheel-dir and --wheel-version go with --wheel")
+    wheels.check_version(wheel_version)  # before a compile, not after
     config = builder.configure(op_dir, cpu_only=cpu_only, arches=builder.parse_arches(arch))
-    what = "CPU + CUDA " + ",".join(f"sm_{a}" for a in config.arches) if config.cuda else "CPU"
-    cached = builder.built_library(config)
-    if cached is not None:
-        out.print(f"{config.name}: up to date ({what}): {cached}")
-        return
-    with err.status(f"compiling {config.name} ({what})..."):
-        library = builder.compile_library(config, verbose=verbose)
-    out.print(f"{config.name}: built ({what}): {library}")
+    what = config.describe()
+    if builder.built_library(config) is not None:
+        built = builder.ensure_built(config)  # the cached build: nothing to wait for
+    else:
+        with err.status(f"compiling {config.name} ({what})..."):
+            built = builder.ensure_built(config, verbose=verbose)
+    if built.compiled:
+        line = f"{config.name}: built ({what}) in {built.seconds:.1f} s: {built.library}"
+    elif built.waited:
+        line = (f"{config.name}: built by another process ({what}; waited "
+                f"{built.seconds:.1f} s): {built.library}")
+    else:
+        line = f"{config.name}: up to date ({what}): {built.library}"
+    out.print(line, markup=False, soft_wrap=True)  # paths stay whole, whatever the width
+    if wheel:
+        with err.status(f"packaging {config.name}..."):
+            result = wheels.build_wheel(config, built.library, wheel_dir or config.op_dir / "dist",
+                                        version=wheel_version)
+        out.print(f"{config.name}: wheel {result.path} ({result.summary()})", markup=False,
+                  soft_wrap=True)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -172,18 +210,27 @@ def bench(
     import platform
     from datetime import datetime, timezone
 
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     from rich.table import Table
 
     from . import bench as bench_lib
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
-        task = progress.add_task("benchmark")
+    with Progress(SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                  transient=True) as progress:
+        task = progress.add_task("benchmark", total=None)
         kinds = tuple(k.strip() for k in compare.split(",") if k.strip() not in ("", "none"))
         rows = bench_lib.run(op_dir, device=device, sizes=_sizes(sizes), dtypes=dtype,
                              repeats=repeats, compare=kinds,
-                             progress=lambda msg: progress.update(task, description=msg))
+                             progress=lambda msg, done, total: progress.update(
+                                 task, description=msg, completed=done, total=total))
     table = Table(title=f"{op_dir.resolve().name} on {device}")
     for column in ("dtype", "elements", "direction", "kernel", "time (ms)", "GB/s", "x copy",
                    "speedup vs baseline", "speedup vs naive"):
@@ -218,6 +265,59 @@ def _gpu_name() -> str:
                               capture_output=True, text=True, check=False).stdout.strip()
     except OSError:
         return "unknown"
+
+
+@app.command()
+def init(
+    team_dir: Annotated[Path, typer.Argument(help="The new team repository's folder.")],
+    name: Annotated[str | None, typer.Option("--name", help="The team's name, lowercase "
+                                             "(default: from the folder's name).")] = None,
+    template: Annotated[str | None, typer.Option("--template", help="A copier template to "
+                                                 "render instead of opgen's own (git repository "
+                                                 "path or URL).")] = None,
+    ref: Annotated[str | None, typer.Option("--ref", help="The template version (git tag) to "
+                                            "render (default: the latest, or this opgen's).")
+                   ] = None,
+    pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
+) -> None:
+    """Make a repository for one team's ops: pyproject, ops/ (relu6 first), CI, pre-commit and
+    onboarding docs, from opgen's team template (copier)."""
+    from . import team
+
+    result = team.init(team_dir, name=name, pretend=pretend, template=template, ref=ref)
+    verb = "would " if pretend else ""
+    for rel in result.changed:
+        out.print(f"  [green]{verb}create[/green]  {result.dest / rel}")
+    if not pretend:
+        out.print(f"{result.dest}: team repository, template version {result.version}. next: "
+                  f"cd {result.dest}, commit it, then `bash ci/run.sh` and docs/onboarding.md")
+
+
+@app.command()
+def update(
+    team_dir: Annotated[Path, typer.Argument(help="The team repository.")] = Path("."),
+    ref: Annotated[str | None, typer.Option("--ref", help="The template version (git tag) to "
+                                            "move to (default: this opgen's).")] = None,
+    pretend: Annotated[bool, typer.Option("--pretend", help="Show what would change.")] = False,
+) -> None:
+    """Move a team repository to a newer team template, keeping its local changes (copier
+    update: a three-way merge; conflicts are marked, listed, and exit 1)."""
+    from . import team
+
+    result = team.update(team_dir, pretend=pretend, ref=ref)
+    verb = "would " if pretend else ""
+    for rel in result.changed:
+        style, what = ("bold red", "conflict") if rel in result.conflicts else ("yellow", "update")
+        out.print(f"  [{style}]{verb}{what:>8}[/{style}]  {result.dest / rel}")
+    if result.conflicts:
+        raise UpdateConflictError(result.dest, result.conflicts)
+    out.print(f"{result.dest}: {'would be' if pretend else 'now'} at template version "
+              f"{result.version}" + ("" if result.changed else " (nothing to change)")
+              + ("; review with git diff, then commit" if result.changed and not pretend else ""))
+    for rel in result.changed:
+        parts = Path(rel).parts
+        if len(parts) == 3 and parts[0] == "ops" and parts[2] == f"{parts[1]}.yaml":
+            out.print(f"next: the update changed a spec: opgen generate {result.dest / rel}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,525 @@
+"""Builds: the cached Paddle probe, the cache key, locked concurrent builds, readable compiler
+errors, and wheels that install and run without the sources.
+
+Tests marked ``build`` compile real ops (seconds each); the wheel test also installs Paddle into a
+new virtualenv (about a minute with pip's download cache).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import GPU_PYTHON, RELU6, run_opgen
+
+from opgen import build, toolchain, wheel
+from opgen.errors import BuildError
+from opgen.toolchain import PaddleInfo
+
+CPU_INFO = PaddleInfo(version="3.3.1", with_cuda=False, cuda_version=None, gpu_count=0,
+                      gpu_arches=())
+
+
+def new_op(where: Path, forward: str = "x", backward: str = "grad_out") -> Path:
+    """``opgen new t_op --elementwise`` in ``where``, with the given expressions."""
+    result = run_opgen("new", "t_op", "--elementwise", "--dir", str(where))
+    assert result.returncode == 0, result.stderr
+    op = where / "t_op"
+    spec = op / "t_op.yaml"
+    text = spec.read_text()
+    if forward != "x" or backward != "grad_out":
+        text = text.replace("  out: x ", f"  out: {forward} ", 1)
+        text = text.replace("  x: grad_out", f"  x: {backward}", 1)
+        spec.write_text(text)
+        result = run_opgen("generate", str(spec))
+        assert result.returncode == 0, result.stderr
+    return op
+
+
+def fake_config(op: Path, **changes: object) -> build.BuildConfig:
+    config = build.BuildConfig(name="t_op", op_dir=op, sources=(op / "csrc" / "t_op.cc",),
+                               cuda=False, arches=(), cxx_flags=("-O3", "-std=c++17"),
+                               cuda_flags=(), include_dirs=(op / "csrc",))
+    return dataclasses.replace(config, **changes)
+
+
+# -- the Paddle probe, cached on disk ---------------------------------------------------------
+
+
+@pytest.fixture
+def probe_calls(tmp_path, monkeypatch):
+    """Count real probes; the disk cache lives in a temp dir."""
+    calls: list[int] = []
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(toolchain, "paddle_version", lambda: "3.3.1")
+    monkeypatch.setattr(toolchain, "_paddle_fingerprint",
+                        lambda version: f"{version}-{os.environ.get('CUDA_VISIBLE_DEVICES')}")
+
+    def probe() -> PaddleInfo:
+        calls.append(1)
+        return CPU_INFO
+
+    monkeypatch.setattr(toolchain, "_probe_paddle", probe)
+    toolchain.paddle_info.cache_clear()
+    yield calls
+    toolchain.paddle_info.cache_clear()
+
+
+def test_paddle_probe_is_cached_on_disk(probe_calls, tmp_path, monkeypatch):
+    assert toolchain.paddle_info() == CPU_INFO
+    toolchain.paddle_info.cache_clear()  # a new process
+    assert toolchain.paddle_info() == CPU_INFO
+    assert len(probe_calls) == 1
+    assert list((tmp_path / "cache" / "opgen").glob("paddle-info-*.json"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # other GPUs: ask again
+    toolchain.paddle_info.cache_clear()
+    toolchain.paddle_info()
+    assert len(probe_calls) == 2
+
+
+def test_damaged_probe_cache_is_probed_again(probe_calls, tmp_path):
+    toolchain.paddle_info()
+    (entry,) = (tmp_path / "cache" / "opgen").glob("paddle-info-*.json")
+    entry.write_text("{not json")
+    toolchain.paddle_info.cache_clear()
+    assert toolchain.paddle_info() == CPU_INFO
+    assert len(probe_calls) == 2
+    assert json.loads(entry.read_text())["version"] == "3.3.1"
+
+
+def test_paddle_fingerprint_follows_the_install(monkeypatch):
+    first = toolchain._paddle_fingerprint("3.3.1")
+    assert first is not None and first == toolchain._paddle_fingerprint("3.3.1")
+    assert toolchain._paddle_fingerprint("3.3.2") != first
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
+    assert toolchain._paddle_fingerprint("3.3.1") != first
+
+
+# -- the cache key ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def op(tmp_path, monkeypatch):
+    monkeypatch.setattr(toolchain, "paddle_info", lambda: CPU_INFO)
+    return new_op(tmp_path)
+
+
+def test_key_is_stable(op):
+    assert fake_config(op).key() == fake_config(op).key()
+    os.utime(op / "csrc" / "t_op.cc")  # a touch is no change
+    assert fake_config(op).key() == fake_config(op).key()
+
+
+@pytest.mark.parametrize("change", [
+    {"cxx_flags": ("-O2", "-std=c++17")},
+    {"cuda": True, "arches": (90,), "cuda_flags": ("-gencode=arch=compute_90,code=sm_90",)},
+    {"include_dirs": ()},
+    {"env": {"CPLUS_INCLUDE_PATH": "/opt/cccl"}},
+])
+def test_key_covers_flags(op, change):
+    assert fake_config(op, **change).key() != fake_config(op).key()
+
+
+@pytest.mark.parametrize("edit", ["csrc/t_op.cc", "csrc/t_op.h", "csrc/opgen/elementwise.h"])
+def test_key_covers_every_source(op, edit):
+    before = fake_config(op).key()
+    with (op / edit).open("a") as f:
+        f.write("\n// edited\n")
+    assert fake_config(op).key() != before
+
+
+def test_key_covers_the_paddle_version_and_compiler(op, monkeypatch):
+    before = fake_config(op).key()
+    monkeypatch.setattr(toolchain, "paddle_info",
+                        lambda: dataclasses.replace(CPU_INFO, version="3.3.2"))
+    assert fake_config(op).key() != before
+    monkeypatch.setattr(toolchain, "paddle_info", lambda: CPU_INFO)
+    monkeypatch.setenv("CXX", "clang++-does-not-exist")
+    assert fake_config(op).key() != before
+
+
+def test_unfinished_build_is_not_used(op):
+    config = fake_config(op)
+    library = config.build_dir() / config.library / f"{config.library}.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"half a library")  # the compiler was killed, say
+    assert build.built_library(config) is None
+    (config.build_dir() / build.MARKER).write_text("{}")
+    assert build.built_library(config) == library
+
+
+# -- the first compiler error -----------------------------------------------------------------
+
+
+def test_error_in_a_forward_functor_names_the_spec(op):
+    header = op / "csrc" / "t_op.h"
+    header.write_text(header.read_text().replace("    out = x;", "    out = x * scale;"))
+    line = header.read_text().splitlines().index("    out = x * scale;") + 1
+    log = (f"In file included from {op}/csrc/t_op.cc:6:\n"
+           f"{header}:{line}:15: error: 'scale' was not declared in this scope\n"
+           f"{line} |     out = x * scale;\n")
+    message = build.first_error(log, fake_config(op))
+    assert message.splitlines() == [
+        f"{_shown(header, op)}:{line}:15: 'scale' was not declared in this scope",
+        "    out = x * scale;",
+        "              ^",
+        f"  from the spec: {_shown(op / 't_op.yaml', op)}:15: forward.out: x "
+        "(csrc/t_op.h was edited after `opgen generate`)",
+    ]
+
+
+def test_error_in_a_backward_functor_from_nvcc(tmp_path, monkeypatch):
+    monkeypatch.setattr(toolchain, "paddle_info", lambda: CPU_INFO)
+    op = new_op(tmp_path, forward="x * x", backward="2 * x * grad_out")
+    header = op / "csrc" / "t_op.h"
+    line = next(i for i, row in enumerate(header.read_text().splitlines(), 1)
+                if row.strip().startswith("grad_x = "))
+    log = f"{header}({line}): error: no instance of overloaded function matches\n"
+    message = build.first_error(log, fake_config(op))
+    assert f"{_shown(header, op)}:{line}: no instance of overloaded function" in message
+    assert message.endswith(f"from the spec: {_shown(op / 't_op.yaml', op)}:18: "
+                            "backward.x: 2 * x * grad_out")
+
+
+def test_error_instantiated_from_a_functor_line(op):
+    header = op / "csrc" / "t_op.h"
+    line = header.read_text().splitlines().index("    out = x;") + 1
+    launcher = op / "csrc" / "opgen" / "elementwise.h"
+    log = (f"{header}:{line}:11:   required from here\n"
+           f"{launcher}:40:5: error: invalid operands to binary expression\n")
+    message = build.first_error(log, fake_config(op))
+    assert message.startswith(f"{_shown(launcher, op)}:40:5: invalid operands")
+    assert "from the spec:" in message and "forward.out: x" in message
+
+
+def test_error_outside_the_functors_has_no_spec_line(op):
+    source = op / "csrc" / "t_op.cc"
+    log = f"{source}:3:1: error: 'foo' does not name a type\n"
+    message = build.first_error(log, fake_config(op))
+    assert message.startswith(f"{_shown(source, op)}:3:1: 'foo' does not name a type")
+    assert "spec" not in message
+
+
+def test_link_error_and_unknown_failures(op):
+    log = "t_op.o: in function `f':\nt_op.cc:(.text+0x1): undefined reference to `g'\n"
+    assert build.first_error(log, fake_config(op)).startswith("link error: ")
+    assert build.first_error("one\ntwo\n", fake_config(op)) == "build failed:\none\ntwo"
+
+
+def test_functor_line(op):
+    header = op / "csrc" / "t_op.h"
+    rows = header.read_text().splitlines()
+    assert build.functor_line(header, rows.index("    out = x;") + 1) == ("Forward", "out")
+    assert build.functor_line(header, rows.index("    grad_x = grad_out;") + 1) == \
+        ("Backward", "grad_x")
+    assert build.functor_line(header, rows.index("struct Forward {") + 1) is None
+    assert build.functor_line(header, 1) is None
+
+
+def _shown(path: Path, op: Path) -> str:
+    """``path`` as build messages show it: from the working directory, else the op's parent."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path.resolve().relative_to(op.resolve().parent))
+
+
+# -- the wheel's pieces -------------------------------------------------------------------------
+
+
+OLD_RUNPATH = "/build/machine/venv/lib/python3.11/site-packages/paddle/libs"
+
+
+@pytest.fixture
+def tiny_library(tmp_path) -> Path:
+    """A shared library with a long RUNPATH, as Paddle's builds have, and no device code."""
+    cc = shutil.which("cc") or pytest.skip("no C compiler")
+    source = tmp_path / "lib.c"
+    source.write_text("#include <math.h>\ndouble f(double x) { return sin(x); }\n")
+    library = tmp_path / "lib.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(library), str(source),
+                    f"-Wl,-rpath,{OLD_RUNPATH}", "-Wl,--enable-new-dtags", "-lm"], check=True)
+    return library
+
+
+def _runpath(library: Path) -> str | None:
+    readelf = shutil.which("readelf") or pytest.skip("no readelf")
+    dynamic = subprocess.run([readelf, "-d", str(library)], capture_output=True, text=True,
+                             check=True).stdout
+    return next((line.split("[", 1)[1].rstrip("]") for line in dynamic.splitlines()
+                 if "(RUNPATH)" in line), None)
+
+
+def test_set_runpath_rewrites_in_place(tiny_library):
+    data = bytearray(tiny_library.read_bytes())
+    size = len(data)
+    assert wheel.runpath(data) == OLD_RUNPATH
+    assert wheel.set_runpath(data, "$ORIGIN/paddle/libs")
+    assert len(data) == size and OLD_RUNPATH.encode() not in data
+    tiny_library.write_bytes(data)
+    assert _runpath(tiny_library) == wheel.runpath(data) == "$ORIGIN/paddle/libs"
+    assert "libm.so.6" in wheel.needed(data)
+    assert not wheel.set_runpath(bytearray(data), "/x" * 200)  # too long: left alone
+    assert not wheel.set_runpath(bytearray(b"not an elf file"), "/x")
+    assert wheel.runpath(b"not an elf file") is None
+
+
+def test_shipped_runpath_points_into_site_packages():
+    venv = "/build/venv/lib/python3.11/site-packages"
+    python_lib = str(Path(sys.base_prefix).resolve() / "lib")
+    build_runpath = f"{python_lib}:{venv}/paddle/libs:/usr/local/cuda-13.0/lib64:{venv}/paddle/base"
+    assert wheel.shipped_runpath(build_runpath) == \
+        "$ORIGIN/paddle/libs:/usr/local/cuda-13.0/lib64:$ORIGIN/paddle/base"
+
+
+def test_wheel_tag_names_this_interpreter():
+    tag = wheel.wheel_tag()
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert tag.startswith(f"{python}-{python}-") and "-" not in tag.split("-", 2)[2]
+
+
+# -- the CLI's user errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, message", [
+    (["build", "no/such/op"], "no/such/op: no such op folder"),
+    (["build", "examples/relu6", "--arch", "sm_x"], "--arch: expected compute capabilities"),
+    (["build", "examples/relu6", "--arch", "12"], "is not a CUDA compute capability"),
+    (["build", "examples/relu6", "--wheel-dir", "dist"], "go with --wheel"),
+    (["build", "examples/relu6", "--wheel", "--wheel-version", "1.0 beta"],
+     "--wheel-version: '1.0 beta' is not a version"),
+])
+def test_build_user_errors_are_one_line(args, message):
+    result = run_opgen(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# -- real builds ----------------------------------------------------------------------------------
+
+
+@pytest.mark.build
+def test_unchanged_op_rebuilds_in_under_two_seconds_and_a_change_rebuilds(tmp_path):
+    op = new_op(tmp_path, forward="x * 2")
+    first = run_opgen("build", str(op))
+    assert first.returncode == 0, first.stderr
+    assert "t_op: built (CPU)" in first.stdout
+    for _ in range(2):
+        start = time.perf_counter()
+        again = run_opgen("build", str(op))
+        elapsed = time.perf_counter() - start
+        assert again.returncode == 0 and "up to date" in again.stdout, again.stderr
+        assert elapsed < 2.0, f"unchanged rebuild took {elapsed:.2f} s"
+    print(f"unchanged rebuild: {elapsed:.2f} s")
+    spec = op / "t_op.yaml"
+    spec.write_text(spec.read_text().replace("out: x * 2", "out: x * 3"))
+    assert run_opgen("generate", str(spec)).returncode == 0
+    changed = run_opgen("build", str(op))
+    assert changed.returncode == 0 and "t_op: built (CPU)" in changed.stdout, changed.stderr
+    assert changed.stdout.split(": ")[-1] != first.stdout.split(": ")[-1]  # a new build folder
+
+
+_RANK = r"""
+import json, os, sys, time
+import numpy as np
+import opgen
+import opgen.build as b
+
+compiles = []
+real = b._compile
+
+def counted(config, **kwargs):
+    compiles.append(os.getpid())
+    return real(config, **kwargs)
+
+b._compile = counted
+print("ready", flush=True)
+sys.stdin.readline()  # every rank starts here at once
+start = time.perf_counter()
+ops = opgen.load(sys.argv[1], cpu_only=True)
+seconds = time.perf_counter() - start
+import paddle
+x = np.linspace(-3, 3, 101).astype("float32")
+y = ops.t_op(paddle.to_tensor(x)).numpy()
+print(json.dumps({"pid": os.getpid(), "compiles": len(compiles), "seconds": seconds,
+                  "ok": bool(np.allclose(y, x * 2 + 1))}), flush=True)
+"""
+
+
+@pytest.mark.build
+def test_four_processes_compile_once_and_all_run_the_op(tmp_path):
+    op = new_op(tmp_path, forward="x * 2 + 1", backward="2 * grad_out")
+    env = {**os.environ, "GLOG_minloglevel": "3"}
+    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(op)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(4)]
+    for rank in ranks:
+        assert rank.stdout is not None and rank.stdout.readline().strip() == "ready"
+    start = time.perf_counter()
+    for rank in ranks:
+        assert rank.stdin is not None
+        rank.stdin.write("go\n")
+        rank.stdin.flush()
+    outputs = [rank.communicate(timeout=600) for rank in ranks]
+    elapsed = time.perf_counter() - start
+    results = []
+    for rank, (stdout, stderr) in zip(ranks, outputs, strict=True):
+        assert rank.returncode == 0, stderr[-3000:]
+        results.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert all(r["ok"] for r in results), results
+    compiled = [r for r in results if r["compiles"]]
+    assert len(compiled) == 1 and compiled[0]["compiles"] == 1, results
+    (marker,) = (op / "build").glob(f"*/{build.MARKER}")
+    record = json.loads(marker.read_text())
+    assert record["pid"] == compiled[0]["pid"]
+    print(f"4 parallel builds: {elapsed:.1f} s; the one compile: {record['seconds']} s")
+
+
+@pytest.mark.build
+def test_broken_functor_line_names_the_spec_expression(tmp_path):
+    op = new_op(tmp_path, forward="x * 2")
+    header = op / "csrc" / "t_op.h"
+    header.write_text(header.read_text().replace("out = x * MT(2);", "out = x * scale;"))
+    result = run_opgen("build", str(op), cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: t_op/csrc/t_op.h:17:15: 'scale' was not declared"), lines
+    assert lines[1:4] == ["    out = x * scale;", "              ^",
+                          "  from the spec: t_op/t_op.yaml:15: forward.out: x * 2 "
+                          "(csrc/t_op.h was edited after `opgen generate`)"]
+    assert lines[4].startswith("  full log: t_op/build/") and len(lines) == 5
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.build
+def test_broken_kernel_edit_shows_the_first_error(tmp_path):
+    op = new_op(tmp_path)
+    source = op / "csrc" / "t_op.cc"
+    text = source.read_text()
+    assert "return {x_shape};" in text
+    source.write_text(text.replace("return {x_shape};", "return {x_shape}"))
+    result = run_opgen("build", str(op), cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: t_op/csrc/t_op.cc:"), lines
+    assert "expected ';'" in lines[0]
+    assert "spec" not in result.stderr and "Traceback" not in result.stderr
+    assert len(lines) <= 5
+
+
+# -- wheels -------------------------------------------------------------------------------------
+
+
+def _wheel_files(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def _check_record(files: dict[str, bytes]) -> None:
+    (record_name,) = [n for n in files if n.endswith(".dist-info/RECORD")]
+    rows = [row.split(",") for row in files[record_name].decode().splitlines()]
+    assert {row[0] for row in rows} == set(files)
+    for name, digest, size in rows:
+        if name == record_name:
+            continue
+        expected = base64.urlsafe_b64encode(hashlib.sha256(files[name]).digest()).rstrip(b"=")
+        assert digest == f"sha256={expected.decode()}" and int(size) == len(files[name]), name
+
+
+@pytest.mark.build
+def test_cpu_wheel_installs_and_runs_in_a_fresh_virtualenv(tmp_path):
+    dist = tmp_path / "dist"
+    result = run_opgen("build", str(RELU6), "--cpu-only", "--wheel", "--wheel-dir", str(dist))
+    assert result.returncode == 0, result.stderr
+    (whl,) = dist.glob("*.whl")
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert whl.name.startswith("relu6_lib-0.1.0+") and f"-{python}-{python}-linux_" in whl.name
+    files = _wheel_files(whl)
+    dist_info = next(n.split("/")[0] for n in files if n.endswith("/METADATA"))
+    assert sorted(files) == sorted(["relu6.py", "relu6_lib.py", "relu6_lib_pd_.so",
+                                    *(f"{dist_info}/{n}" for n in
+                                      ("METADATA", "WHEEL", "top_level.txt", "RECORD"))])
+    _check_record(files)
+    assert b"Requires-Dist: paddlepaddle==3.3.1" in files[f"{dist_info}/METADATA"]
+    (tmp_path / "lib.so").write_bytes(files["relu6_lib_pd_.so"])
+    # Not the build machine's virtualenv: where Paddle is once both are installed.
+    assert _runpath(tmp_path / "lib.so") == "$ORIGIN/paddle/libs:$ORIGIN/paddle/base"
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    install = subprocess.run([str(py), "-m", "pip", "install", "-q", "paddlepaddle==3.3.1",
+                              str(whl)], capture_output=True, text=True, check=False)
+    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = """
+import importlib.util, sys
+import numpy as np, paddle
+import relu6
+assert importlib.util.find_spec("opgen") is None, "opgen must not be installed here"
+x = np.linspace(-3, 9, 97).astype("float32")
+y = relu6.relu6(paddle.to_tensor(x), threshold=2.5).numpy()
+np.testing.assert_array_equal(y, np.clip(x, 0, 2.5))
+np.testing.assert_array_equal(relu6.relu6(paddle.to_tensor(x)).numpy(), np.clip(x, 0, 6))
+print(relu6._ops().__name__, relu6._ops().__file__)
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    run = subprocess.run([str(py), "-c", script], capture_output=True, text=True, cwd=elsewhere,
+                         env={**env, "GLOG_minloglevel": "3"}, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split()[0] == "relu6_lib" and str(venv) in run.stdout
+
+
+@pytest.mark.build
+@pytest.mark.gpu_env
+def test_gpu_wheel_has_sm80_sm90_cubins_and_compute90_ptx(tmp_path):
+    if not GPU_PYTHON.exists():
+        pytest.skip("no .venv-gpu")
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("build", "dist"))
+    dist = tmp_path / "dist"
+    result = run_opgen("build", str(op), "--wheel", "--arch", "80,90", "--wheel-dir", str(dist),
+                       python=GPU_PYTHON)
+    assert result.returncode == 0, result.stderr
+    assert "(sm_80, sm_90 cubins + compute_90 PTX; needs paddlepaddle-gpu==2.6.2, " \
+           "libcudart.so.13)" in result.stdout
+    (whl,) = dist.glob("*.whl")
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(whl) as archive:
+        archive.extractall(unpacked)
+    sass, ptx = wheel.device_code(unpacked / "relu6_lib_pd_.so")
+    assert (sass, ptx) == ({80, 90}, {90})
+    # The GPU build's loader and op also run on CPU tensors, from the unpacked wheel alone.
+    script = """
+import numpy as np, paddle, relu6
+x = np.linspace(-3, 9, 97).astype("float32")
+np.testing.assert_array_equal(relu6.relu6(paddle.to_tensor(x), 2.5).numpy(), np.clip(x, 0, 2.5))
+print(relu6._ops().__file__)
+"""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = subprocess.run([str(GPU_PYTHON), "-c", script], capture_output=True, text=True,
+                         cwd=elsewhere, check=False,
+                         env={**os.environ, "PYTHONPATH": str(unpacked), "GLOG_minloglevel": "3"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == str(unpacked / "relu6_lib.py")
+
+
+def test_wheel_refuses_a_library_without_the_requested_arches(op, tmp_path, tiny_library):
+    config = fake_config(op, cuda=True, arches=(80, 90))
+    assert wheel.device_code(tiny_library) == (set(), set())
+    with pytest.raises(BuildError, match="expected sm_"):
+        wheel.build_wheel(config, tiny_library, tmp_path / "dist")
+    assert not (tmp_path / "dist").exists()
