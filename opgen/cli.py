@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -48,8 +48,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[Optional[bool], typer.Option("--version", callback=_version,  # noqa: UP007
-                                                    is_eager=True, help="Print the version.")] = None,
+    version: Annotated[bool | None, typer.Option("--version", callback=_version, is_eager=True,
+                                                 help="Print the version.")] = None,
 ) -> None:
     """opgen: a YAML op spec in, a built, tested and benchmarked Paddle custom op out."""
 
@@ -69,15 +69,16 @@ def new(
     result = api.new(name, directory=directory, pretend=pretend, force=force)
     _report(result.changes, result.dest, pretend=pretend)
     if not pretend:
-        out.print(f"next: edit {result.dest / (name + '.yaml')}, then "
-                  f"`opgen generate {result.dest / (name + '.yaml')}` and `opgen test {result.dest}`")
+        spec = result.dest / f"{name}.yaml"
+        out.print(f"next: edit {spec}, then `opgen generate {spec}` and "
+                  f"`opgen test {result.dest}`")
 
 
 @app.command()
 def generate(
     spec: Annotated[Path, typer.Argument(help="The op's YAML spec.")],
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Output folder "  # noqa: UP007
-                                                    "(default: the spec's folder).")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder "
+                                                 "(default: the spec's folder).")] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 if the files on disk differ "
                                         "from a fresh render (for CI).")] = False,
@@ -193,18 +194,19 @@ def _sizes(text: str | None) -> list[int] | None:
 def bench(
     op_dir: Annotated[Path, typer.Argument(help="The generated op's folder.")],
     device: Annotated[str, typer.Option("--device", help="cpu or gpu.")] = "cpu",
-    sizes: Annotated[Optional[str], typer.Option("--sizes", help="Element counts, e.g. "  # noqa: UP007
-                                                 "2^20,2^24,2^28.")] = None,
-    dtype: Annotated[Optional[list[str]], typer.Option("--dtype", help="float32, float16, "  # noqa: UP007
-                                                       "bfloat16 or float64; repeatable.")] = None,
+    sizes: Annotated[str | None, typer.Option("--sizes", help="Element counts, e.g. "
+                                              "2^20,2^24,2^28.")] = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="float32, float16, "
+                                                    "bfloat16 or float64; repeatable.")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed batches; the median "
                                          "is kept.")] = 5,
-    compare: Annotated[str, typer.Option("--compare", help="What to time beside the op: any of "
-                                         "copy, baseline, naive, or none.")] = "copy,baseline,naive",
-    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the rows and "  # noqa: UP007
-                                                      "ratios as JSON.")] = None,
-    plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Draw GB/s against size "  # noqa: UP007
-                                                      "as a PNG.")] = None,
+    compare: Annotated[str, typer.Option("--compare", help="What to time beside the op: any "
+                                         "of copy, baseline, naive, or none.")
+                       ] = "copy,baseline,naive",
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the rows and "
+                                                   "ratios as JSON.")] = None,
+    plot_path: Annotated[Path | None, typer.Option("--plot", help="Draw GB/s against size "
+                                                   "as a PNG.")] = None,
 ) -> None:
     """Time the op against a device copy, the spec's composed baseline and the naive kernel."""
     import platform
