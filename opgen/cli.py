@@ -48,8 +48,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool | None, typer.Option("--version", callback=_version, is_eager=True,
-                                                 help="Print the version.")] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version.")] = False,
 ) -> None:
     """opgen: a YAML op spec in, a built, tested and benchmarked Paddle custom op out."""
 
@@ -87,8 +87,11 @@ def generate(
                                               "op was regenerated since its spec changed and "
                                               "holds no merge conflicts.")] = False,
 ) -> None:
-    """Render every file of the op described by SPEC, keeping edits made to generated files
-    (three-way merge with the last render; conflicts are marked, listed, and exit 1)."""
+    """Render every file of the op described by SPEC, keeping your edits.
+
+    Edited generated files are three-way merged with the last render; conflicts are marked,
+    listed, and exit 1.
+    """
     result = api.generate(spec, out_dir, pretend=pretend, check=check, allow_edits=allow_edits)
     if check:
         out.print(f"{result.dest}: up to date with {spec.name} ({len(result.changes)} files)")
@@ -117,8 +120,10 @@ def build(
                                                       "version (default: 0.1.0+<build key>)."
                                                       )] = None,
 ) -> None:
-    """Compile the op with paddle.utils.cpp_extension (cached by content; one process compiles
-    a given build while others wait for it)."""
+    """Compile the op with paddle.utils.cpp_extension, cached by content.
+
+    One process compiles a given build while others wait for it and load the result.
+    """
     from . import build as builder
     from . import wheel as wheels
     from .errors import UsageError
@@ -282,8 +287,10 @@ def init(
                    ] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
 ) -> None:
-    """Make a repository for one team's ops: pyproject, ops/ (relu6 first), CI, pre-commit and
-    onboarding docs, from opgen's team template (copier)."""
+    """Make a repository for one team's ops, from opgen's team template.
+
+    pyproject, ops/ (relu6 first), CI, pre-commit and onboarding docs, rendered with copier.
+    """
     from . import team
 
     result = team.init(team_dir, name=name, pretend=pretend, template=template, ref=ref)
@@ -302,8 +309,10 @@ def update(
                                             "move to (default: this opgen's).")] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would change.")] = False,
 ) -> None:
-    """Move a team repository to a newer team template, keeping its local changes (copier
-    update: a three-way merge; conflicts are marked, listed, and exit 1)."""
+    """Move a team repository to a newer team template, keeping its local changes.
+
+    A copier update: a three-way merge; conflicts are marked, listed, and exit 1.
+    """
     from . import team
 
     result = team.update(team_dir, pretend=pretend, ref=ref)
