@@ -203,10 +203,8 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using F = Functor<OpMathT<T>>;
-    Pointers<const T, int(kIn)> in;
-    Pointers<T, kOut> out;
-    for (std::size_t k = 0; k < kIn; ++k) in.at[k] = ins[k].template data<T>();
-    for (int k = 0; k < kOut; ++k) out.at[k] = outs[k].template data<T>();
+    const auto in = ConstData<T, int(kIn)>(ins);
+    const auto out = MutableData<T, kOut>(outs);
     const F f(attrs...);
     switch (VectorWidth(in, out)) {
       case 8:
@@ -254,10 +252,8 @@ std::vector<paddle::Tensor> NaiveElementwise(const char* op, const char* kernel,
   if (n == 0) return outs;
   Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    Pointers<const T, int(kIn)> in;
-    Pointers<T, kOut> out;
-    for (std::size_t k = 0; k < kIn; ++k) in.at[k] = ins[k].template data<T>();
-    for (int k = 0; k < kOut; ++k) out.at[k] = outs[k].template data<T>();
+    const auto in = ConstData<T, int(kIn)>(ins);
+    const auto out = MutableData<T, kOut>(outs);
     const auto grid = static_cast<unsigned>((n + 255) / 256);
     NaiveKernel<T><<<grid, 256, 0, ins[0].stream()>>>(Functor<OpMathT<T>>(attrs...), n, in, out);
   });

@@ -118,6 +118,20 @@ struct Pointers {
   T* at[N];
 };
 
+// The data of each tensor of `tensors`, as T.
+template <typename T, int N>
+Pointers<const T, N> ConstData(const std::vector<paddle::Tensor>& tensors) {
+  Pointers<const T, N> data;
+  for (int k = 0; k < N; ++k) data.at[k] = tensors[k].template data<T>();
+  return data;
+}
+template <typename T, int N>
+Pointers<T, N> MutableData(std::vector<paddle::Tensor>& tensors) {
+  Pointers<T, N> data;
+  for (int k = 0; k < N; ++k) data.at[k] = tensors[k].template data<T>();
+  return data;
+}
+
 // ---- dtypes ----------------------------------------------------------------------------------
 template <typename... Ts>
 struct Dtypes {};
@@ -230,10 +244,8 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   if (n == 0) return outs;
   Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    Pointers<const T, int(kIn)> in;
-    Pointers<T, kOut> out;
-    for (std::size_t k = 0; k < kIn; ++k) in.at[k] = ins[k].template data<T>();
-    for (int k = 0; k < kOut; ++k) out.at[k] = outs[k].template data<T>();
+    const auto in = ConstData<T, int(kIn)>(ins);
+    const auto out = MutableData<T, kOut>(outs);
     Loop<T>(Functor<OpMathT<T>>(attrs...), n, in, out);
   });
   return outs;
