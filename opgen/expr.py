@@ -59,9 +59,9 @@ FUNCTIONS: dict[str, Function] = {
     "log1p": _unary("log1p", "np.log1p({0})"),
     "expm1": _unary("expm1", "np.expm1({0})"),
     "sqrt": _unary("sqrt", "np.sqrt({0})"),
-    "rsqrt": _unary("rsqrt", "1.0 / np.sqrt({0})"),
+    "rsqrt": _unary("rsqrt", "(1.0 / np.sqrt({0}))"),
     "tanh": _unary("tanh", "np.tanh({0})"),
-    "sigmoid": _unary("sigmoid", "1.0 / (1.0 + np.exp(-({0})))"),
+    "sigmoid": _unary("sigmoid", "(1.0 / (1.0 + np.exp(-({0}))))"),
     "erf": _unary("erf", "_erf({0})"),
     "sin": _unary("sin", "np.sin({0})"),
     "cos": _unary("cos", "np.cos({0})"),
@@ -275,7 +275,10 @@ class _Compiler:
             return _Node("bool", parts_cpp[0], _CMP, parts_np[0], _CMP)
         # A chain a < b < c means (a < b) & (b < c), as in Python.
         cpp = " && ".join(f"({p})" for p in parts_cpp)
-        numpy = "np.logical_and.reduce([" + ", ".join(parts_np) + "])"
+        # Folded pairwise: a pair without an input is a plain bool, which reduce() cannot mix.
+        numpy = parts_np[0]
+        for part in parts_np[1:]:
+            numpy = f"np.logical_and({numpy}, {part})"
         return _Node("bool", cpp, _AND, numpy, _ATOM)
 
     def _visit_Call(self, node: ast.Call) -> _Node:

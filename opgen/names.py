@@ -9,8 +9,11 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
+from .errors import ToolchainError, UsageError
 from .expr import FUNCTIONS
 
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -26,6 +29,19 @@ typedef typeid typename union unsigned using virtual void volatile wchar_t while
 """
 CPP_KEYWORDS = frozenset(_CPP_KEYWORDS_TEXT.split())
 
+# Lower-case macros that the generated C++ sees: glibc's and libstdc++'s through
+# paddle/extension.h (listed with `g++ -dM -E`), and `linux`/`unix`, which GCC defines in its GNU
+# modes. The preprocessor rewrites a name equal to one: `MT errno` becomes
+# `MT (*__errno_location ())`, and an attr `offsetof` breaks its functor's constructor.
+_C_MACROS_TEXT = """
+alloca assert assert_perror be16toh be32toh be64toh errno htobe16 htobe32 htobe64 htole16 htole32
+htole64 issubnormal le16toh le32toh le64toh linux math_errhandling offsetof pthread_cleanup_pop
+pthread_cleanup_pop_restore_np pthread_cleanup_push pthread_cleanup_push_defer_np sched_priority
+st_atime st_ctime st_mtime stderr stdin stdout strdupa strndupa timeradd timerclear timercmp
+timerisset timersub unix va_arg va_copy va_end va_start
+"""
+C_MACROS = frozenset(_C_MACROS_TEXT.split())
+
 # Names the generated C++ and Python use themselves; a spec name equal to one would shadow it.
 # The second group are the generated tests' own locals and helpers, which an input of that name
 # would overwrite.
@@ -36,6 +52,10 @@ GENERATED_NAMES = frozenset({
     "float16", "bfloat16", "float32", "float64",
     "ot", "rng", "shape", "device", "attrs", "outputs", "expected", "as_tuple",
     "reference_forward", "reference_backward",
+    # Python built-ins that the generated wrapper (str, tuple) and tests (zip, list) call inside
+    # functions whose parameters or locals are the spec's names, and the tests' loop variables
+    # (`for name, out, want in zip(...)` rebinds an input called name or want).
+    "str", "tuple", "zip", "list", "name", "want",
 })
 
 
@@ -51,6 +71,9 @@ def identifier_problem(name: object, *, what: str) -> str | None:
         return f"{what} name '{name}' is a Python keyword"
     if name in CPP_KEYWORDS:
         return f"{what} name '{name}' is a C++ keyword"
+    if name in C_MACROS:
+        return f"{what} name '{name}' is a C macro, which the compiler would expand in the " \
+            "generated C++"
     if name in FUNCTIONS:
         return f"{what} name '{name}' is a function of the expression language"
     if name in GENERATED_NAMES:
@@ -59,6 +82,10 @@ def identifier_problem(name: object, *, what: str) -> str | None:
         return f"{what} name '{name}' is reserved: 'grad_<output>' names the output gradients"
     if name.endswith("_"):
         return f"{what} name '{name}' must not end with '_'"
+    if name.endswith("_np") and what in ("input", "output"):
+        # test_<op>.py keeps the numpy copy of input x (and of grad_out) in x_np (grad_out_np)
+        return f"{what} name '{name}' is reserved: the generated tests name the numpy copy of " \
+            f"'{name[:-3]}' so"
     return None
 
 
@@ -87,6 +114,11 @@ def op_name_problem(name: str) -> str | None:
         return f"op_name '{name}' is a Python keyword"
     if name in CPP_KEYWORDS:
         return f"op_name '{name}' is a C++ keyword"
+    if "_grad" in name:
+        # paddle.utils.cpp_extension reads registered names with re.sub('_grad', '', name) to
+        # tell gradient ops apart, so custom_sq_grad and custom_grad_sq both fail to load.
+        return f"op_name '{name}' contains '_grad', which Paddle reserves for gradient ops: " \
+            "the built library would fail to load"
     return None
 
 
@@ -119,19 +151,30 @@ def paddle_builtin_ops() -> frozenset[str]:
 
     Read once per Paddle version (in a subprocess, so this process stays free of Paddle) and cached
     under ``~/.cache/opgen``. Empty when Paddle is not installed: then nothing can clash.
+
+    Raises :class:`~opgen.errors.ToolchainError` when Paddle is installed but its registry cannot
+    be read (it fails to import, say): an op_name that replaces a built-in op breaks that op for
+    every user of the process, so an unchecked name is not let through silently.
     """
     version = paddle_version()
     if version is None:
         return frozenset()
     cache = _cache_dir() / f"paddle-{version}-ops.txt"
     if cache.is_file():
-        return frozenset(cache.read_text().split())
+        cached = frozenset(cache.read_text().split())
+        if cached:  # an empty list is no registry: read it again
+            return cached
     env = dict(os.environ, GLOG_minloglevel="3")
     proc = subprocess.run([sys.executable, "-c", _LIST_OPS], capture_output=True, text=True,
                           env=env, check=False)
-    if proc.returncode != 0:
-        return frozenset()
-    names = frozenset(proc.stdout.split())
+    names = frozenset(proc.stdout.split()) if proc.returncode == 0 else frozenset()
+    if not names:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        why = lines[-1].strip() if lines else f"exit code {proc.returncode}, no op names printed"
+        raise ToolchainError(
+            f"cannot read the op registry of the installed Paddle {version} ({sys.executable}) "
+            f"to check op_name against Paddle's built-in ops: {why}; repair the Paddle install "
+            "(or uninstall it to generate without this check)")
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text("\n".join(sorted(names)) + "\n")
@@ -147,3 +190,52 @@ def free_op_name(name: str, taken: frozenset[str]) -> str:
         candidate = f"custom_{name}_{i}"
         i += 1
     return candidate
+
+
+class _BuiltOp(Protocol):
+    """What :func:`check_one_build` reads of an op: a loaded :class:`~opgen.spec.Spec` has it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def op_name(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+
+def one_build_clashes(ops: Iterable[_BuiltOp]) -> list[str]:
+    """Why ``ops`` cannot be compiled into one library, one line per clash (empty if they can).
+
+    In one library every op registers ``op_name`` and ``op_name + "_grad"`` with Paddle, puts
+    ``csrc/<name>.*`` and the Python module ``<name>`` on disk, and defines C++ functions named
+    after ``CamelCase(name)``: two ops may share none of these.
+    """
+    from .context import camel_case  # context imports spec, which imports this module
+
+    problems: list[str] = []
+    # Each namespace maps a key to the op (and the role) that took it first.
+    taken: dict[str, dict[str, str]] = {"paddle": {}, "files": {}, "c++": {}}
+    for op in ops:
+        who = f"op {op.name} ({op.path})"
+        for space, role, key in (("paddle", "op_name", op.op_name),
+                                 ("paddle", "gradient op", f"{op.op_name}_grad"),
+                                 ("files", "name", op.name),
+                                 ("c++", "C++ prefix", camel_case(op.name))):
+            first = taken[space].get(key)
+            if first is None:
+                taken[space][key] = f"{who} as its {role}"
+            else:
+                problems.append(f"{role} '{key}' of {who} is already taken by {first}")
+    return problems
+
+
+def check_one_build(ops: Iterable[_BuiltOp]) -> None:
+    """Refuse (:class:`~opgen.errors.UsageError`) ops that cannot share one library: see
+    :func:`one_build_clashes`. Otherwise the mistake shows only after the compile: Paddle 3.3
+    aborts the whole process (SIGABRT, "meta info register failed") when a library holding two
+    ops of one name loads, and the linker rejects two definitions of one C++ function."""
+    problems = one_build_clashes(ops)
+    if problems:
+        raise UsageError("these ops cannot be built together: " + "; ".join(problems))

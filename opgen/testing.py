@@ -72,7 +72,7 @@ def to_paddle(array: np.ndarray, dtype: str, device: str, *, stop_gradient: bool
     """A Paddle tensor of ``dtype`` on ``device`` holding ``array``, made on the host and copied."""
     import paddle
 
-    host = np.ascontiguousarray(array)
+    host = np.ascontiguousarray(array).reshape(np.shape(array))  # keeps 0-D arrays 0-D
     if dtype == "bfloat16":  # numpy has no bfloat16: cast on the CPU, then copy
         tensor = paddle.to_tensor(host.astype(np.float32), place=paddle.CPUPlace())
         tensor = tensor.astype("bfloat16")
@@ -135,6 +135,14 @@ def central_difference(fn: Callable[..., np.ndarray], args: list[np.ndarray], in
     plus[index] += h
     minus[index] -= h
     return (fn(*plus) - fn(*minus)) / (2 * h)
+
+
+def richardson_difference(fn: Callable[..., np.ndarray], args: list[np.ndarray], index: int,
+                          h: float) -> np.ndarray:
+    """Central differences at h and h/2 combined to cancel the h**2 error term: O(h**4)."""
+    coarse = central_difference(fn, args, index, h)
+    fine = central_difference(fn, args, index, h / 2)
+    return (4 * fine - coarse) / 3
 
 
 def smooth_points(fn: Callable[..., np.ndarray], args: list[np.ndarray], index: int,

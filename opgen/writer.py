@@ -100,8 +100,12 @@ def apply(plan: Plan, dest: Path, *, extra: dict[str, bytes] | None = None,
     dest = dest.absolute()
     doomed = sorted(rel for rel in remove if (dest / rel).is_file() or (dest / rel).is_symlink())
     if not doomed and all(c.status is Status.IDENTICAL for c in changes):
+        if any(dest.parent.glob(f".{dest.name}.opgen-*")):
+            with locked(dest):
+                _recover(dest)
         return changes
     with locked(dest):
+        _recover(dest)
         staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.opgen-", dir=dest.parent))
         os.chmod(staging, dest.stat().st_mode & 0o7777 if dest.exists() else _default_dir_mode())
         try:
@@ -180,19 +184,41 @@ def _exchange(a: Path, b: Path) -> bool:
     return result == 0
 
 
+def _recover(dest: Path) -> None:
+    """Clean up after a writer that was killed (the lock is ours, so none is running): its
+    staging folders go, and build outputs it had moved into one come back to the op."""
+    for stale in sorted(dest.parent.glob(f".{dest.name}.opgen-*")):
+        if not stale.is_dir():
+            continue
+        for skipped in _SKIP_DIRS:
+            moved = stale / skipped
+            if dest.is_dir() and moved.is_dir() and not (dest / skipped).exists():
+                os.rename(moved, dest / skipped)
+        shutil.rmtree(stale, ignore_errors=True)
+
+
 def _swap_in(staging: Path, dest: Path) -> None:
     if not dest.exists():
         staging.rename(dest)
         staging.mkdir()  # the caller removes the (now empty) staging path
         return
-    # Build outputs are moved, not copied: swap them over before the folders trade places.
-    for skipped in _SKIP_DIRS:
-        old = dest / skipped
-        if old.is_dir():
-            new = staging / skipped
-            new.rmdir()
-            os.rename(old, new)
-    if not _exchange(staging, dest):
+    # Build outputs are moved, not copied: swap them over before the folders trade places, and
+    # back again if the exchange does not happen.
+    moved = []
+    try:
+        for skipped in _SKIP_DIRS:
+            old = dest / skipped
+            if old.is_dir():
+                new = staging / skipped
+                new.rmdir()
+                os.rename(old, new)
+                moved.append(skipped)
+        exchanged = _exchange(staging, dest)
+    except BaseException:
+        for skipped in moved:
+            os.rename(staging / skipped, dest / skipped)
+        raise
+    if not exchanged:
         backup = dest.with_name(dest.name + ".opgen-old")
         shutil.rmtree(backup, ignore_errors=True)
         dest.rename(backup)

@@ -83,7 +83,7 @@ def test_cpp_precedence_and_parentheses(source: str, cpp: str) -> None:
     ("flag & ((x > 0) & (y > 0))", "flag && (x > MT(0) && y > MT(0))",
      "np.logical_and(flag, np.logical_and(x > 0.0, y > 0.0))"),
     ("(0 < x < 1) | flag", "((MT(0) < x) && (x < MT(1))) || flag",
-     "np.logical_or(np.logical_and.reduce([0.0 < x, x < 1.0]), flag)"),
+     "np.logical_or(np.logical_and(0.0 < x, x < 1.0), flag)"),
     ("flag", "flag", "flag"),
     ("True", "true", "True"),
 ])
@@ -97,7 +97,7 @@ def test_chained_comparison_means_both() -> None:
     out = emit("0 < x <= t")
     assert out.type == "bool"
     assert out.cpp == "(MT(0) < x) && (x <= t)"
-    assert out.numpy == "np.logical_and.reduce([0.0 < x, x <= t])"
+    assert out.numpy == "np.logical_and(0.0 < x, x <= t)"
     x = np.array([-1.0, 0.0, 0.5, 1.0, 2.0])
     assert evaluate("where(0 < x <= t, 1, 0)", x=x, t=1.0).tolist() == [0, 0, 1, 1, 0]
 

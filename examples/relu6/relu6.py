@@ -30,7 +30,9 @@ def _ops():
 
 
 def _empty_like(*inputs: paddle.Tensor) -> paddle.Tensor:
-    return sum((t * 0 for t in inputs[1:]), inputs[0] * 0)
+    # In float32: Paddle's CPU has no float16/bfloat16 add. Every input stays in the graph.
+    zeros = [t.astype("float32") * 0 for t in inputs]
+    return sum(zeros[1:], zeros[0]).astype(inputs[0].dtype)
 
 
 def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:

@@ -1,0 +1,1860 @@
+"""Differential fuzzing of opgen: random well-typed op specs, generated, built several to a library,
+and checked against an independent numpy evaluation and against finite differences.
+
+How it is built, and why:
+
+* Specs are drawn by hypothesis as expression *trees* (:class:`Node`), not as text. The tree is
+  printed with the fewest parentheses Python needs (so opgen's precedence handling is exercised),
+  and evaluated here by :func:`evaluate`, an evaluator that shares no code with opgen's emitters.
+* The backward is derived symbolically from the drawn forward (:func:`derive`), so it is the true
+  gradient: the op's backward kernel can be checked both against the derived expression and
+  against central differences of the op's own forward kernel. (Drawing a backward independently
+  would only allow the first check, and finite differences would then be meaningless.)
+* Domain-restricted functions get arguments from their domain by construction: every number node
+  carries an interval of the values it can take over the inputs' ``domain:`` and the attrs' test
+  values, and an argument outside a function's domain is shifted into it (``log(e + 1.5)``).
+* Tolerances come from a running error bound rather than fixed rtol/atol: :func:`evaluate`
+  returns, per element, the value in float64, a first-order bound on how far a kernel
+  computing in the op's math type (float or double) may be from it, and a mask of elements whose
+  result is not determined at that precision (a comparison closer than its operands' error, a
+  floor at an integer). A cancellation then widens the tolerance where it happens and nowhere else.
+* Several ops share one compiled library: their generated ``.cc`` (and ``.cu``) files are compiled
+  as one translation unit, so Paddle's headers are parsed once per library instead of once per
+  op (about 13 s each on a 2-core machine). :func:`opgen.names.check_one_build` refuses ops that
+  cannot share a library before anything is compiled.
+
+Run a long campaign with ``python tests/fuzzing.py --count 300 --seed 1`` (see docs/fuzzing.md);
+``tests/test_fuzz.py`` runs a small sample of the same under pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import textwrap
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from opgen.expr import FUNCTIONS  # noqa: E402
+from opgen.names import identifier_problem  # noqa: E402
+
+NUM, BOOL = "num", "bool"
+#: Largest magnitude a drawn number node may reach over its inputs' domains: keeps float32 and
+#: float16 results finite and cancellations bounded.
+CAP = 1e4
+#: How far from a function's domain boundary a shifted argument stays.
+MARGIN = 0.25
+#: Safety factor on the running error bound.
+K = 3.0
+#: Errors of the math library, in ulps of the result (CUDA's single-precision functions are
+#: documented within 2 ulps, powf within 4; glibc and numpy within 1 to 4).
+ULPS = {"pow": 8.0, "sigmoid": 6.0, "rsqrt": 4.0}
+DEFAULT_ULPS = 4.0
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11,
+                 "bfloat16": 2.0**-8}
+
+#: Open bugs that the strategies steer clear of, so that the fuzz test stays green while they
+#: are open (docs/fuzzing.md lists every bug the fuzzing found; each open one has a strict xfail
+#: test). Set OPGEN_FUZZ_KNOWN_BUGS=1 to draw them anyway, to see whether a fix holds:
+#:
+#: * int attrs reach the generated numpy reference as Python ints, the kernels as floats: the
+#:   reference raises on np.power(-1, -1) and wraps around int64 where the kernel does not.
+#: * (Paddle's, not opgen's) Paddle's software float -> float16 conversion, which CPU kernels
+#:   use, shifts a 64-bit mantissa by 64 or more for results below about 2**-64: such results
+#:   come out as float16 subnormals instead of zero (3.6e-26 becomes 6.6e-07).
+KNOWN_BUGS_ALLOWED = os.environ.get("OPGEN_FUZZ_KNOWN_BUGS") == "1"
+
+
+# ---- expression trees --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Node:
+    """One node of an expression tree.
+
+    ``kind`` is one of: ``var`` (an input, attr, output or output gradient: ``name``), ``lit`` (a
+    number: ``value``, written as ``text``), ``bool`` (True/False: ``value``), ``neg``, ``pos``,
+    ``not`` (unary -, +, ~), ``add``, ``sub``, ``mul``, ``div``, ``pow`` (the ``**`` operator),
+    ``call`` (function ``name``), ``cmp`` (comparison operators ``name``, comma-separated for a
+    chain ``a < b <= c``), ``and``, ``or``. ``lo``/``hi`` bound the values of a number node over the
+    test inputs (generation only); ``paren`` asks for redundant parentheses when printed.
+    """
+
+    kind: str
+    args: tuple[Node, ...] = ()
+    name: str = ""
+    value: float = 0.0
+    text: str = ""
+    type: str = NUM
+    lo: float = -math.inf
+    hi: float = math.inf
+    paren: bool = False
+    integral: bool = False       # an int or int64 attr: a Python int in the numpy reference
+
+    def structure(self) -> tuple[Any, ...]:
+        """The tree without generation-only fields, to compare a printed and re-parsed tree."""
+        value = self.value if self.kind in ("lit", "bool") else 0.0
+        return (self.kind, self.name, value, tuple(a.structure() for a in self.args))
+
+
+def _finite_interval(lo: float, hi: float) -> tuple[float, float]:
+    lo = -math.inf if math.isnan(lo) else lo
+    hi = math.inf if math.isnan(hi) else hi
+    return lo, hi
+
+
+def _corners(fn: Callable[[float, float], float], a: Node, b: Node) -> tuple[float, float]:
+    values = []
+    for x in (a.lo, a.hi):
+        for y in (b.lo, b.hi):
+            try:
+                values.append(fn(x, y))
+            except (OverflowError, ValueError, ZeroDivisionError):
+                values.append(math.nan)
+    if any(math.isnan(v) for v in values):
+        return -math.inf, math.inf
+    return min(values), max(values)
+
+
+def _safe(fn: Callable[[float], float], x: float) -> float:
+    try:
+        return fn(x)
+    except (OverflowError, ValueError, ZeroDivisionError):
+        return math.inf if x > 0 else -math.inf
+
+
+_MONOTONE = {
+    "exp": math.exp, "log": math.log, "log1p": math.log1p, "expm1": math.expm1, "sqrt": math.sqrt,
+    "tanh": math.tanh, "erf": math.erf, "floor": math.floor, "ceil": math.ceil,
+    "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0,
+}
+
+
+def _interval(kind: str, name: str, args: tuple[Node, ...]) -> tuple[float, float]:
+    """Bounds of a number node's values from its arguments' bounds (conservative)."""
+    if kind in ("neg",):
+        return -args[0].hi, -args[0].lo
+    if kind == "pos":
+        return args[0].lo, args[0].hi
+    if kind in ("add", "sub", "mul", "div", "pow") or (kind == "call" and name == "pow"):
+        a, b = args[0], args[-1]
+        if kind == "add":
+            return a.lo + b.lo, a.hi + b.hi
+        if kind == "sub":
+            return a.lo - b.hi, a.hi - b.lo
+        if kind == "mul":
+            if a is b:  # a square
+                low = 0.0 if a.lo <= 0 <= a.hi else min(a.lo * a.lo, a.hi * a.hi)
+                return low, max(a.lo * a.lo, a.hi * a.hi)
+            return _corners(lambda x, y: x * y, a, b)
+        if kind == "div":
+            if b.lo <= 0 <= b.hi:
+                return -math.inf, math.inf
+            return _corners(lambda x, y: x / y, a, b)
+        if a.lo > 0:
+            return _corners(lambda x, y: math.exp(y * math.log(x)), a, b)
+        if b.kind == "lit" and float(b.value).is_integer():  # an integer power of any base
+            m = max(abs(a.lo), abs(a.hi)) ** b.value
+            return (-m if b.value % 2 else 0.0), m
+        return -math.inf, math.inf
+    if kind == "call":
+        if name in _MONOTONE:
+            fn = _MONOTONE[name]
+            return _safe(fn, args[0].lo), _safe(fn, args[0].hi)
+        if name == "rsqrt":
+            a = args[0]
+            return (_safe(lambda x: x**-0.5, a.hi), _safe(lambda x: x**-0.5, a.lo)) \
+                if a.lo > 0 else (-math.inf, math.inf)
+        if name == "abs":
+            a = args[0]
+            low = 0.0 if a.lo <= 0 <= a.hi else min(abs(a.lo), abs(a.hi))
+            return low, max(abs(a.lo), abs(a.hi))
+        if name in ("sin", "cos"):
+            return -1.0, 1.0
+        if name in ("min", "max"):
+            pick = min if name == "min" else max
+            return pick(args[0].lo, args[1].lo), pick(args[0].hi, args[1].hi)
+        if name == "where":
+            return min(args[1].lo, args[2].lo), max(args[1].hi, args[2].hi)
+    raise AssertionError(f"no interval rule for {kind} {name}")
+
+
+def make(kind: str, *args: Node, name: str = "") -> Node:
+    """A node over ``args``, typed, with the interval of its values where it is a number."""
+    if kind in ("cmp", "and", "or", "not"):
+        return Node(kind, args, name=name, type=BOOL)
+    if kind in ("pow", "call") and (kind == "pow" or name == "pow") and \
+            not KNOWN_BUGS_ALLOWED and _numpy_int(args[0]) and _numpy_int(args[1]):
+        # the known bug: the reference raises on np.power(-1, -1) or wraps int64 around
+        args = (args[0], make("mul", args[1], ONE))
+    if kind == "neg" and args[0].kind == "lit":  # -2 is read as a literal, as Python writes it
+        text = args[0].text
+        return lit(-args[0].value, text[1:] if text.startswith("-") else "-" + text)
+    lo, hi = _finite_interval(*_interval(kind, name, args))
+    return Node(kind, args, name=name, type=NUM, lo=lo, hi=hi)
+
+
+def _numpy_int(node: Node) -> bool:
+    """Whether the generated numpy reference computes ``node`` with integers (int attrs are
+    passed to it as Python ints, and +, -, *, abs, min, max and where keep them so)."""
+    if node.kind == "var":
+        return node.integral
+    if node.kind in ("neg", "pos") or (node.kind == "call" and node.name == "abs"):
+        return _numpy_int(node.args[0])
+    if node.kind in ("add", "sub", "mul") or (node.kind == "call" and node.name in ("min", "max")):
+        return all(_numpy_int(a) for a in node.args)
+    if node.kind == "call" and node.name == "where":
+        return _numpy_int(node.args[1]) and _numpy_int(node.args[2])
+    return False
+
+
+def lit(value: float, text: str | None = None) -> Node:
+    value = float(value) if not float(value).is_integer() or abs(value) > 2**31 else value
+    shown = text if text is not None else (str(int(value)) if float(value).is_integer()
+                                           and abs(value) < 2**31 else repr(float(value)))
+    return Node("lit", value=float(value), text=shown, lo=float(value), hi=float(value))
+
+
+def var(name: str, type_: str = NUM, lo: float = -math.inf, hi: float = math.inf) -> Node:
+    return Node("var", name=name, type=type_, lo=lo, hi=hi)
+
+
+ONE = lit(1)
+ZERO = lit(0)
+
+
+# ---- printing: Python syntax with the fewest parentheses ----------------------------------------
+
+_CMP, _BOR, _BAND, _ADD, _MUL, _UNARY, _POW, _ATOM = 3, 4, 5, 6, 7, 8, 9, 10
+_PREC = {"or": _BOR, "and": _BAND, "cmp": _CMP, "add": _ADD, "sub": _ADD, "mul": _MUL,
+         "div": _MUL, "neg": _UNARY, "pos": _UNARY, "not": _UNARY, "pow": _POW}
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "and": "&", "or": "|",
+           "neg": "-", "pos": "+", "not": "~"}
+
+
+def _prec(node: Node) -> int:
+    if node.paren:
+        return _ATOM
+    if node.kind == "lit":
+        return _UNARY if node.text.startswith("-") else _ATOM
+    return _PREC.get(node.kind, _ATOM)
+
+
+def source(node: Node) -> str:
+    """``node`` as spec expression text (Python syntax)."""
+    text = _source(node)
+    return f"({text})" if node.paren else text
+
+
+def _operand(node: Node, needed: int) -> str:
+    text = source(node)
+    return text if _prec(node) >= needed else f"({text})"
+
+
+def _source(node: Node) -> str:
+    kind = node.kind
+    if kind == "var":
+        return node.name
+    if kind == "lit":
+        return node.text
+    if kind == "bool":
+        return "True" if node.value else "False"
+    if kind in ("neg", "pos", "not"):
+        return _SYMBOL[kind] + _operand(node.args[0], _UNARY)
+    if kind == "pow":  # right-associative, and its exponent may be a unary minus: 2 ** -x
+        return f"{_operand(node.args[0], _POW + 1)} ** {_operand(node.args[1], _UNARY)}"
+    if kind in _SYMBOL:
+        prec = _PREC[kind]
+        return f"{_operand(node.args[0], prec)} {_SYMBOL[kind]} {_operand(node.args[1], prec + 1)}"
+    if kind == "cmp":
+        parts = [_operand(node.args[0], _BOR)]
+        for op, arg in zip(node.name.split(","), node.args[1:], strict=True):
+            parts.append(f"{op} {_operand(arg, _BOR)}")
+        return " ".join(parts)
+    if kind == "call":
+        return f"{node.name}({', '.join(source(a) for a in node.args)})"
+    raise AssertionError(kind)
+
+
+_AST_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+               ast.BitAnd: "and", ast.BitOr: "or"}
+_AST_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+               ast.NotEq: "!="}
+
+
+def parse(text: str, types: dict[str, str]) -> Node:
+    """A spec expression as a tree, the way Python reads it (``types``: name -> num or bool).
+
+    Used to check that :func:`source` prints what was drawn, and to evaluate a spec that exists
+    only as YAML (``python tests/fuzzing.py check SPEC``).
+    """
+    def visit(n: ast.AST) -> Node:
+        if isinstance(n, ast.Constant):
+            if isinstance(n.value, bool):
+                return Node("bool", value=float(n.value), type=BOOL)
+            return lit(n.value, repr(n.value))
+        if isinstance(n, ast.Name):
+            return var(n.id, types[n.id])
+        if isinstance(n, ast.UnaryOp):
+            operand = visit(n.operand)
+            if isinstance(n.op, ast.USub) and operand.kind == "lit" and \
+                    not operand.text.startswith("-"):
+                return lit(-operand.value, "-" + operand.text)
+            kind = {ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "not"}[type(n.op)]
+            return make(kind, operand)
+        if isinstance(n, ast.BinOp):
+            return make(_AST_BINOPS[type(n.op)], visit(n.left), visit(n.right))
+        if isinstance(n, ast.Compare):
+            ops = ",".join(_AST_CMPOPS[type(o)] for o in n.ops)
+            return make("cmp", visit(n.left), *(visit(c) for c in n.comparators), name=ops)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            args = tuple(visit(a) for a in n.args)
+            if n.func.id == "where":
+                return make("call", *args, name="where")
+            return make("call", *args, name=n.func.id)
+        raise ValueError(f"not in the expression language: {ast.dump(n)}")
+
+    return visit(ast.parse(" ".join(text.split()), mode="eval").body)
+
+
+# ---- symbolic derivatives ------------------------------------------------------------------------
+
+def _add(a: Node | None, b: Node | None) -> Node | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return make("add", a, b)
+
+
+def _mul(a: Node, b: Node) -> Node:
+    if a == ONE:
+        return b
+    if b == ONE:
+        return a
+    return make("mul", a, b)
+
+
+def _scale(factor: Node, d: Node | None) -> Node | None:
+    return None if d is None else _mul(factor, d)
+
+
+def _or_zero(d: Node | None) -> Node:
+    return ZERO if d is None else d
+
+
+def derive(node: Node, wrt: str, value_of: Callable[[Node], Node]) -> Node | None:
+    """d node / d wrt as a tree, or None where it is identically zero.
+
+    ``value_of(n)`` stands for ``n``'s own value in the result: ``n`` itself, or the name of the
+    forward output that ``n`` computes (so backward expressions also read outputs). Kinks (abs,
+    min, max, where) are differentiated branch by branch, as frameworks do; floor and ceil have
+    derivative zero.
+    """
+    kind, args = node.kind, node.args
+
+    def d(n: Node) -> Node | None:
+        return derive(n, wrt, value_of)
+
+    if kind == "var":
+        return ONE if node.name == wrt else None
+    if kind in ("lit", "bool"):
+        return None
+    if kind == "neg":
+        da = d(args[0])
+        return None if da is None else make("neg", da)
+    if kind == "pos":
+        return d(args[0])
+    if kind in ("add", "sub"):
+        da, db = d(args[0]), d(args[1])
+        if kind == "add" or db is None:
+            return _add(da, db)
+        return make("neg", db) if da is None else make("sub", da, db)
+    if kind == "mul":
+        return _add(_scale(args[1], d(args[0])), _scale(args[0], d(args[1])))
+    if kind == "div":
+        a, b = args
+        da, db = d(a), d(b)
+        num = da if db is None else (
+            make("neg", _mul(value_of(node), db)) if da is None else
+            make("sub", da, _mul(value_of(node), db)))
+        return None if num is None else make("div", num, b)
+    if kind == "pow" or (kind == "call" and node.name == "pow"):
+        return _derive_pow(node, d, value_of)
+    if kind != "call":
+        raise AssertionError(f"cannot differentiate {kind}")
+    name = node.name
+    if name == "where":
+        da, db = d(args[1]), d(args[2])
+        if da is None and db is None:
+            return None
+        return make("call", args[0], _or_zero(da), _or_zero(db), name="where")
+    if name in ("min", "max"):
+        da, db = d(args[0]), d(args[1])
+        if da is None and db is None:
+            return None
+        cond = make("cmp", args[0], args[1], name="<=" if name == "min" else ">=")
+        return make("call", cond, _or_zero(da), _or_zero(db), name="where")
+    a = args[0]
+    da = d(a)
+    if da is None or name in ("floor", "ceil"):
+        return None
+    v = value_of(node)
+    if name == "abs":
+        return make("call", make("cmp", a, ZERO, name=">="), da, make("neg", da), name="where")
+    factor = {
+        "exp": lambda: v,
+        "expm1": lambda: make("add", v, ONE),
+        "log": lambda: make("div", ONE, a),
+        "log1p": lambda: make("div", ONE, make("add", ONE, a)),
+        "sqrt": lambda: make("div", lit(0.5), v),
+        "rsqrt": lambda: make("div", make("mul", lit(-0.5), v), a),
+        "tanh": lambda: make("sub", ONE, make("mul", v, v)),
+        "sigmoid": lambda: make("mul", v, make("sub", ONE, v)),
+        "erf": lambda: make("mul", lit(1.1283791670955126),
+                            make("call", make("neg", make("mul", a, a)), name="exp")),
+        "sin": lambda: make("call", a, name="cos"),
+        "cos": lambda: make("neg", make("call", a, name="sin")),
+    }[name]()
+    return _mul(factor, da)
+
+
+def _derive_pow(node: Node, d: Callable[[Node], Node | None],
+                value_of: Callable[[Node], Node]) -> Node | None:
+    a, b = node.args
+    da, db = d(a), d(b)
+    terms: Node | None = None
+    if da is not None:
+        lower = lit(b.value - 1) if b.kind == "lit" else make("sub", b, ONE)
+        power = make("call", a, lower, name="pow") if b.kind != "lit" or b.value - 1 != 1 else a
+        terms = _mul(_mul(b, power), da)
+    if db is not None:
+        terms = _add(terms, _mul(_mul(value_of(node), make("call", a, name="log")), db))
+    return terms
+
+
+def gradient(forward: dict[str, Node], wrt: str, *, read_outputs: bool) -> Node:
+    """The backward expression of input ``wrt``: sum over outputs o of grad_o * d o / d wrt."""
+    roots = {id(tree): name for name, tree in forward.items()} if read_outputs else {}
+
+    def value_of(n: Node) -> Node:
+        return var(roots[id(n)]) if id(n) in roots else n
+
+    total: Node | None = None
+    for name, tree in forward.items():
+        d = derive(tree, wrt, value_of)
+        if d is not None:
+            total = _add(total, _mul(var(f"grad_{name}"), d))
+    return ZERO if total is None else total
+
+
+# ---- evaluation with a running error bound -------------------------------------------------------
+
+@dataclass
+class Val:
+    """A number per element: exact value ``v``, error bound ``e`` of a kernel, undecided mask."""
+
+    v: np.ndarray
+    e: np.ndarray
+    amb: np.ndarray
+
+
+@dataclass
+class Cond:
+    """A condition per element, and where a kernel may decide it the other way."""
+
+    b: np.ndarray
+    amb: np.ndarray
+
+
+@dataclass(frozen=True)
+class Arith:
+    """The arithmetic of a kernel: the op's dtype and its math type (float, or double)."""
+
+    dtype: str
+
+    @property
+    def mt(self) -> type[np.floating[Any]]:
+        return np.float64 if self.dtype == "float64" else np.float32
+
+    @property
+    def u(self) -> float:
+        return UNIT_ROUNDOFF["float64" if self.dtype == "float64" else "float32"]
+
+    @property
+    def u_out(self) -> float:
+        return UNIT_ROUNDOFF[self.dtype]
+
+    @property
+    def tiny(self) -> float:
+        """Absolute error an operation may add near underflow (flushed or gradual)."""
+        return float(np.finfo(self.mt).tiny)
+
+    @property
+    def tiny_out(self) -> float:
+        """Spacing of the dtype's subnormals: the rounding of a result near zero."""
+        return 2.0**-133 if self.dtype == "bfloat16" else \
+            float(np.finfo(np.dtype(self.dtype)).smallest_subnormal)
+
+    def rounding(self, value: float) -> float:
+        """How far ``value`` moves when the kernel holds it in its math type."""
+        return abs(float(self.mt(value)) - value)
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return _ERF(x) if x.size else np.zeros_like(x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# name -> (function, derivative)
+_FUNCTIONS: dict[str, tuple[Callable[[np.ndarray], np.ndarray],
+                            Callable[[np.ndarray], np.ndarray]]] = {
+    "abs": (np.abs, lambda a: np.ones_like(a)),
+    "exp": (np.exp, np.exp),
+    "log": (np.log, lambda a: 1.0 / a),
+    "log1p": (np.log1p, lambda a: 1.0 / (1.0 + a)),
+    "expm1": (np.expm1, np.exp),
+    "sqrt": (np.sqrt, lambda a: 0.5 / np.sqrt(a)),
+    "rsqrt": (lambda a: 1.0 / np.sqrt(a), lambda a: 0.5 * np.abs(a) ** -1.5),
+    "tanh": (np.tanh, lambda a: 1.0 - np.tanh(a) ** 2),
+    "sigmoid": (_sigmoid, lambda a: _sigmoid(a) * (1.0 - _sigmoid(a))),
+    "erf": (_erf, lambda a: 2.0 / math.sqrt(math.pi) * np.exp(-a * a)),
+    "sin": (np.sin, lambda a: np.ones_like(a)),
+    "cos": (np.cos, lambda a: np.ones_like(a)),
+    "floor": (np.floor, np.zeros_like),
+    "ceil": (np.ceil, np.zeros_like),
+}
+_EXACT = {"abs", "floor", "ceil"}
+# Where a function's argument must stay for the function to be defined (exclusive lower bound).
+_DOMAIN_LOW = {"log": 0.0, "sqrt": 0.0, "rsqrt": 0.0, "log1p": -1.0}
+
+
+def evaluate(node: Node, env: dict[str, Val | Cond], ar: Arith, shape: tuple[int, ...]
+             ) -> Val | Cond:
+    """``node`` over the values of ``env``: exactly (float64) and with the error bound of a kernel
+    computing in ``ar``'s math type. See the module docstring."""
+    with np.errstate(all="ignore"):
+        return _evaluate(node, env, ar, shape)
+
+
+def _evaluate(node: Node, env: dict[str, Val | Cond], ar: Arith, shape: tuple[int, ...]
+              ) -> Val | Cond:
+    kind, name = node.kind, node.name
+    if kind == "var":
+        return env[name]
+    if kind == "lit":
+        return Val(np.full(shape, node.value), np.full(shape, ar.rounding(node.value)),
+                   np.zeros(shape, bool))
+    if kind == "bool":
+        return Cond(np.full(shape, bool(node.value)), np.zeros(shape, bool))
+    args = [_evaluate(a, env, ar, shape) for a in node.args]
+    if kind in ("and", "or", "not"):
+        conds = [a for a in args if isinstance(a, Cond)]
+        amb = np.logical_or.reduce([c.amb for c in conds])
+        if kind == "not":
+            return Cond(~conds[0].b, amb)
+        fn = np.logical_and if kind == "and" else np.logical_or
+        return Cond(fn(conds[0].b, conds[1].b), amb)
+    if kind == "cmp":
+        nums = [a for a in args if isinstance(a, Val)]
+        b = np.ones(shape, bool)
+        amb = np.logical_or.reduce([n.amb for n in nums])
+        for op, lhs, rhs in zip(name.split(","), nums, nums[1:], strict=False):
+            b &= _COMPARE[op](lhs.v, rhs.v)
+            slack = lhs.e + rhs.e
+            amb |= (np.abs(lhs.v - rhs.v) <= K * slack) & (slack > 0)
+        return Cond(b, amb)
+    if kind == "call" and name == "where":
+        c, x, y = args
+        assert isinstance(c, Cond) and isinstance(x, Val) and isinstance(y, Val)
+        return Val(np.where(c.b, x.v, y.v), np.where(c.b, x.e, y.e),
+                   c.amb | np.where(c.b, x.amb, y.amb))
+    nums = [a for a in args if isinstance(a, Val)]
+    amb = np.logical_or.reduce([n.amb for n in nums])
+    u = ar.u
+    if kind in ("neg", "pos"):
+        a = nums[0]
+        return Val(-a.v if kind == "neg" else a.v, a.e, amb)
+    if kind in ("add", "sub", "mul", "div"):
+        a, b = nums
+        if kind == "add":
+            v, e = a.v + b.v, a.e + b.e
+        elif kind == "sub":
+            v, e = a.v - b.v, a.e + b.e
+        elif kind == "mul":
+            v, e = a.v * b.v, np.abs(a.v) * b.e + np.abs(b.v) * a.e + a.e * b.e
+        else:
+            v = a.v / b.v
+            room = np.abs(b.v) - b.e
+            amb = amb | (room <= 0.5 * np.abs(b.v))
+            e = (a.e + np.abs(v) * b.e) / np.maximum(room, 1e-300)
+        return _finish(v, e + u * np.abs(v), amb, ar.tiny)
+    if kind == "pow" or name == "pow":
+        a, b = nums
+        v = np.power(a.v, b.v)
+        de_da = np.abs(b.v * np.power(np.abs(a.v) + a.e, b.v - 1)) + \
+            np.abs(b.v * np.power(np.abs(a.v), b.v - 1))
+        de_db = np.where(b.e > 0, np.abs(v * np.log(np.abs(a.v))), 0.0) * 2
+        e = de_da * a.e + de_db * b.e * np.exp(np.abs(np.log(np.abs(a.v))) * b.e)
+        return _finish(v, e + ULPS["pow"] * 2 * u * np.abs(v), amb, ar.tiny)
+    if name in ("min", "max"):
+        a, b = nums
+        v = np.minimum(a.v, b.v) if name == "min" else np.maximum(a.v, b.v)
+        return _finish(v, np.maximum(a.e, b.e), amb, ar.tiny)
+    fn, deriv = _FUNCTIONS[name]
+    a = nums[0]
+    if name in _DOMAIN_LOW:
+        amb = amb | (a.v - a.e <= _DOMAIN_LOW[name])
+    v = fn(a.v)
+    if name in ("floor", "ceil"):
+        amb = amb | ((fn(a.v - a.e) != fn(a.v + a.e)) & (a.e > 0))
+        return _finish(v, np.zeros(shape), amb, ar.tiny)
+    slope = np.maximum.reduce([np.abs(deriv(a.v - a.e)), np.abs(deriv(a.v)),
+                               np.abs(deriv(a.v + a.e))])
+    e = slope * a.e
+    if name not in _EXACT:
+        e = e + ULPS.get(name, DEFAULT_ULPS) * 2 * u * np.abs(v)
+    return _finish(v, e, amb, ar.tiny)
+
+
+def _finish(v: np.ndarray, e: np.ndarray, amb: np.ndarray, tiny: float) -> Val:
+    bad = ~np.isfinite(v) | ~np.isfinite(e)
+    return Val(v, np.where(bad, np.inf, e + tiny), amb | bad)
+
+
+_COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+    "==": np.equal, "!=": np.not_equal,
+}
+
+
+# ---- the drawn op --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sym:
+    """An input or attr of a drawn op, with the values the tests give it."""
+
+    name: str
+    role: str                    # "input" or "attr"
+    type: str                    # inputs: "input"; attrs: bool, int, int64, float, str
+    lo: float = -math.inf        # inputs: the domain; attrs: hull of default and other
+    hi: float = math.inf
+    default: Any = None
+    other: Any = None
+    explicit_domain: bool = True
+
+    @property
+    def expr_type(self) -> str:
+        return BOOL if self.type == "bool" else NUM
+
+    def kernel_value(self, value: Any) -> float:
+        """What the kernel's math sees for attr value ``value`` (float attrs are C++ float)."""
+        if self.type == "float":
+            return float(np.float32(value))
+        return float(value)
+
+
+@dataclass(frozen=True)
+class FuzzOp:
+    """One drawn op: its symbols, forward trees, derived backward trees and how it is written."""
+
+    seed: int
+    index: int
+    name: str
+    op_name: str | None
+    inputs: tuple[Sym, ...]
+    attrs: tuple[Sym, ...]
+    outputs: tuple[str, ...]
+    forward: tuple[Node, ...]
+    backward: tuple[Node, ...]
+    dtypes: tuple[str, ...]
+    styles: tuple[str, ...]      # YAML style of each expression: forward then backward
+    focus: str
+
+    @property
+    def types(self) -> dict[str, str]:
+        """name -> num or bool, of every name a backward expression may read."""
+        types = {s.name: s.expr_type for s in self.inputs + self.attrs}
+        types.update({o: NUM for o in self.outputs})
+        types.update({f"grad_{o}": NUM for o in self.outputs})
+        return types
+
+    @property
+    def forward_text(self) -> dict[str, str]:
+        return {o: source(t) for o, t in zip(self.outputs, self.forward, strict=True)}
+
+    @property
+    def backward_text(self) -> dict[str, str]:
+        return {s.name: source(t) for s, t in zip(self.inputs, self.backward, strict=True)}
+
+    def yaml(self) -> str:
+        """The op's spec, as a user would write it."""
+        lines = [f"# Drawn by tests/fuzzing.py: seed {self.seed}, index {self.index}, "
+                 f"focus {self.focus}.",
+                 f"name: {self.name}"]
+        if self.op_name is not None:
+            lines.append(f"op_name: {self.op_name}")
+        lines += ["kind: elementwise",
+                  f"summary: fuzzed op {self.index} of seed {self.seed}",
+                  f"inputs: [{', '.join(s.name for s in self.inputs)}]",
+                  f"outputs: [{', '.join(self.outputs)}]"]
+        if self.attrs:
+            lines.append("attrs:")
+            for a in self.attrs:
+                lines.append(f"  {a.name}: {{type: {a.type}, default: {_yaml_value(a.default)}}}")
+        lines.append(f"dtypes: [{', '.join(self.dtypes)}]")
+        explicit = [s for s in self.inputs if s.explicit_domain]
+        if explicit:
+            lines.append("domain:")
+            lines += [f"  {s.name}: [{s.lo!r}, {s.hi!r}]" for s in explicit]
+        styles = iter(self.styles)
+        for section, texts in (("forward", self.forward_text), ("backward", self.backward_text)):
+            lines.append(f"{section}:")
+            for target, text in texts.items():
+                lines += _yaml_entry(target, text, next(styles))
+        return "\n".join(lines) + "\n"
+
+
+def _yaml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def _yaml_entry(key: str, text: str, style: str) -> list[str]:
+    """``key: text`` in one of YAML's scalar styles; a plain scalar only where it reads back."""
+    import yaml
+
+    if style == "plain":
+        try:
+            if yaml.safe_load(f"{key}: {text}") == {key: text}:
+                return [f"  {key}: {text}"]
+        except yaml.YAMLError:
+            pass
+        style = "double"
+    if style == "single":
+        return [f"  {key}: '{text}'"]
+    if style in ("folded", "literal"):
+        wrapped = textwrap.wrap(text, width=40, break_long_words=False, break_on_hyphens=False)
+        return [f"  {key}: {'>-' if style == 'folded' else '|-'}"] + [f"    {w}" for w in wrapped]
+    return [f"  {key}: {json.dumps(text)}"]
+
+
+# ---- strategies ----------------------------------------------------------------------------------
+
+UNARY = ("abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
+         "cos", "floor", "ceil")
+#: What each drawn op is built around, in turn, so that any 29 consecutive ops cover the language.
+FOCUS: tuple[str, ...] = tuple(sorted(FUNCTIONS)) + (
+    "**", "/", "-", "+", "*", "neg", "cmp", "chain", "&", "|", "~")
+assert set(UNARY) | {"min", "max", "where", "pow"} == set(FUNCTIONS), "a function is not drawn"
+
+PLAIN_NAMES = ("x", "y", "z", "a", "b", "c", "t", "u", "v", "w", "p", "q", "alpha", "beta",
+               "scale", "bias", "gamma", "eps", "lo", "hi", "k", "n", "m")
+#: Names that mean something to the generated code's languages or to its tests' locals: the
+#: generated C++ and Python must keep working with them (if opgen accepts them at all).
+TRICKY_NAMES = (
+    "x_np", "x_base", "out_np", "grad", "grads", "inputs", "outputs_np", "want", "name", "index",
+    "smooth", "numeric", "view", "cut", "blocks", "arrays", "value", "data", "result", "args",
+    "kernel", "op", "in0", "out0", "results", "f", "g", "o", "i", "zip", "list", "tuple", "str",
+    "isinstance", "enumerate", "type", "id", "object", "errno", "major", "minor", "offsetof",
+    "st_atime", "unix", "linux", "signal", "abort", "exit", "forward", "backward", "apply",
+    "launch", "loop", "functor", "kin", "kout", "typename", "dtypes", "elementwise", "cuda", "cpu",
+    "importlib", "annotations", "path",
+)
+OUTPUT_NAMES = ("out", "y", "out2", "res", "mean", "grad_in", "result", "o2", "z")
+
+
+def _usable(name: str, what: str) -> bool:
+    return identifier_problem(name, what=what) is None
+
+
+@st.composite
+def names(draw: st.DrawFn, what: str, taken: set[str], pool: Sequence[str] = PLAIN_NAMES) -> str:
+    """A fresh name for an input, output or attr: usually plain, sometimes tricky."""
+    for _ in range(20):
+        source_pool = draw(st.sampled_from([pool, pool, pool, TRICKY_NAMES]))
+        name = draw(st.sampled_from(source_pool))
+        if draw(st.integers(0, 9)) == 0:
+            name = draw(st.from_regex(r"[a-z][a-z0-9_]{0,5}[a-z0-9]", fullmatch=True))
+        if name not in taken and _usable(name, what):
+            taken.add(name)
+            return name
+    # fall back to a plain, numbered name
+    i = 0
+    while f"{what[0]}{i}" in taken:
+        i += 1
+    taken.add(f"{what[0]}{i}")
+    return f"{what[0]}{i}"
+
+
+_DOMAINS = ((-3.0, 3.0), (-1.0, 1.0), (0.5, 4.0), (-10.0, 10.0), (-0.5, 2.5), (1.0, 2.0),
+            (-5.0, -1.0), (0.0, 1.0), (-2.0, 6.0))
+
+
+@st.composite
+def input_syms(draw: st.DrawFn, taken: set[str]) -> tuple[Sym, ...]:
+    count = draw(st.integers(1, 3))
+    syms = []
+    for _ in range(count):
+        name = draw(names("input", taken))
+        lo, hi = draw(st.sampled_from(_DOMAINS))
+        explicit = (lo, hi) != (-3.0, 3.0) or draw(st.booleans())
+        syms.append(Sym(name, "input", "input", lo, hi, explicit_domain=explicit))
+        if draw(st.integers(0, 5)) == 0:  # a pair such as x and x_np: the tests' locals
+            suffixed = f"{name}_{draw(st.sampled_from(['np', 'base']))}"
+            if count + len(syms) <= 4 and suffixed not in taken and _usable(suffixed, "input"):
+                taken.add(suffixed)
+                syms.append(Sym(suffixed, "input", "input", lo, hi))
+    return tuple(syms[:3])
+
+
+@st.composite
+def float_attr_values(draw: st.DrawFn) -> float:
+    """A float attr value: a multiple of 1/8 (exact in float32) or a short decimal (not)."""
+    if draw(st.booleans()):
+        return round(draw(st.floats(-4, 4)), 2)
+    return draw(st.integers(-32, 32)) / 8
+
+
+@st.composite
+def attr_syms(draw: st.DrawFn, taken: set[str], want_bool: bool) -> tuple[Sym, ...]:
+    """0 to 2 attrs of each of bool, int, int64 and float, and sometimes an (unused) str attr."""
+    syms: list[Sym] = []
+    for type_ in ("bool", "int", "int64", "float"):
+        count = draw(st.sampled_from([0, 0, 1, 1, 2]))
+        if type_ == "bool" and want_bool:
+            count = max(count, 1)
+        for _ in range(count):
+            name = draw(names("attr", taken))
+            if type_ == "bool":
+                default, other = draw(st.booleans()), draw(st.booleans())
+            elif type_ == "int":
+                default, other = draw(st.integers(-3, 6)), draw(st.integers(-3, 6))
+            elif type_ == "int64":
+                big = draw(st.sampled_from([0, 0, 0, 2**31 + 7, -(2**33) - 1]))
+                default, other = draw(st.integers(-3, 6)) + big, draw(st.integers(-3, 6))
+            else:
+                default, other = draw(float_attr_values()), draw(float_attr_values())
+            # The op must be defined at every value a test runs: ours and the generated tests'.
+            values = [float(default), float(other), float(_generated_other(type_, default))]
+            syms.append(Sym(name, "attr", type_, min(values), max(values), default, other))
+    if draw(st.integers(0, 4)) == 0:
+        name = draw(names("attr", taken))
+        syms.append(Sym(name, "attr", "str", default="mode a", other="mode: 'b' \"c\""))
+    return tuple(syms)
+
+
+def _generated_other(type_: str, default: Any) -> Any:
+    """The attr value the generated tests run besides the default (opgen.context decides)."""
+    from opgen.context import _other_value
+    from opgen.spec import AttrSpec
+
+    return _other_value(AttrSpec(type=type_, default=default))
+
+
+@dataclass(frozen=True)
+class Scope:
+    inputs: tuple[Sym, ...]
+    attrs: tuple[Sym, ...]
+
+    @property
+    def num_attrs(self) -> list[Sym]:
+        return [a for a in self.attrs if a.type in ("int", "int64", "float")]
+
+    @property
+    def bool_attrs(self) -> list[Sym]:
+        return [a for a in self.attrs if a.type == "bool"]
+
+
+def _within(node: Node) -> bool:
+    return node.lo >= -CAP and node.hi <= CAP
+
+
+@st.composite
+def literals(draw: st.DrawFn, near: tuple[float, float] | None = None) -> Node:
+    """A number literal in one of Python's spellings; ``near``: inside that interval."""
+    if near is not None and math.isfinite(near[0]) and math.isfinite(near[1]) and \
+            near[0] < near[1]:
+        value = round(draw(st.floats(near[0], near[1])), draw(st.sampled_from([0, 1, 2])))
+        if draw(st.integers(0, 3)) == 0 and near[0] <= round(value) <= near[1]:
+            value = float(round(value))
+    else:
+        value = draw(st.sampled_from([0, 1, 2, 3, 0.5, 0.25, 1.5, 2.5, 0.1, 0.37, 1e-3, 10,
+                                      -1, -2, -0.5, 4, 7]))
+    value = float(value)
+    if value.is_integer() and abs(value) < 1e6:
+        forms = [str(int(value)), f"{value:.1f}", f"{int(value)}."]
+    else:
+        forms = [repr(value), f"{value:e}", f"{value:E}"]
+        if 0 < abs(value) < 1 and repr(value).startswith(("0.", "-0.")):
+            forms.append(repr(value).replace("0.", ".", 1))
+    text = draw(st.sampled_from(forms))
+    if float(text) != value:
+        text = repr(value)
+    return lit(value, text)
+
+
+@st.composite
+def num_leaves(draw: st.DrawFn, scope: Scope) -> Node:
+    choices = ["input"] * 4 + ["attr"] * (2 if scope.num_attrs else 0) + ["lit"]
+    choice = draw(st.sampled_from(choices))
+    if choice == "input":
+        s = draw(st.sampled_from(scope.inputs))
+    elif choice == "attr":
+        s = draw(st.sampled_from(scope.num_attrs))
+    else:
+        return draw(literals())
+    return dataclasses.replace(var(s.name, NUM, s.lo, s.hi), integral=s.type in ("int", "int64"))
+
+
+def _nice_at_least(x: float) -> float:
+    """The smallest multiple of 1/4 (of 1 past 1000) that is at least ``x``: exact in float."""
+    step = 0.25 if x < 1000 else 1.0
+    return math.ceil(x / step) * step
+
+
+@st.composite
+def above(draw: st.DrawFn, node: Node, bound: float) -> Node:
+    """``node`` moved above ``bound`` (by at least MARGIN) where its interval reaches below."""
+    if node.lo >= bound + MARGIN and draw(st.integers(0, 2)) > 0:
+        return node
+    style = draw(st.sampled_from(["shift", "abs", "square", "exp"]))
+    if style == "exp" and node.lo >= -5 and node.hi <= 5 and bound <= 0:
+        base = make("call", node, name="exp")  # > 0.0067: log, sqrt and 1/x stay moderate
+        if base.lo >= bound + 0.005:
+            return base
+    if style == "abs":
+        base = make("call", node, name="abs")
+    elif style == "square" and max(abs(node.lo), abs(node.hi)) <= 50:
+        base = make("mul", node, node)
+    else:
+        base = node
+    shift = _nice_at_least(bound + MARGIN - base.lo)
+    if shift <= 0:
+        return base
+    return make("add", base, lit(shift))
+
+
+@st.composite
+def away_from_zero(draw: st.DrawFn, node: Node) -> Node:
+    positive = draw(above(node, 0.0))
+    return make("neg", positive) if draw(st.booleans()) else positive
+
+
+@st.composite
+def bounded(draw: st.DrawFn, node: Node, lo: float, hi: float) -> Node:
+    """``node`` squashed into [lo, hi] (for exp's argument) where it may leave it."""
+    if lo <= node.lo and node.hi <= hi:
+        return node
+    squash = draw(st.sampled_from(["tanh", "sin", "cos", "sigmoid"]))
+    return make("call", node, name=squash)
+
+
+_NUM_KINDS = ("neg", "add", "sub", "mul", "div", "pow", "**", "ipow", "unary", "min", "max",
+              "where", "pos")
+
+
+@st.composite
+def num_exprs(draw: st.DrawFn, scope: Scope, depth: int, focus: str | None = None) -> Node:
+    """A number expression tree at most ``depth`` deep whose values stay within +-CAP."""
+    if focus is None and (depth <= 0 or draw(st.integers(0, 4)) == 0):
+        return draw(num_leaves(scope))
+    for _ in range(4):
+        node = draw(_num_node(scope, max(depth, 1), focus))
+        if _within(node):
+            return _maybe_paren(draw, node)
+    return draw(num_leaves(scope))
+
+
+def _maybe_paren(draw: st.DrawFn, node: Node) -> Node:
+    if node.kind not in ("var", "lit") and draw(st.integers(0, 9)) == 0:
+        return dataclasses.replace(node, paren=True)
+    return node
+
+
+@st.composite
+def _num_node(draw: st.DrawFn, scope: Scope, depth: int, focus: str | None) -> Node:
+    kinds = {"**": "**", "/": "div", "-": "sub", "+": "add", "*": "mul", "neg": "neg",
+             "pow": "pow", "min": "min", "max": "max", "where": "where",
+             "cmp": "where", "chain": "where", "&": "where", "|": "where", "~": "where"}
+    if focus in UNARY:
+        kind, fn = "unary", focus
+    elif focus is not None:
+        kind, fn = kinds[focus], ""
+    else:
+        kind = draw(st.sampled_from(_NUM_KINDS))
+        fn = draw(st.sampled_from(UNARY))
+
+    def sub() -> Node:
+        return draw(num_exprs(scope, depth - 1))
+
+    if kind in ("neg", "pos"):
+        return make(kind, sub())
+    if kind in ("add", "sub", "mul", "min", "max"):
+        a = sub()
+        b = draw(literals(near=(a.lo, a.hi))) if kind in ("min", "max") and \
+            draw(st.booleans()) else sub()
+        if kind in ("min", "max"):
+            return make("call", a, b, name=kind)
+        return make(kind, a, b)
+    if kind == "div":
+        return make("div", sub(), draw(away_from_zero(sub())))
+    if kind in ("pow", "**"):
+        base = draw(above(sub(), 0.0))
+        exponent = sub() if draw(st.booleans()) else draw(literals())
+        reach = max(abs(exponent.lo), abs(exponent.hi)) * \
+            max(abs(math.log(base.lo)), abs(math.log(max(base.hi, base.lo))))
+        if not reach <= 8:
+            exponent = lit(draw(st.sampled_from([0.5, 2, 1.5, -1, 3, -0.5])))
+            reach = abs(exponent.value) * max(abs(math.log(base.lo)), abs(math.log(base.hi)))
+            if not reach <= 8:
+                exponent = lit(1)
+        return make("pow", base, exponent) if kind == "**" else \
+            make("call", base, exponent, name="pow")
+    if kind == "ipow":
+        base = sub()
+        exponent = lit(draw(st.sampled_from([2, 3])))
+        return make("pow", base, exponent) if draw(st.booleans()) else \
+            make("call", base, exponent, name="pow")
+    if kind == "where":
+        bool_focus = focus if focus in ("cmp", "chain", "&", "|", "~") else None
+        cond = draw(bool_exprs(scope, depth - 1, focus=bool_focus))
+        return make("call", cond, sub(), sub(), name="where")
+    # a unary function, its argument inside the function's domain
+    arg = sub()
+    if fn in ("log", "sqrt", "rsqrt"):
+        arg = draw(above(arg, 0.0))
+    elif fn == "log1p":
+        arg = draw(above(arg, -1.0))
+    elif fn in ("exp", "expm1"):
+        arg = draw(bounded(arg, -20.0, 8.0))
+    return make("call", arg, name=fn)
+
+
+@st.composite
+def bool_exprs(draw: st.DrawFn, scope: Scope, depth: int, focus: str | None = None) -> Node:
+    """A condition: comparisons (sometimes chained), bool attrs, True/False, & | ~ of those."""
+    if focus is None:
+        options = ["cmp"] * 5 + ["attr"] * (2 if scope.bool_attrs else 0) + ["literal"]
+        if depth > 0:
+            options += ["&", "|", "~"]
+        choice = draw(st.sampled_from(options))
+    else:
+        choice = focus
+    if choice == "attr":
+        s = draw(st.sampled_from(scope.bool_attrs))
+        return var(s.name, BOOL)
+    if choice == "literal":
+        return Node("bool", value=float(draw(st.booleans())), type=BOOL)
+    if choice in ("&", "|"):
+        a = draw(bool_exprs(scope, depth - 1))
+        b = draw(bool_exprs(scope, depth - 1))
+        return _maybe_paren(draw, make("and" if choice == "&" else "or", a, b))
+    if choice == "~":
+        return make("not", draw(bool_exprs(scope, depth - 1)))
+    operands = [draw(num_exprs(scope, depth - 1))]
+    count = 3 if choice == "chain" or draw(st.integers(0, 7)) == 0 else 2
+    for _ in range(count - 1):
+        if draw(st.integers(0, 2)) > 0:
+            last = operands[-1]
+            operands.append(draw(literals(near=(last.lo, last.hi))))
+        else:
+            operands.append(draw(num_exprs(scope, depth - 1)))
+    ops = [draw(st.sampled_from(["<", "<=", ">", ">=", "==", "!=", "<", ">"]))
+           for _ in range(count - 1)]
+    return make("cmp", *operands, name=",".join(ops))
+
+
+_STYLES = ("plain", "plain", "plain", "double", "single", "folded", "literal")
+
+
+@st.composite
+def fuzz_ops(draw: st.DrawFn, *, seed: int = 0, index: int = 0, focus: str | None = None,
+             dtypes: tuple[str, ...] = ("float32", "float64")) -> FuzzOp:
+    """One random, well-typed op spec: 1 to 3 inputs, attrs of every type, 1 or 2 outputs,
+    forward trees over the whole language and their derived backward."""
+    # Hypothesis makes each example of a run differ from the ones before at its first choice,
+    # which would bias whatever is drawn first; this draw takes that role.
+    draw(st.integers(0, 2**30))
+    focus = focus if focus is not None else draw(st.sampled_from(FOCUS))
+    taken: set[str] = set()
+    inputs = draw(input_syms(taken))
+    attrs = draw(attr_syms(taken, want_bool=focus in ("where", "~")))
+    outputs = [draw(names("output", taken, OUTPUT_NAMES))
+               for _ in range(draw(st.sampled_from([1, 1, 1, 2])))]
+    if len(outputs) == 1 and draw(st.integers(0, 5)) == 0:  # out and out_np: the tests' locals
+        suffixed = f"{outputs[0]}_np"
+        if suffixed not in taken and _usable(suffixed, "output"):
+            outputs.append(suffixed)
+    scope = Scope(inputs, attrs)
+    forward = [draw(num_exprs(scope, draw(st.integers(2, 4)), focus=focus if i == 0 else None))
+               for i in range(len(outputs))]
+    read_outputs = draw(st.booleans())
+    by_output = dict(zip(outputs, forward, strict=True))
+    backward = [gradient(by_output, s.name, read_outputs=read_outputs) for s in inputs]
+    styles = tuple(draw(st.sampled_from(_STYLES)) for _ in range(len(forward) + len(backward)))
+    name = f"fz{seed}_{index}"
+    op_name = draw(st.sampled_from([None, f"custom_{name}", f"fuzz_{name}_op"]))
+    return FuzzOp(seed=seed, index=index, name=name, op_name=op_name, inputs=inputs, attrs=attrs,
+                  outputs=tuple(outputs), forward=tuple(forward), backward=tuple(backward),
+                  dtypes=dtypes, styles=styles, focus=focus)
+
+
+def draw_op(seed: int, index: int, *, dtypes: tuple[str, ...] = ("float32", "float64")
+            ) -> FuzzOp:
+    """Op ``index`` of the campaign ``seed``, drawn by hypothesis: the same (seed, index) always
+    draws the same op, whatever else is drawn.
+
+    The op is built around ``FOCUS[index % len(FOCUS)]``, so any 29 consecutive ops cover every
+    function and operator of the language. Hypothesis runs two examples and the second is kept
+    (the first of a run is its simplest example: a lone input).
+    """
+    drawn: list[FuzzOp] = []
+
+    @settings(max_examples=2, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @hypothesis_seed(seed * 1_000_003 + index)
+    @given(fuzz_ops(seed=seed, index=index, focus=FOCUS[index % len(FOCUS)], dtypes=dtypes))
+    def collect(op: FuzzOp) -> None:
+        drawn.append(op)
+
+    collect()
+    return drawn[-1]
+
+
+def draw_ops(count: int, seed: int, *, dtypes: tuple[str, ...] = ("float32", "float64")
+             ) -> list[FuzzOp]:
+    """Ops 0 to ``count - 1`` of the campaign ``seed`` (see :func:`draw_op`)."""
+    return [draw_op(seed, i, dtypes=dtypes) for i in range(count)]
+
+
+def op_from_spec(path: Path | str, *, seed: int = 0, index: int = 0) -> FuzzOp:
+    """A spec written by hand (or printed by a failed run) as a :class:`FuzzOp`, so that the same
+    checks run on it: its trees are parsed from the expressions; a missing backward is derived.
+    Attrs are tested at their default and at the value the generated tests use besides it."""
+    from opgen.context import _other_value
+    from opgen.spec import load
+
+    spec = load(path)
+    m = spec.model
+    inputs = tuple(Sym(n, "input", "input", *m.domain.get(n, (-3.0, 3.0)),
+                       explicit_domain=n in m.domain) for n in m.inputs)
+    attrs = tuple(Sym(n, "attr", a.type, min(float(a.default), float(_other_value(a)))
+                      if a.type != "str" else 0.0,
+                      max(float(a.default), float(_other_value(a))) if a.type != "str" else 0.0,
+                      a.default, _other_value(a)) for n, a in m.attrs.items())
+    op = FuzzOp(seed=seed, index=index, name=m.name, op_name=m.op_name, inputs=inputs,
+                attrs=attrs, outputs=tuple(m.outputs), forward=(), backward=(),
+                dtypes=tuple(m.dtypes), styles=(), focus="spec")
+    types = op.types
+    forward = tuple(parse(m.forward[o], types) for o in m.outputs)
+    if m.backward is not None:
+        backward = tuple(parse(m.backward[i], types) for i in m.inputs)
+    else:
+        by_output = dict(zip(m.outputs, forward, strict=True))
+        backward = tuple(gradient(by_output, i, read_outputs=False) for i in m.inputs)
+    styles = ("double",) * (len(forward) + len(backward))
+    return dataclasses.replace(op, forward=forward, backward=backward, styles=styles)
+
+
+# ---- checking one op against numpy ---------------------------------------------------------------
+
+@dataclass
+class Problem:
+    """One disagreement, with everything needed to reproduce it."""
+
+    op: FuzzOp
+    what: str
+
+    def report(self) -> str:
+        return (f"--- fuzzed op {self.op.name} (seed {self.op.seed}, index {self.op.index}): "
+                f"{self.what}\n"
+                f"reproduce: python tests/fuzzing.py --seed {self.op.seed} --only "
+                f"{self.op.index}\n--- spec:\n{self.op.yaml()}")
+
+
+def sample_inputs(rng: np.random.Generator, sym: Sym, shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform in the input's domain, with about one element in six on a special point: the
+    domain's ends, 0, integers and halves (where comparisons tie and floor jumps)."""
+    data = rng.uniform(sym.lo, sym.hi, size=shape)
+    specials = [sym.lo, sym.hi] + [v / 2 for v in range(int(sym.lo * 2), int(sym.hi * 2) + 1)]
+    pick = rng.random(size=shape) < 1 / 6
+    data[pick] = rng.choice(np.array(specials), size=int(pick.sum())) if pick.any() else 0
+    return data
+
+
+def random_shapes(rng: np.random.Generator, large: bool = False) -> list[tuple[int, ...]]:
+    """Empty, 0-D, odd 1-D tails and a few random 2-D/3-D shapes."""
+    odd = [1, 3, 7, 31, 33, 127, 129, 1025, 4099]
+    shapes: list[tuple[int, ...]] = [(0,), (), (int(rng.choice(odd)),),
+                                     (int(rng.integers(1, 9)), 0, 3)]
+    shapes.append(tuple(int(rng.integers(1, 40)) for _ in range(int(rng.integers(2, 4)))))
+    shapes.append((int(rng.choice([257, 1000, 2049, 4097])),))
+    if large:
+        shapes.append((1000003,))
+    return shapes
+
+
+def _env_for(op: FuzzOp, inputs: dict[str, np.ndarray], attrs: dict[str, Any], ar: Arith,
+             shape: tuple[int, ...]) -> dict[str, Val | Cond]:
+    env: dict[str, Val | Cond] = {}
+    zeros = np.zeros(shape)
+    no = np.zeros(shape, bool)
+    for name, data in inputs.items():
+        env[name] = Val(data, zeros, no)
+    for a in op.attrs:
+        if a.type == "str":
+            continue
+        if a.type == "bool":
+            env[a.name] = Cond(np.full(shape, bool(attrs[a.name])), no)
+        else:
+            value = a.kernel_value(attrs[a.name])
+            env[a.name] = Val(np.full(shape, value), np.full(shape, ar.rounding(value)), no)
+    return env
+
+
+def compare(got: np.ndarray, want: Val, ar: Arith, *, cpu: bool = True
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(mismatch mask, tolerance) of a kernel's result against the bounded reference."""
+    tol = K * (want.e + ar.u_out * np.abs(want.v)) + ar.tiny_out
+    skip = want.amb
+    if ar.dtype == "float16":  # beyond float16's range the result is inf: not compared
+        skip = skip | (np.abs(want.v) + want.e > 6e4)
+        if not KNOWN_BUGS_ALLOWED and cpu:  # Paddle's float16 conversion of tiny values
+            skip = skip | (np.abs(want.v) + want.e < 2.0**-24)
+    with np.errstate(invalid="ignore"):
+        ok = np.abs(got - want.v) <= tol
+    return ~ok & ~skip, tol
+
+
+def _describe(mismatch: np.ndarray, got: np.ndarray, want: Val, tol: np.ndarray,
+              inputs: dict[str, np.ndarray]) -> str:
+    where = np.argwhere(mismatch)[:3]
+    lines = [f"{int(mismatch.sum())} of {mismatch.size} elements differ"]
+    for idx in where:
+        at = tuple(int(i) for i in idx)
+        values = ", ".join(f"{k}={v[at]!r}" for k, v in inputs.items())
+        lines.append(f"  at {at}: got {got[at]!r}, want {want.v[at]!r} +- {tol[at]:.3g} "
+                     f"({values})")
+    return "\n".join(lines)
+
+
+class OpRunner:
+    """Runs one built op through its generated Python wrapper and checks it."""
+
+    def __init__(self, op: FuzzOp, wrapper: ModuleType, reference: ModuleType | None,
+                 device: str) -> None:
+        self.op = op
+        self.fn = getattr(wrapper, op.name)
+        self.reference = reference
+        self.device = device
+
+    def attr_settings(self) -> list[dict[str, Any]]:
+        """The attrs to run with: the defaults (passed by leaving them out, so the wrapper's own
+        defaults are tested too) and other values."""
+        default = {a.name: a.default for a in self.op.attrs}
+        other = {a.name: a.other for a in self.op.attrs}
+        return [default, other] if other != default else [default]
+
+    def call(self, tensors: Sequence[Any], attrs: dict[str, Any]) -> tuple[Any, ...]:
+        """The op through its generated wrapper; defaults left to the wrapper."""
+        defaults = {a.name: a.default for a in self.op.attrs}
+        outs = self.fn(*tensors) if attrs == defaults else self.fn(*tensors, **attrs)
+        return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+
+    def check(self, rng: np.random.Generator, dtypes: Sequence[str], *, large: bool = False,
+              finite_differences: bool = True) -> list[str]:
+        problems: list[str] = []
+        for dtype in dtypes:
+            for attrs in self.attr_settings():
+                for shape in random_shapes(rng, large=large):
+                    try:
+                        problems += self.check_once(rng, dtype, shape, attrs)
+                    except Exception as exc:  # noqa: BLE001 - report, then go on
+                        problems.append(f"{dtype} {shape} attrs={attrs}: raised "
+                                        f"{type(exc).__name__}: {exc}".strip()[:2000])
+                    if problems:
+                        return problems
+        if finite_differences and "float64" in dtypes:
+            for attrs in self.attr_settings():
+                problems += self.check_finite_differences(rng, attrs)
+        return problems
+
+    def _tensor(self, data: np.ndarray, dtype: str, *, grad: bool, view: bool) -> Any:
+        from opgen import testing as ot
+
+        if view and data.ndim == 1:  # an offset view: misaligned for the vectorized GPU path
+            tensor = ot.to_paddle(np.concatenate([[0.0], data]), dtype, self.device)[1:]
+        elif data.ndim == 0 and dtype != "bfloat16":  # ot.to_paddle makes 0-D arrays 1-D
+            import paddle
+
+            tensor = paddle.to_tensor(np.asarray(data, dtype=dtype), place=ot.place(self.device))
+        else:
+            tensor = ot.to_paddle(data, dtype, self.device)
+            if data.ndim == 0:
+                tensor = tensor.reshape([])
+        tensor.stop_gradient = not grad
+        return tensor
+
+    def check_once(self, rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
+                   attrs: dict[str, Any]) -> list[str]:
+        import paddle
+
+        from opgen import testing as ot
+
+        op, ar = self.op, Arith(dtype)
+        view = bool(rng.integers(0, 3) == 0)
+        tensors, inputs = [], {}
+        for s in op.inputs:
+            t = self._tensor(sample_inputs(rng, s, shape), dtype, grad=True, view=view)
+            tensors.append(t)
+            inputs[s.name] = ot.to_numpy(t)
+        label = f"{dtype} shape={shape} attrs={attrs}" + (" (offset views)" if view else "")
+        ot.poison(self.device, tensors[0], count=len(op.outputs))
+        outs = self.call(tensors, attrs)
+        env = _env_for(op, inputs, attrs, ar, shape)
+        problems = []
+        for name, tree, out in zip(op.outputs, op.forward, outs, strict=True):
+            if tuple(out.shape) != shape or str(out.dtype).split(".")[-1] != dtype:
+                problems.append(f"{label}: output {name} is {out.dtype} {list(out.shape)}")
+                continue
+            want = evaluate(tree, env, ar, shape)
+            assert isinstance(want, Val)
+            got = ot.to_numpy(out)
+            bad, tol = compare(got, want, ar, cpu=self.device == "cpu")
+            if bad.any():
+                problems.append(f"{label}: forward {name} = {source(tree)}: "
+                                f"{_describe(bad, got, want, tol, inputs)}")
+            # the output as the backward kernel reads it: rounded to the dtype (subnormals too)
+            env[name] = Val(want.v, want.e + ar.u_out * np.abs(want.v) + ar.tiny_out, want.amb)
+        if problems:
+            return problems
+        grads_out = []
+        for name in op.outputs:
+            g = self._tensor(rng.uniform(-1, 1, size=shape), dtype, grad=False, view=False)
+            grads_out.append(g)
+            env[f"grad_{name}"] = Val(ot.to_numpy(g), np.zeros(shape), np.zeros(shape, bool))
+        ot.poison(self.device, tensors[0], count=len(op.inputs))
+        grads = paddle.grad(list(outs), tensors, grad_outputs=grads_out, allow_unused=True)
+        for s, tree, grad in zip(op.inputs, op.backward, grads, strict=True):
+            if grad is None:
+                if math.prod(shape) == 0:
+                    continue
+                problems.append(f"{label}: no gradient for {s.name}")
+                continue
+            want = evaluate(tree, env, ar, shape)
+            assert isinstance(want, Val)
+            got = ot.to_numpy(grad)
+            if got.shape != shape:
+                problems.append(f"{label}: grad_{s.name} has shape {got.shape}")
+                continue
+            bad, tol = compare(got, want, ar, cpu=self.device == "cpu")
+            if bad.any():
+                problems.append(f"{label}: backward grad_{s.name} = {source(tree)}: "
+                                f"{_describe(bad, got, want, tol, inputs)}")
+        if dtype == "float64" and self.reference is not None and not problems:
+            problems += self.check_reference(env, inputs, attrs, shape)
+        return problems
+
+    def check_reference(self, env: dict[str, Val | Cond], inputs: dict[str, np.ndarray],
+                        attrs: dict[str, Any], shape: tuple[int, ...]) -> list[str]:
+        """The generated tests' numpy reference (expr.py's numpy emission, in the test template)
+        against this evaluator, in float64."""
+        op, ar = self.op, Arith("float64")
+        ref = self.reference
+        assert ref is not None
+        py_attrs = {a.name: attrs[a.name] for a in op.attrs}
+        problems = []
+        expected = ref.as_tuple(ref.reference_forward(*inputs.values(), **py_attrs))
+        for name, tree, got in zip(op.outputs, op.forward, expected, strict=True):
+            want = evaluate(tree, env, ar, shape)
+            assert isinstance(want, Val)
+            bad, tol = compare(np.asarray(got, dtype=np.float64), want, ar)
+            if bad.any():
+                problems.append(f"float64 attrs={attrs}: generated reference_forward {name}: "
+                                f"{_describe(bad, np.asarray(got), want, tol, inputs)}")
+        grads = [env[f"grad_{o}"] for o in op.outputs]
+        expected = ref.as_tuple(ref.reference_backward(
+            *inputs.values(), *(g.v for g in grads if isinstance(g, Val)), **py_attrs))
+        for s, tree, got in zip(op.inputs, op.backward, expected, strict=True):
+            want = evaluate(tree, env, ar, shape)
+            assert isinstance(want, Val)
+            bad, tol = compare(np.asarray(got, dtype=np.float64), want, ar)
+            if bad.any():
+                problems.append(f"float64 attrs={attrs}: generated reference_backward "
+                                f"{s.name}: {_describe(bad, np.asarray(got), want, tol, inputs)}")
+        return problems
+
+    def _noise_and_kinks(self, inputs: dict[str, np.ndarray], weights: list[np.ndarray],
+                         attrs: dict[str, Any], h: float) -> tuple[np.ndarray, np.ndarray]:
+        """The error bound of the weighted forward sum, and where the forward or backward has a
+        kink or jump within ``h`` of the inputs: there, differences say nothing.
+
+        Kinks are found by evaluating with an error of 2h on every input: a comparison, floor
+        or branch the perturbation can flip is then marked undecided. (Comparing differences at
+        h and h/2 misses symmetric kinks: abs(x) at x = 0 has central differences 0 at any h.)
+        """
+        op, ar = self.op, Arith("float64")
+        shape = next(iter(inputs.values())).shape
+        exact = _env_for(op, inputs, attrs, ar, shape)
+        nudged = dict(exact)
+        for name, data in inputs.items():
+            nudged[name] = Val(data, np.full(shape, 2 * h), np.zeros(shape, bool))
+        noise, kinks = np.zeros(shape), np.zeros(shape, bool)
+        for w, name, tree in zip(weights, op.outputs, op.forward, strict=True):
+            val, moved = evaluate(tree, exact, ar, shape), evaluate(tree, nudged, ar, shape)
+            assert isinstance(val, Val) and isinstance(moved, Val)
+            noise += np.abs(w) * (val.e + ar.u * np.abs(val.v))
+            kinks |= val.amb | moved.amb
+            nudged[name] = moved
+        for name, w in zip(op.outputs, weights, strict=True):
+            nudged[f"grad_{name}"] = Val(w, np.zeros(shape), np.zeros(shape, bool))
+        for tree in op.backward:
+            moved = evaluate(tree, nudged, ar, shape)
+            assert isinstance(moved, Val)
+            kinks |= moved.amb
+        return noise, kinks
+
+    def check_finite_differences(self, rng: np.random.Generator, attrs: dict[str, Any]
+                                 ) -> list[str]:
+        """The backward kernel against central differences of the forward kernel, float64."""
+        import paddle
+
+        from opgen import testing as ot
+
+        op, shape, h = self.op, (3, 101), 1e-5
+        arrays = [sample_inputs(rng, s, shape) for s in op.inputs]
+        weights = [rng.uniform(-1, 1, size=shape) for _ in op.outputs]
+
+        def weighted(*xs: np.ndarray) -> np.ndarray:
+            outs = self.call([ot.to_paddle(x, "float64", self.device) for x in xs], attrs)
+            return sum((w * ot.to_numpy(o) for w, o in zip(weights, outs, strict=True)),
+                       np.zeros(shape))
+
+        tensors = [ot.to_paddle(x, "float64", self.device, stop_gradient=False) for x in arrays]
+        outs = self.call(tensors, attrs)
+        grads = paddle.grad(list(outs), tensors,
+                            grad_outputs=[ot.to_paddle(w, "float64", self.device)
+                                          for w in weights])
+        inputs = dict(zip([s.name for s in op.inputs], arrays, strict=True))
+        noise, undecided = self._noise_and_kinks(inputs, weights, attrs, h)
+        problems = []
+        for index, (s, grad) in enumerate(zip(op.inputs, grads, strict=True)):
+            coarse = ot.central_difference(weighted, arrays, index, h)
+            fine = ot.central_difference(weighted, arrays, index, h / 2)
+            smooth = np.isfinite(coarse) & np.isclose(coarse, fine, rtol=1e-4, atol=1e-6)
+            smooth &= ~undecided
+            numeric = (4 * fine - coarse) / 3  # Richardson: O(h^4)
+            got = ot.to_numpy(grad)
+            tol = 1e-5 * np.abs(got) + 1e-7 + 8 * noise / h
+            bad = smooth & ~(np.abs(got - numeric) <= tol)
+            if bad.any():
+                idx = tuple(int(i) for i in np.argwhere(bad)[0])
+                problems.append(
+                    f"float64 attrs={attrs}: grad_{s.name} against central differences of the "
+                    f"forward: {int(bad.sum())} of {int(smooth.sum())} smooth points differ; at "
+                    f"{idx}: backward {got[idx]!r}, differences {numeric[idx]!r}, inputs "
+                    + ", ".join(f"{t.name}={a[idx]!r}" for t, a in zip(op.inputs, arrays,
+                                                                       strict=True)))
+        return problems
+
+
+#: Shapes the generated tests run with here: theirs, less the million-element one (slow in
+#: numpy, and the CPU kernel has no tail handling to test).
+GENERATED_TEST_SHAPES = [(0,), (), (1,), (4099,), (3, 5, 7), (2, 0, 3)]
+
+
+def run_generated_tests(op: FuzzOp, tests: ModuleType, device: str, dtypes: Sequence[str]
+                        ) -> list[str]:
+    """Call the op's own generated tests (test_<name>.py) in this process, where its wrapper is
+    bound to the fuzz library; return one line per failing call."""
+    import pytest
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    attr_sets = [param.values[0] for param in tests.ATTRS]
+    for dtype in [d for d in tests.DTYPES if d in dtypes]:
+        for attrs in attr_sets:
+            for shape in GENERATED_TEST_SHAPES:
+                for test in ("test_forward", "test_backward"):
+                    calls.append((test, {"device": device, "dtype": dtype, "shape": shape,
+                                         "attrs": attrs}))
+        for view in ("offset", "strided"):
+            calls.append(("test_forward_on_views", {"device": device, "dtype": dtype,
+                                                    "view": view}))
+    for attrs in attr_sets:
+        calls.append(("test_backward_matches_finite_differences",
+                      {"device": device, "attrs": attrs}))
+    failures = []
+    for test, kwargs in calls:
+        fn = getattr(tests, test, None)
+        if fn is None:
+            failures.append(f"generated tests have no {test}")
+            continue
+        try:
+            fn(**kwargs)
+        except pytest.skip.Exception:
+            continue
+        except Exception as exc:  # noqa: BLE001
+            first = "\n".join(str(exc).strip().splitlines()[:8])
+            failures.append(f"generated {test}({kwargs}) failed: {type(exc).__name__}: {first}")
+    return failures
+
+
+# ---- generating and building batches -------------------------------------------------------------
+
+UNITY_SOURCE = "_fuzz_unity"
+
+
+def generate(op: FuzzOp, folder: Path) -> Any:
+    """Write the op's spec under ``folder/<name>/`` and generate the op there; return its Spec."""
+    from opgen import api
+    from opgen.spec import load
+
+    op_dir = folder / op.name
+    op_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = op_dir / f"{op.name}.yaml"
+    spec_path.write_text(op.yaml())
+    api.generate(spec_path)
+    return load(spec_path)
+
+
+def write_library(specs: Sequence[Any], lib_dir: Path, *, cuda: bool) -> list[Path]:
+    """Gather the generated sources of ``specs`` into ``lib_dir/csrc`` and write the one
+    translation unit per language that includes them all; return the sources to compile.
+
+    Each op's ``.cc`` and ``.cu`` keep their own ``kOpName``; in one translation unit the
+    preprocessor renames each to a unique name.
+    """
+    csrc = lib_dir / "csrc"
+    if csrc.exists():
+        shutil.rmtree(csrc)
+    csrc.mkdir(parents=True)
+    first = Path(specs[0].path).parent / "csrc"
+    shutil.copytree(first / "opgen", csrc / "opgen")
+    sources = []
+    for suffix in (".cc", ".cu") if cuda else (".cc",):
+        lines = [f"// {len(specs)} fuzzed ops in one translation unit (tests/fuzzing.py)."]
+        for spec in specs:
+            op_csrc = Path(spec.path).parent / "csrc"
+            for ext in (".h", suffix):
+                shutil.copy(op_csrc / f"{spec.name}{ext}", csrc / f"{spec.name}{ext}")
+            lines += [f"#define kOpName kOpName_{spec.name}", f'#include "{spec.name}{suffix}"',
+                      "#undef kOpName"]
+        unity = csrc / f"{UNITY_SOURCE}{suffix}"
+        unity.write_text("\n".join(lines) + "\n")
+        sources.append(unity)
+    return sources
+
+
+def build_library(specs: Sequence[Any], lib_dir: Path, *, cpu_only: bool,
+                  verbose: bool = False) -> Path:
+    """Compile ``specs`` into one library with the flags opgen itself would use; return it."""
+    from opgen import build
+    from opgen.names import check_one_build
+
+    check_one_build(specs)
+    config = build.configure(Path(specs[0].path).parent, cpu_only=cpu_only)
+    sources = write_library(specs, lib_dir, cuda=config.cuda)
+    config = dataclasses.replace(
+        config, name=lib_dir.name, op_dir=lib_dir.resolve(), sources=tuple(sources),
+        include_dirs=(lib_dir.resolve() / "csrc", *config.include_dirs[1:]))
+    return build.compile_library(config, verbose=verbose)
+
+
+def load_library(library: Path) -> ModuleType:
+    from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
+
+    return _import_module_from_library(library.stem, str(library.parent), False)
+
+
+def load_op(spec: Any, library: ModuleType) -> tuple[ModuleType, ModuleType]:
+    """The op's generated wrapper, bound to ``library``, and its generated test module."""
+    op_dir = Path(spec.path).parent
+    wrapper = _import(f"opgen_fuzz_{spec.name}", op_dir / f"{spec.name}.py")
+    wrapper._library = library
+    saved = sys.modules.get(spec.name)
+    sys.modules[spec.name] = wrapper  # the test module does `from <name> import <name>`
+    try:
+        tests = _import(f"opgen_fuzz_test_{spec.name}", op_dir / f"test_{spec.name}.py")
+    finally:
+        if saved is None:
+            sys.modules.pop(spec.name, None)
+        else:
+            sys.modules[spec.name] = saved
+    return wrapper, tests
+
+
+def _import(module_name: str, path: Path) -> ModuleType:
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+# ---- a campaign ----------------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    count: int = 0
+    built: int = 0
+    checked: int = 0
+    builds: int = 0
+    seconds: float = 0.0
+    build_seconds: float = 0.0
+    problems: list[Problem] = field(default_factory=list)
+    coverage: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        covered = ", ".join(f"{k} {v}" for k, v in sorted(self.coverage.items()))
+        missing = sorted(set(FUNCTIONS) - set(self.coverage))
+        return (f"{self.count} fuzzed ops, {self.checked} checked, {self.builds} builds "
+                f"({self.build_seconds:.0f} s waiting on the compiler), "
+                f"{len(self.problems)} problems, {self.seconds:.0f} s\ncoverage: {covered}"
+                + (f"\nnot covered: {', '.join(missing)}" if missing else ""))
+
+
+def coverage(op: FuzzOp) -> set[str]:
+    """The functions, operators and spec features an op exercises."""
+    seen: set[str] = set()
+
+    def walk(n: Node) -> None:
+        if n.kind == "call":
+            seen.add(n.name)
+        elif n.kind == "pow":
+            seen.add("**")
+        elif n.kind in ("div", "neg", "pos", "and", "or", "not"):
+            seen.add({"div": "/", "neg": "unary -", "pos": "unary +", "and": "&", "or": "|",
+                      "not": "~"}[n.kind])
+        elif n.kind == "cmp":
+            seen.update(f"'{o}'" for o in n.name.split(","))
+            if "," in n.name:
+                seen.add("chain")
+        elif n.kind == "var" and n.type == BOOL:
+            seen.add("bool attr")
+        elif n.kind == "bool":
+            seen.add("True/False")
+        for a in n.args:
+            walk(a)
+
+    for tree in op.forward + op.backward:
+        walk(tree)
+    seen.add(f"{len(op.inputs)} inputs")
+    seen.add(f"{len(op.outputs)} outputs")
+    seen.update(f"{a.type} attr" for a in op.attrs)
+    return seen
+
+
+def run(count: int, seed: int, *, workdir: Path, batch: int = 15, jobs: int = 2,
+        device: str = "cpu", dtypes: tuple[str, ...] = ("float64", "float32"),
+        only: Sequence[int] = (), specs: Sequence[Path] = (), large: bool = False,
+        generated_tests: Sequence[str] = (),
+        log: Callable[[str], None] = print) -> Report:
+    """Draw ``count`` ops from ``seed`` (or take the ops of ``specs``), build them ``batch`` to a
+    library (``jobs`` builds at a time) and check each against numpy, and the generated tests of
+    each in the ``generated_tests`` dtypes; every disagreement becomes a :class:`Problem`."""
+    start = time.perf_counter()
+    report = Report()
+    spec_dtypes = tuple(sorted(set(dtypes) | {"float64"}, key=list(UNIT_ROUNDOFF).index))
+    if specs:
+        ops = [op_from_spec(path, seed=seed, index=i) for i, path in enumerate(specs)]
+    else:
+        indices = list(only) if only else list(range(count))
+        ops = [draw_op(seed, i, dtypes=spec_dtypes) for i in indices]
+    report.count = len(ops)
+    for op in ops:
+        report.coverage.update(coverage(op))
+    workdir.mkdir(parents=True, exist_ok=True)
+    generated: list[tuple[FuzzOp, Any]] = []
+    for op in ops:
+        try:
+            generated.append((op, generate(op, workdir / "ops")))
+        except Exception as exc:  # noqa: BLE001
+            report.problems.append(Problem(op, f"generate failed: {type(exc).__name__}: {exc}"))
+    batches = [generated[i:i + batch] for i in range(0, len(generated), batch)]
+    log(f"fuzz: {len(ops)} ops drawn from seed {seed}, {len(batches)} libraries to build")
+
+    def build_batch(k: int, members: list[tuple[FuzzOp, Any]]) -> Built:
+        return _build_isolating(members, workdir / f"lib_s{seed}_{k}_{len(members)}",
+                                cpu_only=device == "cpu")
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(build_batch, k, members) for k, members in enumerate(batches)]
+        for future in futures:
+            t0 = time.perf_counter()
+            built = future.result()
+            report.build_seconds += time.perf_counter() - t0
+            report.builds += built.builds
+            report.problems += built.problems
+            for members, library in built.libraries:
+                report.built += len(members)
+                report.problems += check_batch(members, library, device=device, dtypes=dtypes,
+                                               large=large, log=log,
+                                               generated_tests=generated_tests)
+                report.checked += len(members)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+@dataclass
+class Built:
+    """The outcome of building one batch: libraries with the ops they hold, and failures."""
+
+    libraries: list[tuple[list[tuple[FuzzOp, Any]], Path]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    builds: int = 0
+
+
+def _build_isolating(members: list[tuple[FuzzOp, Any]], lib_dir: Path, *, cpu_only: bool
+                     ) -> Built:
+    """Build ``members`` into one library. When that fails, the op whose file the first compiler
+    error names is reported and the others are built again; an error that names no op's file
+    splits the batch in halves until the ops that break the build are alone."""
+    from opgen.errors import OpgenError
+
+    outcome = Built()
+    while members:
+        outcome.builds += 1
+        try:
+            library = build_library([s for _, s in members], lib_dir, cpu_only=cpu_only)
+        except OpgenError as exc:
+            error = str(exc)
+        else:
+            outcome.libraries.append((members, library))
+            return outcome
+        culprit = next((m for m in members
+                        if re.search(rf"csrc/{re.escape(m[1].name)}\.(h|cc|cu):", error)), None)
+        if culprit is None and len(members) == 1:
+            culprit = members[0]
+        if culprit is not None:
+            outcome.problems.append(Problem(culprit[0], f"build failed: {error}"))
+            members = [m for m in members if m is not culprit]
+            continue
+        half = len(members) // 2
+        before = len(outcome.problems)
+        for k, part in enumerate((members[:half], members[half:])):
+            sub = _build_isolating(part, lib_dir.with_name(f"{lib_dir.name}_{k}"),
+                                   cpu_only=cpu_only)
+            outcome.libraries += sub.libraries
+            outcome.problems += sub.problems
+            outcome.builds += sub.builds
+        if len(outcome.problems) == before:  # each half builds: the two together do not
+            outcome.problems.append(Problem(members[0][0], f"the {len(members)} ops of a "
+                                            f"library fail to build together: {error}"))
+        return outcome
+    return outcome
+
+
+def check_batch(members: list[tuple[FuzzOp, Any]], library: Path, *, device: str,
+                dtypes: Sequence[str], large: bool, log: Callable[[str], None],
+                generated_tests: Sequence[str] = ()) -> list[Problem]:
+    """Load ``library`` and check each of its ops."""
+    module = load_library(library)
+    problems = []
+    for op, spec in members:
+        if not hasattr(module, spec.op_name):
+            problems.append(Problem(op, f"{spec.op_name} is missing from the built library"))
+            continue
+        try:
+            wrapper, tests = load_op(spec, module)
+            runner = OpRunner(op, wrapper, tests, device)
+            rng = np.random.default_rng([op.seed, op.index])
+            found = runner.check(rng, dtypes, large=large)
+            if generated_tests:
+                found += run_generated_tests(op, tests, device, generated_tests)
+        except Exception:  # noqa: BLE001
+            found = [f"checking raised:\n{traceback.format_exc()}"]
+        problems += [Problem(op, what) for what in found]
+        log(f"  {op.name} ({op.focus}): " + ("ok" if not found else f"{len(found)} PROBLEMS"))
+    return problems
+
+
+# ---- command line --------------------------------------------------------------------------------
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=30, help="ops to draw (default 30)")
+    parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
+    parser.add_argument("--batch", type=int, default=15, help="ops per built library")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="libraries compiled at once (default: the CPU count)")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--dtypes", default="float64,float32",
+                        help="dtypes to check, comma-separated (float64 is always built)")
+    parser.add_argument("--only", default="", help="check only these indices, e.g. 3,17")
+    parser.add_argument("--spec", type=Path, action="append", default=[],
+                        help="check this spec instead of drawn ones (repeatable)")
+    parser.add_argument("--large", action="store_true",
+                        help="also run 1000003-element inputs (for the GPU's vectorized tails)")
+    parser.add_argument("--generated-tests", default="float64", metavar="DTYPES",
+                        help="also call each op's own generated tests (test_<name>.py) in these "
+                        "dtypes (default float64; 'none' for none)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="where ops and builds go (kept; default: a temporary folder)")
+    parser.add_argument("--print-specs", action="store_true", help="print the drawn specs only")
+    parser.add_argument("--json", type=Path, default=None, help="write the report as JSON")
+    args = parser.parse_args(argv)
+    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    only = [int(i) for i in args.only.split(",") if i.strip()]
+    if args.print_specs:
+        for i in only or range(args.count):
+            print(draw_op(args.seed, i).yaml())
+        return 0
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="opgen-fuzz-"))
+    report = run(args.count, args.seed, workdir=workdir, batch=args.batch, jobs=args.jobs,
+                 device=args.device, dtypes=dtypes, only=only, specs=args.spec, large=args.large,
+                 generated_tests=tuple(d for d in args.generated_tests.split(",")
+                                       if d.strip() not in ("", "none")))
+    for problem in report.problems:
+        print(problem.report())
+    print(report.summary())
+    print(f"ops and builds in {workdir}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "seed": args.seed, "count": report.count, "checked": report.checked,
+            "builds": report.builds, "seconds": round(report.seconds, 1),
+            "build_seconds": round(report.build_seconds, 1), "device": args.device,
+            "dtypes": list(dtypes),
+            "problems": [{"index": p.op.index, "what": p.what} for p in report.problems],
+            "coverage": dict(report.coverage)}, indent=2) + "\n")
+    return 1 if report.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
