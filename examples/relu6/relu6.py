@@ -30,9 +30,15 @@ def _ops():
 
 
 def _empty_like(*inputs: paddle.Tensor) -> paddle.Tensor:
-    # In float32: Paddle's CPU has no float16/bfloat16 add. Every input stays in the graph.
-    zeros = [t.astype("float32") * 0 for t in inputs]
-    return sum(zeros[1:], zeros[0]).astype(inputs[0].dtype)
+    """An empty result that keeps every input in the autograd graph."""
+    zeros = [t * 0 for t in inputs]
+    if len(zeros) == 1:
+        return zeros[0]
+    dtype = zeros[0].dtype
+    if dtype in (paddle.float16, paddle.bfloat16):  # Paddle's CPU has no 16-bit float add
+        zeros = [z.astype("float32") for z in zeros]
+        return sum(zeros[1:], zeros[0]).astype(dtype)
+    return sum(zeros[1:], zeros[0])
 
 
 def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
