@@ -84,6 +84,9 @@ UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11,
 #:
 #: * int attrs reach the generated numpy reference as Python ints, the kernels as floats: the
 #:   reference raises on np.power(-1, -1) and wraps around int64 where the kernel does not.
+#: * the generated tests compare with fixed per-dtype tolerances, which ill-conditioned but
+#:   correct ops exceed (rarely in float64, in about 7% of ops in float32): their tolerance
+#:   failures are left to the bound-based checks here, and other failures are reported.
 #: * (Paddle's, not opgen's) Paddle's software float -> float16 conversion, which CPU kernels
 #:   use, shifts a 64-bit mantissa by 64 or more for results below about 2**-64: such results
 #:   come out as float16 subnormals instead of zero (3.6e-26 becomes 6.6e-07).
@@ -1254,7 +1257,7 @@ def compare(got: np.ndarray, want: Val, ar: Arith, *, cpu: bool = True
     if ar.dtype == "float16":  # beyond float16's range the result is inf: not compared
         skip = skip | (np.abs(want.v) + want.e > 6e4)
         if not KNOWN_BUGS_ALLOWED and cpu:  # Paddle's float16 conversion of tiny values
-            skip = skip | (np.abs(want.v) + want.e < 2.0**-24)
+            skip = skip | (np.abs(want.v) - want.e < 2.0**-24)
     with np.errstate(invalid="ignore"):
         ok = np.abs(got - want.v) <= tol
     return ~ok & ~skip, tol
@@ -1528,6 +1531,11 @@ def run_generated_tests(op: FuzzOp, tests: ModuleType, device: str, dtypes: Sequ
         except pytest.skip.Exception:
             continue
         except Exception as exc:  # noqa: BLE001
+            if not KNOWN_BUGS_ALLOWED and isinstance(exc, AssertionError) and \
+                    "Not equal to tolerance" in str(exc):
+                # The open bug of fixed tolerances (docs/fuzzing.md): whether the values are
+                # right is decided by the bound-based checks, which ran on this op already.
+                continue
             first = "\n".join(str(exc).strip().splitlines()[:8])
             failures.append(f"generated {test}({kwargs}) failed: {type(exc).__name__}: {first}")
     return failures
