@@ -2,9 +2,12 @@
 # The GPU session on the H200 (see ../../docs/benchmarks.md and ../shared/gpu/README.md): after
 # Paddle GPU is shipped, `bash scripts/gpu/h200.sh STAGE...` runs, with logs under $OUT:
 #   tests     relu6 and a fresh `opgen new` op: generated tests on gpu:0, all dtypes
+#   gpu1      the same tests with every tensor on gpu:1 (a machine with two GPUs)
 #   large     relu6 forward over more than 2^31 elements
 #   sanitize  compute-sanitizer memcheck over relu6's GPU tests
 #   bench     opgen bench on the GPU: table, JSON, PNG
+#   fuzz      50 fuzzed ops against numpy on the GPU, float32 and float16 (docs/fuzzing.md)
+#   fuzz-memcheck  the same 50 ops under compute-sanitizer memcheck (run `fuzz` first: it builds)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -12,6 +15,14 @@ OUT=${OUT:-/tmp/opgen-out}
 mkdir -p "$OUT"
 opgen() { python3 -m opgen "$@"; }
 status=0
+fresh() {  # a fresh `opgen new` op, built for this GPU
+  [ -f /tmp/fresh/fresh_op/fresh_op.yaml ] ||
+    { rm -rf /tmp/fresh && opgen new fresh_op --elementwise --dir /tmp/fresh >/dev/null; }
+  opgen build /tmp/fresh/fresh_op --arch 90
+}
+# docs/fuzzing.md: 50 ops, 10 to a library, 5 builds at a time, 1000003-element inputs included
+fuzz=(tests/fuzzing.py --device gpu --count 50 --seed 5 --batch 10 --jobs 5
+  --dtypes float32,float16 --large --generated-tests none --workdir /tmp/fuzz-gpu)
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 opgen build examples/relu6 --arch 90 || exit 1
 for stage in "$@"; do
@@ -20,10 +31,22 @@ for stage in "$@"; do
     tests)
       opgen test examples/relu6 --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 15 | tee "$OUT/tests-relu6.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
-      rm -rf /tmp/fresh && opgen new fresh_op --elementwise --dir /tmp/fresh >/dev/null &&
-        opgen build /tmp/fresh/fresh_op --arch 90 &&
-        opgen test /tmp/fresh/fresh_op --device gpu -- -q -p no:warnings 2>&1 | tail -n 5 | tee "$OUT/tests-new-op.txt"
+      fresh && opgen test /tmp/fresh/fresh_op --device gpu -- -q -p no:warnings 2>&1 | tail -n 5 | tee "$OUT/tests-new-op.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    gpu1)
+      nvidia-smi -L | tee "$OUT/gpus.txt"
+      OPGEN_TEST_GPU=1 opgen test examples/relu6 --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 15 | tee "$OUT/tests-relu6-gpu1.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      fresh && OPGEN_TEST_GPU=1 opgen test /tmp/fresh/fresh_op --device gpu -- -q -p no:warnings 2>&1 | tail -n 5 | tee "$OUT/tests-new-op-gpu1.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    fuzz)
+      python3 "${fuzz[@]}" --json "$OUT/fuzz-gpu.json" 2>&1 | tail -n 40 | tee "$OUT/fuzz-gpu.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    fuzz-memcheck)
+      compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 40 \
+        python3 "${fuzz[@]}" > "$OUT/fuzz-gpu-memcheck.log" 2>&1
+      [ $? = 0 ] || status=1
+      tail -n 40 "$OUT/fuzz-gpu-memcheck.log" ;;
     large)
       OPGEN_TEST_LARGE=1 opgen test examples/relu6 --device gpu -- -q -p no:warnings -k beyond 2>&1 | tail -n 5 | tee "$OUT/tests-large.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;

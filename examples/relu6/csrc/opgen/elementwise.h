@@ -1,122 +1,19 @@
-// opgen elementwise runtime: the part of every generated op that is not the op's own math.
-// Shared by the CPU kernels (compiled by the host compiler) and the CUDA kernels (nvcc).
+// opgen elementwise runtime, Paddle side: dtype dispatch, input checks, output allocation and the
+// CPU loop. The op's math (opgen/math.h) and the CUDA launcher (opgen/launch.cuh) do not see
+// Paddle; this header and opgen/elementwise.cuh connect them to paddle::Tensor.
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <sstream>
 #include <string>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "paddle/extension.h"
 
-#if defined(__CUDACC__)
-#define OPGEN_HD __host__ __device__ __forceinline__
-#else
-#define OPGEN_HD inline
-#endif
+#include "opgen/math.h"
 
 namespace opgen {
-
-// ---- math type -------------------------------------------------------------------------------
-// Functors compute in float for float32, float16 and bfloat16, and in double for float64.
-template <typename T>
-struct OpMath {
-  using type = float;
-};
-template <>
-struct OpMath<double> {
-  using type = double;
-};
-template <typename T>
-using OpMathT = typename OpMath<T>::type;
-
-// ---- the functions of the spec's expression language, for float and double -------------------
-#define OPGEN_UNARY(name, float_fn, double_fn)                 \
-  OPGEN_HD float name(float x) { return float_fn(x); }         \
-  OPGEN_HD double name(double x) { return double_fn(x); }
-#define OPGEN_BINARY(name, float_fn, double_fn)                          \
-  OPGEN_HD float name(float a, float b) { return float_fn(a, b); }       \
-  OPGEN_HD double name(double a, double b) { return double_fn(a, b); }
-
-OPGEN_UNARY(abs, ::fabsf, ::fabs)
-OPGEN_UNARY(exp, ::expf, ::exp)
-OPGEN_UNARY(log, ::logf, ::log)
-OPGEN_UNARY(log1p, ::log1pf, ::log1p)
-OPGEN_UNARY(expm1, ::expm1f, ::expm1)
-OPGEN_UNARY(sqrt, ::sqrtf, ::sqrt)
-OPGEN_UNARY(tanh, ::tanhf, ::tanh)
-OPGEN_UNARY(erf, ::erff, ::erf)
-OPGEN_UNARY(sin, ::sinf, ::sin)
-OPGEN_UNARY(cos, ::cosf, ::cos)
-OPGEN_UNARY(floor, ::floorf, ::floor)
-OPGEN_UNARY(ceil, ::ceilf, ::ceil)
-OPGEN_BINARY(pow, ::powf, ::pow)
-#undef OPGEN_UNARY
-#undef OPGEN_BINARY
-
-// min and max: one instruction on the GPU; on the CPU a comparison the compiler vectorizes,
-// where fminf/fmaxf would be library calls (their NaN rules block vectorization).
-template <typename MT>
-OPGEN_HD MT min(MT a, MT b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<MT, float>) return ::fminf(a, b);
-  else return ::fmin(a, b);
-#else
-  return b < a ? b : a;
-#endif
-}
-template <typename MT>
-OPGEN_HD MT max(MT a, MT b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<MT, float>) return ::fmaxf(a, b);
-  else return ::fmax(a, b);
-#else
-  return a < b ? b : a;
-#endif
-}
-
-OPGEN_HD float rsqrt(float x) {
-#if defined(__CUDA_ARCH__)
-  return ::rsqrtf(x);
-#else
-  return 1.0f / ::sqrtf(x);
-#endif
-}
-OPGEN_HD double rsqrt(double x) {
-#if defined(__CUDA_ARCH__)
-  return ::rsqrt(x);
-#else
-  return 1.0 / ::sqrt(x);
-#endif
-}
-OPGEN_HD float sigmoid(float x) { return 1.0f / (1.0f + ::expf(-x)); }
-OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
-template <typename MT>
-OPGEN_HD MT where(bool condition, MT a, MT b) {
-  return condition ? a : b;
-}
-
-// ---- calling a functor with its inputs and outputs as separate arguments ---------------------
-// A functor reads `operator()(MT in0, ..., MT& out0, ...)`; the launchers hold arrays.
-template <typename F, typename MT, int kIn, int kOut, std::size_t... I, std::size_t... O>
-OPGEN_HD void ApplyImpl(const F& f, const MT (&in)[kIn], MT (&out)[kOut],
-                        std::index_sequence<I...>, std::index_sequence<O...>) {
-  f(in[I]..., out[O]...);
-}
-template <typename F, typename MT, int kIn, int kOut>
-OPGEN_HD void Apply(const F& f, const MT (&in)[kIn], MT (&out)[kOut]) {
-  ApplyImpl(f, in, out, std::make_index_sequence<kIn>{}, std::make_index_sequence<kOut>{});
-}
-
-// Pointers to the inputs or outputs of one launch, passed to kernels by value.
-template <typename T, int N>
-struct Pointers {
-  T* at[N];
-};
 
 // The data of each tensor of `tensors`, as T.
 template <typename T, int N>

@@ -1,266 +1,63 @@
-// opgen elementwise runtime, CUDA side: the one launcher every generated op's kernels go through.
-// It owns what hand-written kernels tend to get wrong: empty tensors, 64-bit sizes, pointer
-// alignment and vector width, the tail, grid sizing, the device guard, the tensor's stream and
-// the launch error check. The op itself is only a functor.
+// opgen elementwise runtime, CUDA side: connects paddle::Tensor to the launcher in
+// opgen/launch.cuh. Empty tensors, the device guard, the tensor's stream and the launch error
+// check are handled here once for every generated op; the op itself is only a functor.
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
-#include <cuda_runtime.h>
-
-#include <cstdint>
+#include <vector>
 
 #include "opgen/elementwise.h"
+#include "opgen/launch.cuh"
 
 namespace opgen {
 namespace cuda {
 
-#ifndef OPGEN_THREADS
-#define OPGEN_THREADS 512
-#endif
-#ifndef OPGEN_UNROLL
-#define OPGEN_UNROLL 4
-#endif
-#ifndef OPGEN_STREAMING
-#define OPGEN_STREAMING 0
-#endif
-constexpr int kThreads = OPGEN_THREADS;
-// Vectors each thread loads before it computes: keeps enough bytes in flight to saturate HBM.
-constexpr int kUnroll = OPGEN_UNROLL;
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
-// Makes `device` current for the guard's lifetime, so a tensor on gpu:1 runs on gpu:1.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&previous_);
-    if (device != previous_) cudaSetDevice(device);
-    current_ = device;
-  }
-  ~DeviceGuard() {
-    if (current_ != previous_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  int current_ = 0;
-};
-
-inline int MultiprocessorCount(int device) {
-  constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) device = 0;
-  if (cache[device] == 0) {
-    int count = 0;
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    cache[device] = count > 0 ? count : 1;
-  }
-  return cache[device];
-}
-
-// Vector loads and stores; with OPGEN_STREAMING, marked evict-first (each byte is touched once).
-template <typename V>
-__device__ __forceinline__ V LoadVec(const V* p) {
-#if OPGEN_STREAMING
-  if constexpr (sizeof(V) == 16) {
-    uint4 bits = __ldcs(reinterpret_cast<const uint4*>(p));
-    return *reinterpret_cast<V*>(&bits);
-  }
-#endif
-  return *p;
-}
-template <typename V>
-__device__ __forceinline__ void StoreVec(V* p, const V& v) {
-#if OPGEN_STREAMING
-  if constexpr (sizeof(V) == 16) {
-    __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
-    return;
-  }
-#endif
-  *p = v;
-}
-
-template <typename T, int kVec, typename F, int kIn, int kOut>
-__device__ __forceinline__ void ApplyVec(const F& f, const Vec<T, kVec> (&in)[kIn],
-                                         Vec<T, kVec> (&out)[kOut]) {
-  using MT = OpMathT<T>;
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) {
-    MT args[kIn];
-    MT results[kOut];
-#pragma unroll
-    for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in[k].v[j]);
-    Apply(f, args, results);
-#pragma unroll
-    for (int k = 0; k < kOut; ++k) out[k].v[j] = static_cast<T>(results[k]);
-  }
-}
-
-// Full tiles of kThreads * kVec * kUnroll elements go through kVec-wide loads and stores; the one
-// partial tile at the end goes element by element with bounds checks. Blocks stride over tiles.
-template <int kVec, typename T, typename F, int kIn, int kOut>
-__global__ void __launch_bounds__(kThreads)
-    ElementwiseKernel(F f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
-  using V = Vec<T, kVec>;
-  constexpr int64_t kTile = int64_t{kThreads} * kVec * kUnroll;
-  const int64_t full_tiles = n / kTile;
-  for (int64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
-    const int64_t first = tile * kTile + int64_t{threadIdx.x} * kVec;
-    V loaded[kUnroll][kIn];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int k = 0; k < kIn; ++k) {
-        loaded[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + first + u * kThreads * kVec));
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      V results[kOut];
-      ApplyVec<T, kVec>(f, loaded[u], results);
-#pragma unroll
-      for (int k = 0; k < kOut; ++k) {
-        StoreVec(reinterpret_cast<V*>(out.at[k] + first + u * kThreads * kVec), results[k]);
-      }
-    }
-  }
-  // The tail belongs to the block that would have taken the next tile.
-  if (blockIdx.x == full_tiles % gridDim.x) {
-    using MT = OpMathT<T>;
-    for (int64_t i = full_tiles * kTile + threadIdx.x; i < n; i += kThreads) {
-      MT args[kIn];
-      MT results[kOut];
-#pragma unroll
-      for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][i]);
-      Apply(f, args, results);
-#pragma unroll
-      for (int k = 0; k < kOut; ++k) out.at[k][i] = static_cast<T>(results[k]);
-    }
-  }
-}
-
-// The widest vector (at most 16 bytes) that every pointer's alignment allows.
-template <typename T, int kIn, int kOut>
-int VectorWidth(const Pointers<const T, kIn>& in, const Pointers<T, kOut>& out) {
-  int width = 16 / static_cast<int>(sizeof(T));
-  auto fits = [&](const void* p) {
-    return reinterpret_cast<std::uintptr_t>(p) % (width * sizeof(T)) == 0;
-  };
-  while (width > 1) {
-    bool aligned = true;
-    for (int k = 0; k < kIn; ++k) aligned = aligned && fits(in.at[k]);
-    for (int k = 0; k < kOut; ++k) aligned = aligned && fits(out.at[k]);
-    if (aligned) break;
-    width /= 2;
-  }
-  return width;
-}
-
-// Blocks of this kernel that fit on one multiprocessor at once (asked once per instantiation).
-template <int kVec, typename T, typename F, int kIn, int kOut>
-int ResidentBlocksPerSM() {
-  static const int blocks = [] {
-    int count = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, ElementwiseKernel<kVec, T, F, kIn, kOut>,
-                                                  kThreads, 0);
-    return count > 0 ? count : 1;
-  }();
-  return blocks;
-}
-
-// One wave of resident blocks striding over the tiles: no tail wave, no idle multiprocessor.
-template <int kVec, typename T, typename F, int kIn, int kOut>
-void Launch(const F& f, int64_t n, const Pointers<const T, kIn>& in,
-            const Pointers<T, kOut>& out, int device, cudaStream_t stream) {
-  constexpr int64_t kTile = int64_t{kThreads} * kVec * kUnroll;
-  const int64_t tiles = (n + kTile - 1) / kTile;
-  const int64_t resident = int64_t{MultiprocessorCount(device)} *
-                           ResidentBlocksPerSM<kVec, T, F, kIn, kOut>();
-  const int grid = static_cast<int>(tiles < resident ? tiles : resident);
-  ElementwiseKernel<kVec, T, F, kIn, kOut><<<grid, kThreads, 0, stream>>>(f, n, in, out);
-}
+enum class Schedule { kVectorized, kNaive };
 
 // Runs `Functor<MT>(attrs...)` over GPU tensors on their device and stream: checks the inputs,
 // allocates kOut outputs shaped like them, dispatches over Dtypes and launches.
+template <Schedule kSchedule, typename DtypeList, template <typename> class Functor, int kOut,
+          std::size_t kIn, typename... Attrs>
+std::vector<paddle::Tensor> Run(const char* op, const char* kernel,
+                                const paddle::Tensor (&inputs)[kIn], const Attrs&... attrs) {
+  std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
+  PD_CHECK(ins[0].is_gpu(), op, ": expected GPU tensors, got ", ins[0].place());
+  const int device = ins[0].place().GetDeviceId();
+  DeviceGuard guard(device);  // outputs are allocated on the inputs' device
+  std::vector<paddle::Tensor> outs = EmptyLike<kOut>(ins[0]);
+  const int64_t n = ins[0].numel();
+  if (n == 0) return outs;
+  cudaError_t status = cudaSuccess;
+  Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto in = ConstData<T, int(kIn)>(ins);
+    const auto out = MutableData<T, kOut>(outs);
+    const Functor<OpMathT<T>> f(attrs...);
+    status = kSchedule == Schedule::kVectorized
+                 ? Launch(f, n, in, out, device, ins[0].stream())
+                 : LaunchNaive(f, n, in, out, device, ins[0].stream());
+  });
+  PD_CHECK(status == cudaSuccess, op, ": CUDA kernel '", kernel, "' failed to launch: ",
+           cudaGetErrorString(status));
+  return outs;
+}
+
+// The launcher every generated op uses.
 template <typename DtypeList, template <typename> class Functor, int kOut, std::size_t kIn,
           typename... Attrs>
 std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
                                         const paddle::Tensor (&inputs)[kIn],
                                         const Attrs&... attrs) {
-  std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
-  PD_CHECK(ins[0].is_gpu(), op, ": expected GPU tensors, got ", ins[0].place());
-  const int device = ins[0].place().GetDeviceId();
-  DeviceGuard guard(device);
-  std::vector<paddle::Tensor> outs = EmptyLike<kOut>(ins[0]);
-  const int64_t n = ins[0].numel();
-  if (n == 0) return outs;
-  cudaStream_t stream = ins[0].stream();
-  Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using F = Functor<OpMathT<T>>;
-    const auto in = ConstData<T, int(kIn)>(ins);
-    const auto out = MutableData<T, kOut>(outs);
-    const F f(attrs...);
-    switch (VectorWidth(in, out)) {
-      case 8:
-        if constexpr (16 / sizeof(T) >= 8) Launch<8>(f, n, in, out, device, stream);
-        break;
-      case 4:
-        if constexpr (16 / sizeof(T) >= 4) Launch<4>(f, n, in, out, device, stream);
-        break;
-      case 2:
-        Launch<2>(f, n, in, out, device, stream);
-        break;
-      default:
-        Launch<1>(f, n, in, out, device, stream);
-    }
-  });
-  const cudaError_t status = cudaGetLastError();
-  PD_CHECK(status == cudaSuccess, op, ": CUDA kernel '", kernel, "' failed to launch: ",
-           cudaGetErrorString(status));
-  return outs;
+  return Run<Schedule::kVectorized, DtypeList, Functor, kOut>(op, kernel, inputs, attrs...);
 }
 
-// The textbook kernel, one element per thread in blocks of 256, kept only as the benchmark's
-// point of comparison (`opgen bench` renders a copy of the op that launches through it).
-template <typename T, typename F, int kIn, int kOut>
-__global__ void NaiveKernel(F f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  using MT = OpMathT<T>;
-  MT args[kIn];
-  MT results[kOut];
-  for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][i]);
-  Apply(f, args, results);
-  for (int k = 0; k < kOut; ++k) out.at[k][i] = static_cast<T>(results[k]);
-}
-
+// The textbook one-element-per-thread kernel, for `opgen bench`'s comparison only.
 template <typename DtypeList, template <typename> class Functor, int kOut, std::size_t kIn,
           typename... Attrs>
 std::vector<paddle::Tensor> NaiveElementwise(const char* op, const char* kernel,
                                              const paddle::Tensor (&inputs)[kIn],
                                              const Attrs&... attrs) {
-  std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
-  DeviceGuard guard(ins[0].place().GetDeviceId());
-  std::vector<paddle::Tensor> outs = EmptyLike<kOut>(ins[0]);
-  const int64_t n = ins[0].numel();
-  if (n == 0) return outs;
-  Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const auto in = ConstData<T, int(kIn)>(ins);
-    const auto out = MutableData<T, kOut>(outs);
-    const auto grid = static_cast<unsigned>((n + 255) / 256);
-    NaiveKernel<T><<<grid, 256, 0, ins[0].stream()>>>(Functor<OpMathT<T>>(attrs...), n, in, out);
-  });
-  const cudaError_t status = cudaGetLastError();
-  PD_CHECK(status == cudaSuccess, op, ": CUDA kernel '", kernel, "' failed to launch: ",
-           cudaGetErrorString(status));
-  return outs;
+  return Run<Schedule::kNaive, DtypeList, Functor, kOut>(op, kernel, inputs, attrs...);
 }
 
 }  // namespace cuda
