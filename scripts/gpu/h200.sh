@@ -52,9 +52,13 @@ for stage in "$@"; do
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     sanitize)
       (cd examples/relu6 && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck --error-exitcode 9 \
-        python3 -m pytest test_relu6.py -q -p no:warnings -p no:cacheprovider -k "not 1000003" 2>&1) |
-        tail -n 25 | tee "$OUT/sanitizer.txt"
-      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+        python3 -m pytest test_relu6.py -q -p no:warnings -p no:cacheprovider -k "not 1000003") \
+        > "$OUT/sanitizer.log" 2>&1
+      [ $? = 0 ] || status=1
+      # which code each reported error came from: the kernel's host frames
+      grep -A4 "Program hit\|Invalid" "$OUT/sanitizer.log" | grep "Host Frame" | sort | uniq -c |
+        sort -rn | head -n 8
+      tail -n 4 "$OUT/sanitizer.log" ;;
     bench)
       opgen bench examples/relu6 --device gpu --sizes 2^16,2^20,2^24,2^26,2^28 \
         --json "$OUT/bench-relu6.json" --plot "$OUT/bench-relu6.png" 2>&1 | tee "$OUT/bench-relu6.txt"
