@@ -82,14 +82,9 @@ UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11,
 #: are open (docs/fuzzing.md lists every bug the fuzzing found; each open one has a strict xfail
 #: test). Set OPGEN_FUZZ_KNOWN_BUGS=1 to draw them anyway, to see whether a fix holds:
 #:
-#: * int attrs reach the generated numpy reference as Python ints, the kernels as floats: the
-#:   reference raises on np.power(-1, -1) and wraps around int64 where the kernel does not.
 #: * the generated tests compare with fixed per-dtype tolerances, which ill-conditioned but
 #:   correct ops exceed (rarely in float64, in about 7% of ops in float32): their tolerance
 #:   failures are left to the bound-based checks here, and other failures are reported.
-#: * (Paddle's, not opgen's) Paddle's software float -> float16 conversion, which CPU kernels
-#:   use, shifts a 64-bit mantissa by 64 or more for results below about 2**-64: such results
-#:   come out as float16 subnormals instead of zero (3.6e-26 becomes 6.6e-07).
 KNOWN_BUGS_ALLOWED = os.environ.get("OPGEN_FUZZ_KNOWN_BUGS") == "1"
 
 
@@ -210,29 +205,11 @@ def make(kind: str, *args: Node, name: str = "") -> Node:
     """A node over ``args``, typed, with the interval of its values where it is a number."""
     if kind in ("cmp", "and", "or", "not"):
         return Node(kind, args, name=name, type=BOOL)
-    if kind in ("pow", "call") and (kind == "pow" or name == "pow") and \
-            not KNOWN_BUGS_ALLOWED and _numpy_int(args[0]) and _numpy_int(args[1]):
-        # the known bug: the reference raises on np.power(-1, -1) or wraps int64 around
-        args = (args[0], make("mul", args[1], ONE))
     if kind == "neg" and args[0].kind == "lit":  # -2 is read as a literal, as Python writes it
         text = args[0].text
         return lit(-args[0].value, text[1:] if text.startswith("-") else "-" + text)
     lo, hi = _finite_interval(*_interval(kind, name, args))
     return Node(kind, args, name=name, type=NUM, lo=lo, hi=hi)
-
-
-def _numpy_int(node: Node) -> bool:
-    """Whether the generated numpy reference computes ``node`` with integers (int attrs are
-    passed to it as Python ints, and +, -, *, abs, min, max and where keep them so)."""
-    if node.kind == "var":
-        return node.integral
-    if node.kind in ("neg", "pos") or (node.kind == "call" and node.name == "abs"):
-        return _numpy_int(node.args[0])
-    if node.kind in ("add", "sub", "mul") or (node.kind == "call" and node.name in ("min", "max")):
-        return all(_numpy_int(a) for a in node.args)
-    if node.kind == "call" and node.name == "where":
-        return _numpy_int(node.args[1]) and _numpy_int(node.args[2])
-    return False
 
 
 def lit(value: float, text: str | None = None) -> Node:
@@ -1249,15 +1226,12 @@ def _env_for(op: FuzzOp, inputs: dict[str, np.ndarray], attrs: dict[str, Any], a
     return env
 
 
-def compare(got: np.ndarray, want: Val, ar: Arith, *, cpu: bool = True
-            ) -> tuple[np.ndarray, np.ndarray]:
+def compare(got: np.ndarray, want: Val, ar: Arith) -> tuple[np.ndarray, np.ndarray]:
     """(mismatch mask, tolerance) of a kernel's result against the bounded reference."""
     tol = K * (want.e + ar.u_out * np.abs(want.v)) + ar.tiny_out
     skip = want.amb
     if ar.dtype == "float16":  # beyond float16's range the result is inf: not compared
         skip = skip | (np.abs(want.v) + want.e > 6e4)
-        if not KNOWN_BUGS_ALLOWED and cpu:  # Paddle's float16 conversion of tiny values
-            skip = skip | (np.abs(want.v) - want.e < 2.0**-24)
     with np.errstate(invalid="ignore"):
         ok = np.abs(got - want.v) <= tol
     return ~ok & ~skip, tol
@@ -1357,7 +1331,7 @@ class OpRunner:
             want = evaluate(tree, env, ar, shape)
             assert isinstance(want, Val)
             got = ot.to_numpy(out)
-            bad, tol = compare(got, want, ar, cpu=self.device == "cpu")
+            bad, tol = compare(got, want, ar)
             if bad.any():
                 problems.append(f"{label}: forward {name} = {source(tree)}: "
                                 f"{_describe(bad, got, want, tol, inputs)}")
@@ -1384,7 +1358,7 @@ class OpRunner:
             if got.shape != shape:
                 problems.append(f"{label}: grad_{s.name} has shape {got.shape}")
                 continue
-            bad, tol = compare(got, want, ar, cpu=self.device == "cpu")
+            bad, tol = compare(got, want, ar)
             if bad.any():
                 problems.append(f"{label}: backward grad_{s.name} = {source(tree)}: "
                                 f"{_describe(bad, got, want, tol, inputs)}")

@@ -20,6 +20,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,6 +49,14 @@ def _load(op: FuzzOp) -> Spec:
 def _inputs(op: FuzzOp, seed: int, shape: tuple[int, ...] = (97,)) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {s.name: fuzzing.sample_inputs(rng, s, shape) for s in op.inputs}
+
+
+def _as_reference_sees(attr: Any, value: object) -> object:
+    if attr.type == "float":
+        return attr.kernel_value(value)
+    if attr.type in ("int", "int64"):
+        return float(value)  # type: ignore[arg-type]
+    return value
 
 
 def _emitted(text: str, names: dict[str, object], shape: tuple[int, ...]) -> np.ndarray:
@@ -79,9 +88,9 @@ def test_numpy_emission_matches_the_evaluator(op, seed):
     attrs = {a.name: a.other for a in op.attrs}
     ar = Arith("float64")
     env = fuzzing._env_for(op, inputs, attrs, ar, shape)
-    # Float attrs as the kernels see them, float32: reference_forward rounds them so before it
-    # runs the emitted text.
-    names: dict[str, object] = {**inputs, **{a.name: a.kernel_value(v) if a.type == "float" else v
+    # Attrs as reference_forward hands them to the emitted text: float attrs rounded to float32,
+    # int attrs as floats (both as the kernels see them).
+    names: dict[str, object] = {**inputs, **{a.name: _as_reference_sees(a, v)
                                              for a, v in zip(op.attrs, attrs.values(),
                                                              strict=True)}}
     rng = np.random.default_rng(seed + 1)
@@ -220,22 +229,45 @@ def test_dividing_by_rsqrt_or_sigmoid_in_the_numpy_reference(function, expected)
     np.testing.assert_allclose(got, expected(a, b), rtol=1e-14)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="int attrs reach the numpy reference "
-                   "as Python ints (the kernel casts them to float): np.power(-1, -1) raises")
+def _generated_tests_of(text: str, name: str) -> types.ModuleType:
+    """The op's generated test module (its numpy references), without building the op."""
+    plan = render_op(loads(text, f"/fuzz/{name}/{name}.yaml"))
+    module = types.ModuleType(f"opgen_fuzz_tests_{name}")
+    stub = types.ModuleType(name)
+    setattr(stub, name, None)
+    saved = sys.modules.get(name)
+    sys.modules[name] = stub  # the test module does `from <name> import <name>`
+    try:
+        exec(compile(plan.files[f"test_{name}.py"].decode(), f"test_{name}.py", "exec"),
+             module.__dict__)
+    finally:
+        if saved is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = saved
+    return module
+
+
 def test_integer_attrs_in_the_numpy_reference():
-    spec = loads(textwrap.dedent("""\
+    """Bug 10: the kernels compute with int attrs as floats; so must the generated reference
+    (np.power(-1, -1) of Python ints raises, -abs(0) is +0, int64 products wrap around)."""
+    tests = _generated_tests_of(textwrap.dedent("""\
         name: powered
         kind: elementwise
         inputs: [x]
-        outputs: [out]
+        outputs: [out, other]
         attrs:
           k: {type: int, default: -1}
+          big: {type: int64, default: 4294967296}
         forward:
           out: x + k ** k
-        """), "/fuzz/powered/powered.yaml")
+          other: x / -abs(k + 1) + big * big * 0
+        """), "powered")
     x = np.linspace(-2, 2, 9)
-    np.testing.assert_allclose(_emitted(spec.forward["out"].numpy, {"x": x, "k": -1}, x.shape),
-                               x - 1)
+    out, other = tests.reference_forward(x)
+    np.testing.assert_allclose(out, x - 1)
+    assert np.all(np.isinf(other[x > 0])) and np.all(other[x > 0] < 0)  # x / -0.0
+    assert not np.isnan(other[x > 0]).any()
 
 
 def test_generated_tests_make_0d_tensors():
@@ -270,12 +302,44 @@ def test_empty_float16_inputs_of_a_two_input_op_on_the_cpu(dtype):
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="Paddle's software float -> "
                    "float16 conversion shifts by >= 64 bits for values below ~2**-64 "
-                   "(paddle/phi/common/float16.h); generated CPU kernels store float16 through it")
+                   "(paddle/phi/common/float16.h); opgen's CPU loop rounds those itself")
 def test_paddle_rounds_tiny_floats_to_float16_zero():
     import paddle
 
     tiny = np.array([3.6e-26, 3.0e-25], np.float32)
     np.testing.assert_array_equal(paddle.to_tensor(tiny).astype("float16").numpy(), [0, 0])
+
+
+@pytest.mark.build
+def test_cpu_kernels_round_tiny_float16_results_to_zero(tmp_path):
+    """Bug 12's workaround: results at or below 2**-25 are stored as signed zeros, not through
+    Paddle's conversion; just above, the smallest subnormal."""
+    import paddle
+
+    import opgen
+
+    op = tmp_path / "tiny"
+    op.mkdir()
+    (op / "tiny.yaml").write_text(textwrap.dedent("""\
+        name: tiny
+        kind: elementwise
+        inputs: [x]
+        outputs: [out]
+        attrs:
+          scale: {type: float, default: 1e-30}
+        dtypes: [float16]
+        forward:
+          out: x * scale
+        """))
+    opgen.generate(op / "tiny.yaml")
+    tiny = opgen.load(op, cpu_only=True).tiny
+    x = paddle.to_tensor(np.array([1.0, -2.0, 0.5, 3.6], np.float16))
+    for scale in (1e-30, 1e-26, 1e-25):  # Paddle's conversion: 0, 6.6e-07, 6.6e-06 for 3.6 x
+        got = tiny(x, scale=scale).numpy()
+        np.testing.assert_array_equal(got, [0, 0, 0, 0], err_msg=f"scale={scale}")
+        assert np.signbit(got).tolist() == [False, True, False, False]
+    above = tiny(x, scale=2.0**-24).numpy().astype(np.float64)  # x * 2**-24: representable
+    np.testing.assert_array_equal(above, [2.0**-24, -2.0**-23, 0.0, 4 * 2.0**-24])
 
 
 # ---- built -------------------------------------------------------------------------------------

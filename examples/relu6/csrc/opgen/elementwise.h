@@ -4,9 +4,11 @@
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "paddle/extension.h"
@@ -115,6 +117,18 @@ std::vector<paddle::Tensor> EmptyLike(const paddle::Tensor& like) {
 
 namespace cpu {
 
+// A result as the output dtype stores it. Paddle's software float -> float16 conversion (used
+// without F16C) shifts a 64-bit mantissa by 64 or more bits for |r| below about 2^-64 and returns
+// garbage (3.6e-26 becomes 6.6e-07); every |r| <= 2^-25 rounds to a signed zero in float16, so
+// those are rounded here.
+template <typename T, typename MT>
+inline T Store(MT r) {
+  if constexpr (std::is_same_v<T, paddle::float16>) {
+    if (std::fabs(r) <= MT(0x1p-25)) return static_cast<T>(std::copysign(MT(0), r));
+  }
+  return static_cast<T>(r);
+}
+
 template <typename T, typename F, int kIn, int kOut>
 void Loop(const F& f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
   using MT = OpMathT<T>;
@@ -123,7 +137,7 @@ void Loop(const F& f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> ou
     MT results[kOut];
     for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][i]);
     Apply(f, args, results);
-    for (int k = 0; k < kOut; ++k) out.at[k][i] = static_cast<T>(results[k]);
+    for (int k = 0; k < kOut; ++k) out.at[k][i] = Store<T>(results[k]);
   }
 }
 
