@@ -286,6 +286,12 @@ _CONTEXT_PATTERNS = [
     re.compile(r"at line (?P<line>\d+) of (?P<file>\S+)"),
 ]
 _LINK_ERROR = re.compile(r"undefined reference to|undefined symbol|cannot find -l")
+# The last line of a Python traceback, e.g. Paddle refusing to load or register the library...
+_PYTHON_ERROR = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception|NotMet)): (.+)$")
+# ... but not the build tools' own summaries of a failed compile, which say less than the log.
+_BUILD_WRAPPER_ERROR = re.compile(r"CalledProcessError|[Ee]rror building extension|"
+                                  r"returned non-zero exit status|error: command")
 
 
 def first_error(log: str, config: BuildConfig) -> str:
@@ -299,6 +305,10 @@ def first_error(log: str, config: BuildConfig) -> str:
                 return _error_message(match, lines, i, config)
         if _LINK_ERROR.search(raw):
             return "link error: " + raw.strip()
+    for raw in reversed(lines):
+        match = _PYTHON_ERROR.match(raw.strip())
+        if match and not _BUILD_WRAPPER_ERROR.search(raw):
+            return f"{match[1]}: {match[2].strip()}"
     tail = [x for x in lines if x.strip()][-5:]
     return "build failed:\n" + "\n".join(tail)
 

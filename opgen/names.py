@@ -53,9 +53,10 @@ GENERATED_NAMES = frozenset({
     "ot", "rng", "shape", "device", "attrs", "outputs", "expected", "as_tuple",
     "reference_forward", "reference_backward",
     # Python built-ins that the generated wrapper (str, tuple) and tests (zip, list) call inside
-    # functions whose parameters or locals are the spec's names, and the tests' loop variables
-    # (`for name, out, want in zip(...)` rebinds an input called name or want).
-    "str", "tuple", "zip", "list", "name", "want",
+    # functions whose parameters or locals are the spec's names; the tests' loop variables
+    # (`for name, got, want, err in zip(...)` would rebind an input called got) and the locals
+    # they assign while the spec's inputs are still in use.
+    "str", "tuple", "zip", "list", "name", "got", "want", "err", "spread", "grads",
 })
 
 

@@ -457,8 +457,8 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
                    f"'{model.name}'")
     op_name = model.op_name or f"custom_{model.name}"
     problem = op_name_problem(op_name)
-    if problem:
-        raise fail(("op_name",), problem)
+    if problem:  # a default op_name comes from `name:`, so the problem is there
+        raise fail(("op_name",) if model.op_name is not None else ("name",), problem)
 
     seen: dict[str, str] = {}
     for section, names in (("inputs", model.inputs), ("outputs", model.outputs),

@@ -8,6 +8,7 @@ and custom ops work. So no helper here runs a built-in Paddle op on the GPU.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -119,10 +120,67 @@ def poison(device: str, like: Any, count: int = 1) -> None:
     del blocks
 
 
-def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str) -> None:
+#: How many times the float32-vs-float64 spread of the reference (see :func:`reference`) a
+#: kernel that computes in float32 may be off, on top of the dtype's tolerance.
+SPREAD_FACTOR = 8.0
+
+
+def reference(fn: Callable[..., Any], arrays: Sequence[np.ndarray], attrs: dict[str, Any],
+              dtype: str) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """``fn(*arrays, **attrs)`` in float64, per output, and how far each moves when ``fn`` runs
+    in float32 instead: an estimate of the rounding error of a kernel that computes in float32
+    (float32, float16 and bfloat16 ops), small where the op is well conditioned and large where
+    it cancels. The estimate is zero for float64 ops; infinite where float32 overflows.
+
+    Int attrs (``fn``'s defaults included) reach ``fn`` as those kernels see them, rounded to
+    float32: a kernel computing in float32 takes ``cos(k)`` of ``float(k)``."""
+    if dtype != "float64":
+        attrs = _as_float32_kernel_sees(fn, attrs)
+    with np.errstate(all="ignore"):
+        exact = _as_tuple(fn(*arrays, **attrs))
+        if dtype == "float64":
+            return exact, tuple(np.zeros(np.shape(e)) for e in exact)
+        low = _as_tuple(fn(*(np.asarray(a, np.float32) for a in arrays), **attrs))
+        spread = []
+        for e, lo in zip(exact, low, strict=True):
+            d = np.abs(np.asarray(lo, np.float64) - e)
+            spread.append(np.where(np.isnan(e), 0.0, np.where(np.isnan(d), np.inf, d)))
+    return exact, tuple(spread)
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str,
+                 spread: np.ndarray | None = None) -> None:
+    """``actual`` within the dtype's tolerance of ``expected``, widened by ``SPREAD_FACTOR``
+    times the reference's ``spread``; NaN and infinities must match exactly."""
     rtol, atol = TOLERANCES[dtype]
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol,
-                               err_msg=f"{what} ({dtype})")
+    actual, expected = np.broadcast_arrays(np.asarray(actual, np.float64),
+                                           np.asarray(expected, np.float64))
+    tol = atol + rtol * np.abs(expected)
+    if spread is not None:
+        tol = tol + SPREAD_FACTOR * np.broadcast_to(spread, expected.shape)
+    with np.errstate(invalid="ignore"):
+        ok = np.where(np.isfinite(expected), np.abs(actual - expected) <= tol,
+                      (actual == expected) | (np.isnan(actual) & np.isnan(expected)))
+    if not ok.all():
+        bad = np.argwhere(~ok) if ok.ndim else [()]
+        lines = [f"{what} ({dtype}): {int((~ok).sum())} of {ok.size} elements differ"]
+        for index in bad[:3]:
+            at = tuple(int(i) for i in index)
+            lines.append(f"  at {at}: got {float(actual[at])!r}, want {float(expected[at])!r} "
+                         f"+- {float(tol[at]):.3g}")
+        raise AssertionError("\n".join(lines))
+
+
+def _as_float32_kernel_sees(fn: Callable[..., Any], attrs: dict[str, Any]) -> dict[str, Any]:
+    values = {name: p.default for name, p in inspect.signature(fn).parameters.items()
+              if p.default is not inspect.Parameter.empty}
+    values.update(attrs)
+    return {name: float(np.float32(v)) if isinstance(v, int) and not isinstance(v, bool) else v
+            for name, v in values.items()}
+
+
+def _as_tuple(result: Any) -> tuple[Any, ...]:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
 def central_difference(fn: Callable[..., np.ndarray], args: list[np.ndarray], index: int,

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 import zipfile
 from pathlib import Path
@@ -214,6 +215,20 @@ def test_link_error_and_unknown_failures(op):
     log = "t_op.o: in function `f':\nt_op.cc:(.text+0x1): undefined reference to `g'\n"
     assert build.first_error(log, fake_config(op)).startswith("link error: ")
     assert build.first_error("one\ntwo\n", fake_config(op)) == "build failed:\none\ntwo"
+
+
+def test_a_load_failure_is_reported_by_its_exception_line(op):
+    log = textwrap.dedent("""\
+        Traceback (most recent call last):
+          File "/x/extension_utils.py", line 1, in _import_module_from_library
+            op_names = load_op_meta_info_and_register_op(lib_filename)
+        ValueError: (InvalidArgument) Operator custom_sq has been registered.
+          [Hint: Expected ... ] (at /paddle/paddle/fluid/framework/op_registry.h:42)
+        """)
+    assert build.first_error(log, fake_config(op)) == \
+        "ValueError: (InvalidArgument) Operator custom_sq has been registered."
+    wrapper = "RuntimeError: Error building extension 'x'\n"
+    assert build.first_error("one\n" + wrapper, fake_config(op)).startswith("build failed:")
 
 
 def test_functor_line(op):
