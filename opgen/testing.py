@@ -127,24 +127,28 @@ SPREAD_FACTOR = 8.0
 
 def reference(fn: Callable[..., Any], arrays: Sequence[np.ndarray], attrs: dict[str, Any],
               dtype: str) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """``fn(*arrays, **attrs)`` in float64, per output, and how far each moves when ``fn`` runs
-    in float32 instead: an estimate of the rounding error of a kernel that computes in float32
-    (float32, float16 and bfloat16 ops), small where the op is well conditioned and large where
-    it cancels. The estimate is zero for float64 ops; infinite where float32 overflows.
+    """``fn(*arrays, **attrs)`` in float64, per output, and an estimate of the rounding error of
+    a kernel computing it: how far ``fn`` moves when it runs on the inputs cast to float32. That
+    is the error of a kernel computing in float32 (float32, float16 and bfloat16 ops), small where
+    the op is well conditioned and large where it cancels; for float64 ops it is scaled down by
+    the ratio of the unit roundoffs, 2^-29. Where float32 overflows, the estimate is infinite for
+    float32 kernels (they overflow too) and zero for float64 ones (no estimate: the dtype's
+    tolerance alone).
 
-    Int attrs (``fn``'s defaults included) reach ``fn`` as those kernels see them, rounded to
-    float32: a kernel computing in float32 takes ``cos(k)`` of ``float(k)``."""
+    For float32 kernels, int attrs (``fn``'s defaults included) reach ``fn`` as those kernels see
+    them, rounded to float32: such a kernel takes ``cos(k)`` of ``float(k)``."""
     if dtype != "float64":
         attrs = _as_float32_kernel_sees(fn, attrs)
+    scale = 2.0**-29 if dtype == "float64" else 1.0
     with np.errstate(all="ignore"):
         exact = _as_tuple(fn(*arrays, **attrs))
-        if dtype == "float64":
-            return exact, tuple(np.zeros(np.shape(e)) for e in exact)
-        low = _as_tuple(fn(*(np.asarray(a, np.float32) for a in arrays), **attrs))
+        low = _as_tuple(fn(*(np.asarray(a, np.float32) for a in arrays),
+                           **{name: _float32_arrays(v) for name, v in attrs.items()}))
         spread = []
         for e, lo in zip(exact, low, strict=True):
-            d = np.abs(np.asarray(lo, np.float64) - e)
-            spread.append(np.where(np.isnan(e), 0.0, np.where(np.isnan(d), np.inf, d)))
+            d = scale * np.abs(np.asarray(lo, np.float64) - e)
+            unknown = 0.0 if dtype == "float64" else np.inf
+            spread.append(np.where(np.isnan(e), 0.0, np.where(np.isfinite(d), d, unknown)))
     return exact, tuple(spread)
 
 
@@ -169,6 +173,15 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str
             lines.append(f"  at {at}: got {float(actual[at])!r}, want {float(expected[at])!r} "
                          f"+- {float(tol[at]):.3g}")
         raise AssertionError("\n".join(lines))
+
+
+def _float32_arrays(value: Any) -> Any:
+    """``value`` with its arrays (or a list's) cast to float32; anything else as it is."""
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float32)
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], np.ndarray):
+        return [v.astype(np.float32) for v in value]
+    return value
 
 
 def _as_float32_kernel_sees(fn: Callable[..., Any], attrs: dict[str, Any]) -> dict[str, Any]:

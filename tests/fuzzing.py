@@ -78,14 +78,6 @@ DEFAULT_ULPS = 4.0
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11,
                  "bfloat16": 2.0**-8}
 
-#: Open bugs that the strategies steer clear of, so that the fuzz test stays green while they
-#: are open (docs/fuzzing.md lists every bug the fuzzing found; each open one has a strict xfail
-#: test). Set OPGEN_FUZZ_KNOWN_BUGS=1 to draw them anyway, to see whether a fix holds:
-#:
-#: * the generated tests compare with fixed per-dtype tolerances, which ill-conditioned but
-#:   correct ops exceed (rarely in float64, in about 7% of ops in float32): their tolerance
-#:   failures are left to the bound-based checks here, and other failures are reported.
-KNOWN_BUGS_ALLOWED = os.environ.get("OPGEN_FUZZ_KNOWN_BUGS") == "1"
 
 
 # ---- expression trees --------------------------------------------------------------------------
@@ -1505,11 +1497,6 @@ def run_generated_tests(op: FuzzOp, tests: ModuleType, device: str, dtypes: Sequ
         except pytest.skip.Exception:
             continue
         except Exception as exc:  # noqa: BLE001
-            if not KNOWN_BUGS_ALLOWED and isinstance(exc, AssertionError) and \
-                    "Not equal to tolerance" in str(exc):
-                # The open bug of fixed tolerances (docs/fuzzing.md): whether the values are
-                # right is decided by the bound-based checks, which ran on this op already.
-                continue
             first = "\n".join(str(exc).strip().splitlines()[:8])
             failures.append(f"generated {test}({kwargs}) failed: {type(exc).__name__}: {first}")
     return failures

@@ -396,8 +396,13 @@ def test_the_checks_catch_broken_kernels(tmp_path):
         members.append((op, spec))
     library = fuzzing.build_library([s for _, s in members], tmp_path / "lib", cpu_only=True)
     problems = fuzzing.check_batch(members, library, device="cpu", dtypes=("float64",),
-                                   large=False, log=lambda line: None)
+                                   large=False, log=lambda line: None,
+                                   generated_tests=("float32",))
     assert {p.op.name for p in problems} == set(mutants), [p.what[:200] for p in problems]
+    # The generated tests too, in float32, where their tolerance is widened by the reference's
+    # own float32 error: each mutant but the one that differs at x == 1 alone.
+    by_generated_tests = {p.op.name for p in problems if "generated test" in p.what}
+    assert by_generated_tests == set(mutants) - {"mut_cmp"}, by_generated_tests
 
 
 @pytest.mark.build
