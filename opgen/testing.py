@@ -142,13 +142,17 @@ def reference(fn: Callable[..., Any], arrays: Sequence[np.ndarray], attrs: dict[
     scale = 2.0**-29 if dtype == "float64" else 1.0
     with np.errstate(all="ignore"):
         exact = _as_tuple(fn(*arrays, **attrs))
-        low = _as_tuple(fn(*(np.asarray(a, np.float32) for a in arrays),
-                           **{name: _float32_arrays(v) for name, v in attrs.items()}))
-        spread = []
-        for e, lo in zip(exact, low, strict=True):
-            d = scale * np.abs(np.asarray(lo, np.float64) - e)
-            unknown = 0.0 if dtype == "float64" else np.inf
-            spread.append(np.where(np.isnan(e), 0.0, np.where(np.isfinite(d), d, unknown)))
+        # Three float32 runs, at the inputs and one float32 step either side: each rounds its
+        # intermediates differently, so the largest of them is rarely small by luck.
+        spread = [np.zeros(np.shape(e)) for e in exact]
+        for step in (0.0, np.inf, -np.inf):
+            low = _as_tuple(fn(*(_float32(a, step) for a in arrays),
+                               **{name: _float32(v, step) for name, v in attrs.items()}))
+            for k, (e, lo) in enumerate(zip(exact, low, strict=True)):
+                spread[k] = np.fmax(spread[k], np.abs(np.asarray(lo, np.float64) - e))
+        unknown = 0.0 if dtype == "float64" else np.inf
+        spread = [np.where(np.isnan(e), 0.0, np.where(np.isfinite(d), scale * d, unknown))
+                  for e, d in zip(exact, spread, strict=True)]
     return exact, tuple(spread)
 
 
@@ -175,13 +179,15 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str
         raise AssertionError("\n".join(lines))
 
 
-def _float32_arrays(value: Any) -> Any:
-    """``value`` with its arrays (or a list's) cast to float32; anything else as it is."""
-    if isinstance(value, np.ndarray):
-        return value.astype(np.float32)
+def _float32(value: Any, step: float) -> Any:
+    """``value``'s arrays (or a list's) in float32, moved one float32 step towards ``step``
+    unless it is 0; anything else as it is."""
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], np.ndarray):
-        return [v.astype(np.float32) for v in value]
-    return value
+        return [_float32(v, step) for v in value]
+    if not isinstance(value, np.ndarray):
+        return value
+    low = value.astype(np.float32)
+    return np.nextafter(low, np.float32(step)) if step else low
 
 
 def _as_float32_kernel_sees(fn: Callable[..., Any], attrs: dict[str, Any]) -> dict[str, Any]:
