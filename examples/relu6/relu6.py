@@ -31,24 +31,10 @@ def _ops():
     return _library
 
 
-# Paddle 2.6's autograd cannot differentiate an op on two empty tensors ("Unable to fill empty
-# grad inputs") and launches its own GPU kernels for them, so there an empty result hangs on the
-# first input alone (the others get no gradient, as Paddle 2.6 gives none for empty tensors).
-_EMPTY_RESULT_USES_EVERY_INPUT = not paddle.__version__.startswith("2.")
-
-
-def _empty_like(*inputs: paddle.Tensor) -> paddle.Tensor:
-    """An empty result on the inputs' device that keeps the inputs in the autograd graph."""
-    used = inputs if _EMPTY_RESULT_USES_EVERY_INPUT else inputs[:1]
-    with _current_device_of(inputs[0]):
-        zeros = [t * 0 for t in used]
-        if len(zeros) == 1:
-            return zeros[0]
-        dtype = zeros[0].dtype
-        if dtype in (paddle.float16, paddle.bfloat16):  # Paddle's CPU has no 16-bit float add
-            zeros = [z.astype("float32") for z in zeros]
-            return sum(zeros[1:], zeros[0]).astype(dtype)
-        return sum(zeros[1:], zeros[0])
+def _empty_like(x: paddle.Tensor) -> paddle.Tensor:
+    """An empty result like x: on its device, and in the autograd graph."""
+    with _current_device_of(x):
+        return x * 0
 
 
 @contextlib.contextmanager
