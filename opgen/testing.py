@@ -141,12 +141,12 @@ def reference(fn: Callable[..., Any], arrays: Sequence[np.ndarray], attrs: dict[
         attrs = _as_float32_kernel_sees(fn, attrs)
     scale = 2.0**-29 if dtype == "float64" else 1.0
     with np.errstate(all="ignore"):
-        exact = _as_tuple(fn(*arrays, **attrs))
+        exact = as_tuple(fn(*arrays, **attrs))
         # Three float32 runs, at the inputs and one float32 step either side: each rounds its
         # intermediates differently, so the largest of them is rarely small by luck.
         spread = [np.zeros(np.shape(e)) for e in exact]
         for step in (0.0, np.inf, -np.inf):
-            low = _as_tuple(fn(*(_float32(a, step) for a in arrays),
+            low = as_tuple(fn(*(_float32(a, step) for a in arrays),
                                **{name: _float32(v, step) for name, v in attrs.items()}))
             for k, (e, lo) in enumerate(zip(exact, low, strict=True)):
                 spread[k] = np.fmax(spread[k], np.abs(np.asarray(lo, np.float64) - e))
@@ -198,7 +198,8 @@ def _as_float32_kernel_sees(fn: Callable[..., Any], attrs: dict[str, Any]) -> di
             for name, v in values.items()}
 
 
-def _as_tuple(result: Any) -> tuple[Any, ...]:
+def as_tuple(result: Any) -> tuple[Any, ...]:
+    """An op's (or a reference's) result as a tuple, one item per output."""
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 

@@ -1362,12 +1362,14 @@ class OpRunner:
                         attrs: dict[str, Any], shape: tuple[int, ...]) -> list[str]:
         """The generated tests' numpy reference (expr.py's numpy emission, in the test template)
         against this evaluator, in float64."""
+        from opgen import testing as ot
+
         op, ar = self.op, Arith("float64")
         ref = self.reference
         assert ref is not None
         py_attrs = {a.name: attrs[a.name] for a in op.attrs}
         problems = []
-        expected = ref.as_tuple(ref.reference_forward(*inputs.values(), **py_attrs))
+        expected = ot.as_tuple(ref.reference_forward(*inputs.values(), **py_attrs))
         for name, tree, got in zip(op.outputs, op.forward, expected, strict=True):
             want = evaluate(tree, env, ar, shape)
             assert isinstance(want, Val)
@@ -1376,7 +1378,7 @@ class OpRunner:
                 problems.append(f"float64 attrs={attrs}: generated reference_forward {name}: "
                                 f"{_describe(bad, np.asarray(got), want, tol, inputs)}")
         grads = [env[f"grad_{o}"] for o in op.outputs]
-        expected = ref.as_tuple(ref.reference_backward(
+        expected = ot.as_tuple(ref.reference_backward(
             *inputs.values(), *(g.v for g in grads if isinstance(g, Val)), **py_attrs))
         for s, tree, got in zip(op.inputs, op.backward, expected, strict=True):
             want = evaluate(tree, env, ar, shape)

@@ -229,17 +229,20 @@ def test_dividing_by_rsqrt_or_sigmoid_in_the_numpy_reference(function, expected)
     np.testing.assert_allclose(got, expected(a, b), rtol=1e-14)
 
 
-def _generated_tests_of(text: str, name: str) -> types.ModuleType:
-    """The op's generated test module (its numpy references), without building the op."""
+def _rendered(text: str, name: str, rel: str) -> types.ModuleType:
+    """File ``rel`` of the op rendered from ``text``, run as a module without building the op
+    (a test module's `from <name> import <name>` gets a stand-in)."""
     plan = render_op(loads(text, f"/fuzz/{name}/{name}.yaml"))
-    module = types.ModuleType(f"opgen_fuzz_tests_{name}")
-    stub = types.ModuleType(name)
-    setattr(stub, name, None)
+    module = types.ModuleType(f"opgen_fuzz_{Path(rel).stem}")
+    module.__file__ = f"/fuzz/{name}/{rel}"
+    stand_in = types.ModuleType(name)
+    setattr(stand_in, name, None)
+    # Only that one entry is put back: mock.patch.dict would also drop every module the file
+    # imports for the first time (paddle's, half-initialized for the rest of the session).
     saved = sys.modules.get(name)
-    sys.modules[name] = stub  # the test module does `from <name> import <name>`
+    sys.modules[name] = stand_in
     try:
-        exec(compile(plan.files[f"test_{name}.py"].decode(), f"test_{name}.py", "exec"),
-             module.__dict__)
+        exec(compile(plan.files[rel].decode(), rel, "exec"), module.__dict__)
     finally:
         if saved is None:
             sys.modules.pop(name, None)
@@ -251,7 +254,7 @@ def _generated_tests_of(text: str, name: str) -> types.ModuleType:
 def test_integer_attrs_in_the_numpy_reference():
     """Bug 10: the kernels compute with int attrs as floats; so must the generated reference
     (np.power(-1, -1) of Python ints raises, -abs(0) is +0, int64 products wrap around)."""
-    tests = _generated_tests_of(textwrap.dedent("""\
+    tests = _rendered(textwrap.dedent("""\
         name: powered
         kind: elementwise
         inputs: [x]
@@ -262,7 +265,7 @@ def test_integer_attrs_in_the_numpy_reference():
         forward:
           out: x + k ** k
           other: x / -abs(k + 1) + big * big * 0
-        """), "powered")
+        """), "powered", "test_powered.py")
     x = np.linspace(-2, 2, 9)
     out, other = tests.reference_forward(x)
     np.testing.assert_allclose(out, x - 1)
@@ -276,26 +279,18 @@ def test_generated_tests_make_0d_tensors():
     assert list(ot.to_paddle(np.zeros(()), "float32", "cpu").shape) == []
 
 
-def _wrapper_of(text: str, name: str) -> types.ModuleType:
-    plan = render_op(loads(text, f"/fuzz/{name}/{name}.yaml"))
-    module = types.ModuleType(f"opgen_fuzz_wrapper_{name}")
-    module.__file__ = f"/fuzz/{name}/{name}.py"
-    exec(compile(plan.files[f"{name}.py"].decode(), f"{name}.py", "exec"), module.__dict__)
-    return module
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_empty_float16_inputs_of_a_two_input_op_on_the_cpu(dtype):
     import paddle
 
-    wrapper = _wrapper_of(textwrap.dedent("""\
+    wrapper = _rendered(textwrap.dedent("""\
         name: mul2
         kind: elementwise
         inputs: [x, y]
         outputs: [out]
         forward:
           out: x * y
-        """), "mul2")
+        """), "mul2", "mul2.py")
     x, y = paddle.zeros([0], dtype), paddle.zeros([0], dtype)
     assert list(wrapper.mul2(x, y).shape) == [0]
 

@@ -37,10 +37,6 @@ def reference_backward(x, grad_out, threshold=6.0):
     return np.broadcast_to(grad_x, shape).astype(np.float64)
 
 
-def as_tuple(result):
-    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
-
-
 @pytest.mark.parametrize("attrs", ATTRS)
 @pytest.mark.parametrize("shape", ot.SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -49,7 +45,7 @@ def test_forward(device, dtype, shape, attrs):
     rng = np.random.default_rng(0)
     x, x_np = ot.sample(rng, shape, dtype, device, *DOMAIN["x"])
     ot.poison(device, x, count=1)
-    outputs = as_tuple(relu6(x, **attrs))
+    outputs = ot.as_tuple(relu6(x, **attrs))
     expected, spread = ot.reference(reference_forward, [x_np], attrs, dtype)
     for name, got, want, err in zip(["out"], outputs, expected, spread, strict=True):
         assert got.shape == x.shape and got.dtype == x.dtype, name
@@ -69,8 +65,8 @@ def test_forward_beyond_2_31_elements(device):
               for block in blocks.values()]
     block_inputs = [ot.to_numpy(ot.to_paddle(b.astype(np.float32), dtype, "cpu"))
                     for b in blocks.values()]
-    expected = as_tuple(reference_forward(*block_inputs))
-    outputs = as_tuple(relu6(*inputs))
+    expected = ot.as_tuple(reference_forward(*block_inputs))
+    outputs = ot.as_tuple(relu6(*inputs))
     del inputs
     for name, got, want in zip(["out"], outputs, expected, strict=True):
         ot.assert_periodic(got, want, dtype, name)
@@ -88,7 +84,7 @@ def test_forward_on_views(device, dtype, view):
     cut = (slice(1, None),) if view == "offset" else (slice(None), slice(1, 65))
     shape = (4099,) if view == "offset" else (64, 66)
     x_base, x_np = ot.sample(rng, shape, dtype, device, *DOMAIN["x"])
-    outputs = as_tuple(relu6(x_base[cut]))
+    outputs = ot.as_tuple(relu6(x_base[cut]))
     expected, spread = ot.reference(reference_forward, [x_np[cut]], {}, dtype)
     for name, got, want, err in zip(["out"], outputs, expected, spread, strict=True):
         ot.assert_close(ot.to_numpy(got), want, dtype, name, err)
@@ -102,7 +98,7 @@ def test_backward(device, dtype, shape, attrs):
     rng = np.random.default_rng(2)
     x, x_np = ot.sample(rng, shape, dtype, device, *DOMAIN["x"], stop_gradient=False)
     grad_out, grad_out_np = ot.sample(rng, shape, dtype, device, -1.0, 1.0)
-    outputs = as_tuple(relu6(x, **attrs))
+    outputs = ot.as_tuple(relu6(x, **attrs))
     ot.poison(device, x, count=1)
     grads = paddle.grad(list(outputs), [x], grad_outputs=[grad_out],
                         allow_unused=True)  # a missing gradient fails below, unless empty
@@ -126,11 +122,11 @@ def test_backward_matches_finite_differences(device, attrs):
 
     def weighted_forward(*arrays):
         """sum over outputs of grad_output * output, elementwise, through the op itself."""
-        outs = as_tuple(relu6(*(ot.to_paddle(a, "float64", device) for a in arrays), **attrs))
+        outs = ot.as_tuple(relu6(*(ot.to_paddle(a, "float64", device) for a in arrays), **attrs))
         return sum(g * ot.to_numpy(o) for g, o in zip(grads_out_np, outs, strict=True))
 
     inputs = [ot.to_paddle(a, "float64", device, stop_gradient=False) for a in inputs_np]
-    outputs = as_tuple(relu6(*inputs, **attrs))
+    outputs = ot.as_tuple(relu6(*inputs, **attrs))
     grads = paddle.grad(list(outputs), inputs,
                         grad_outputs=[ot.to_paddle(g, "float64", device) for g in grads_out_np])
     for index, (name, grad) in enumerate(zip(DOMAIN, grads, strict=True)):

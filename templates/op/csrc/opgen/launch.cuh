@@ -188,7 +188,7 @@ void LaunchWidth(const F& f, int64_t n, const Pointers<const T, kIn>& in,
   constexpr int64_t kTile = int64_t{kThreads} * kVec * kUnroll;
   const int64_t tiles = (n + kTile - 1) / kTile;
   int64_t grid = tiles;
-  if (kWaves > 0) {
+  if constexpr (kWaves > 0) {
     const int64_t cap = int64_t{kWaves} * MultiprocessorCount(device) *
                         ResidentBlocksPerSM<kVec, T, F, kIn, kOut>();
     if (cap < grid) grid = cap;
