@@ -17,13 +17,13 @@ from types import ModuleType
 
 import yaml
 
-from . import __version__, build, merge
+from . import __version__, build, journal, merge
 from .errors import DriftError, UsageError, WriteError
 from .merge import BASE_DIR
 from .names import identifier_problem
 from .render import Plan, render_op, templates_root
 from .spec import Spec, load, loads
-from .writer import ANSWERS_FILE, Change, Status, apply, compare, locked, sha256
+from .writer import ANSWERS_FILE, Change, Status, apply, compare, locked, real_folder, sha256
 
 
 @dataclass(frozen=True)
@@ -95,20 +95,38 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     dest = Path(out) if out is not None else spec_path.parent
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"--out {dest}: exists and is not a folder")
+    if pretend or check:
+        _refuse_interrupted(dest, f"opgen generate {spec_path}")
     spec_bytes = spec_path.read_bytes()
-    generated, bookkeeping = _outputs(spec, spec_bytes, dest)
     if check:
+        generated, bookkeeping = _outputs(spec, spec_bytes, dest)
         if allow_edits:
             return _check_regenerated(generated, bookkeeping, dest, spec_path)
         return _check(Plan({**generated, **bookkeeping}), dest, spec_path)
+    return _write_op(spec, spec_bytes, dest, pretend=pretend)
+
+
+def _write_op(spec: Spec, spec_bytes: bytes, dest: Path, *, pretend: bool,
+              extra: dict[str, bytes] | None = None) -> Result:
+    """Merge a fresh render of ``spec`` with the op in ``dest`` and write it (with ``extra``
+    files beside it), all under the op's lock; ``pretend`` only reports."""
+    generated, bookkeeping = _outputs(spec, spec_bytes, dest)
     # The spec itself may sit in the op folder: it is the input, never merged or removed.
-    protect = [spec_path.resolve().relative_to(dest.resolve()).as_posix()] \
-        if spec_path.resolve().is_relative_to(dest.resolve()) else []
+    protect = [spec.path.resolve().relative_to(dest.resolve()).as_posix()] \
+        if spec.path.resolve().is_relative_to(dest.resolve()) else []
     with nullcontext() if pretend else locked(dest):
         update = merge.plan_update(dest, generated, bookkeeping, protect=protect)
         if not pretend:
-            apply(Plan(update.files), dest, remove=update.remove)
+            apply(Plan(update.files), dest, extra=extra, remove=update.remove)
     return Result(dest, update.changes, written=not pretend)
+
+
+def _refuse_interrupted(dest: Path, command: str) -> None:
+    """Reading ``dest`` without its lock would see a half-done update: say how to finish it."""
+    left = journal.pending(real_folder(dest))
+    if left is not None:
+        raise WriteError(f"{dest}: an update of this op was interrupted ({left} is left); "
+                         f"run `{command}` without --pretend or --check to finish it first")
 
 
 def _check(plan: Plan, dest: Path, spec_path: Path) -> Result:

@@ -97,6 +97,10 @@ def generate(
         out.print(f"{result.dest}: up to date with {spec.name} ({len(result.changes)} files)")
         return
     _report(result.changes, result.dest, pretend=pretend)
+    _raise_on_conflicts(result, pretend=pretend)
+
+
+def _raise_on_conflicts(result: api.Result, *, pretend: bool) -> None:
     if result.conflicts:
         from .errors import ConflictError
 

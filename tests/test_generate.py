@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import RELU6, run_opgen, tree_snapshot
 
-from opgen import api, writer
+from opgen import api, journal, writer
 from opgen.errors import DriftError, WriteError
 
 RENDERED = ["README.md", "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h",
@@ -70,15 +70,15 @@ def test_a_failed_write_leaves_the_old_op_untouched(tmp_path, monkeypatch):
     spec.write_text(spec.read_text().replace("default: 6.0", "default: 5.0"))
     before = tree_snapshot(op)
     calls = {"n": 0}
-    real_write = writer._write
+    real_stage = journal._stage
 
-    def failing_write(path: Path, data: bytes) -> None:
+    def failing_stage(dest: Path, rel: str, data: bytes) -> None:
         calls["n"] += 1
         if calls["n"] == 4:
             raise OSError("disk full (injected)")
-        real_write(path, data)
+        real_stage(dest, rel, data)
 
-    monkeypatch.setattr(writer, "_write", failing_write)
+    monkeypatch.setattr(journal, "_stage", failing_stage)
     with pytest.raises(OSError, match="injected"):
         api.generate(spec)
     assert tree_snapshot(op) == before
@@ -86,10 +86,10 @@ def test_a_failed_write_leaves_the_old_op_untouched(tmp_path, monkeypatch):
 
 
 def test_a_failed_first_render_leaves_no_folder(tmp_path, monkeypatch):
-    def failing_write(path: Path, data: bytes) -> None:
+    def failing_stage(dest: Path, rel: str, data: bytes) -> None:
         raise OSError("injected")
 
-    monkeypatch.setattr(writer, "_write", failing_write)
+    monkeypatch.setattr(journal, "_stage", failing_stage)
     with pytest.raises(OSError):
         api.new("my_op", directory=tmp_path)
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []

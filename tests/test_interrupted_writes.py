@@ -1,10 +1,12 @@
-"""Interrupted and concurrent writes (issue 5 §4).
+"""Interrupted and concurrent writes (issue 5 §4, issue 10 §3).
 
-``opgen generate`` killed at any point leaves the op folder holding either the old files or the new
-ones, never a mix; two runs on one folder at once do not interleave. Failures are injected in
-process (monkeypatch) and by a real SIGKILL of a subprocess stopped at chosen points of the write:
-the subprocess is ``python -c CHILD``, where CHILD wraps ``opgen.writer``'s ``_write`` and
-``_exchange`` (the production code has no test hooks) and then runs ``opgen.cli.main``.
+``opgen generate`` killed at any point leaves every file of the op folder whole (old or new), and
+the next run that takes the op's lock finishes or undoes the update from its journal: the folder
+then holds either the old files or the new ones, never a mix. Two runs on one folder at once do
+not interleave. Failures are injected in process (monkeypatch) and by a real SIGKILL of a
+subprocess stopped at chosen points of the write: the subprocess is ``python -c CHILD``, where
+CHILD wraps ``opgen.journal``'s ``_stage`` and ``_install`` (the production code has no test
+hooks) and then runs ``opgen.cli.main``.
 """
 
 from __future__ import annotations
@@ -20,22 +22,23 @@ from pathlib import Path
 import pytest
 from conftest import RELU6, ROOT
 
-from opgen import api, render, writer
+from opgen import api, journal, render, writer
 
 #: Run in the subprocess. OPGEN_TEST_STOP_AT names the point where it stops and waits to be
-#: killed ("write:3": before the third file is written; "exchange": before the folders trade
-#: places; "swapped": after, before the old files are removed; "never"); each point reached leaves
-#: a marker file in OPGEN_TEST_MARKS; OPGEN_TEST_WRITE_DELAY slows every write down.
+#: killed ("write:3": before the third new file is staged; "install:2": before the second file
+#: is renamed into place; "installed": after the last, before the backups and the journal are
+#: removed; "never"); each point reached leaves a marker file in OPGEN_TEST_MARKS;
+#: OPGEN_TEST_WRITE_DELAY slows every staged write down.
 CHILD = r"""
 import os, sys, time
 from pathlib import Path
 
-import opgen.writer as writer
+import opgen.journal as journal
 
 stop_at = os.environ["OPGEN_TEST_STOP_AT"]
 delay = float(os.environ.get("OPGEN_TEST_WRITE_DELAY", "0"))
 marks = Path(os.environ["OPGEN_TEST_MARKS"])
-writes = 0
+counts = {"write": 0, "install": 0}
 
 
 def reached(point):
@@ -44,25 +47,31 @@ def reached(point):
         time.sleep(600)  # the test kills this process here
 
 
-real_write, real_exchange = writer._write, writer._exchange
+def counted(kind):
+    counts[kind] += 1
+    reached(f"{kind}:{counts[kind]}")
 
 
-def write(path, data):
-    global writes
-    writes += 1
-    reached(f"write:{writes}")
-    real_write(path, data)
+real_stage, real_install, real_finish = journal._stage, journal._install, journal._finish
+
+
+def stage(dest, rel, data):
+    counted("write")
+    real_stage(dest, rel, data)
     time.sleep(delay)
 
 
-def exchange(a, b):
-    reached("exchange")
-    swapped = real_exchange(a, b)
-    reached("swapped")
-    return swapped
+def install(dest, step):
+    counted("install")
+    real_install(dest, step)
 
 
-writer._write, writer._exchange = write, exchange
+def finish(dest, entries):
+    reached("installed")
+    real_finish(dest, entries)
+
+
+journal._stage, journal._install, journal._finish = stage, install, finish
 from opgen.cli import main
 
 main(sys.argv[1:])
@@ -86,10 +95,26 @@ def _files(root: Path) -> dict[str, bytes]:
             if p.is_file() and p.relative_to(root).parts[0] not in ("build", "__pycache__")}
 
 
-def _staging(parent: Path, name: str = "op") -> list[str]:
-    """Staging folders of the op folder ``name`` (its lock file is not one)."""
-    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}.opgen-")
-                  and p.is_dir())
+def _leftovers(op: Path) -> list[str]:
+    """What an update leaves while it runs: staged files, backups, the journal, and the staging
+    folders of the old whole-folder swap beside the op."""
+    inside = [p.relative_to(op).as_posix() for p in op.rglob("*")
+              if p.name.endswith((journal.NEW, journal.OLD)) or p == op / journal.JOURNAL]
+    beside = [p.name for p in op.parent.iterdir() if p.name.startswith(f".{op.name}.opgen-")]
+    return sorted(inside + beside)
+
+
+def _torn(now: dict[str, bytes], versions: dict) -> list[str]:
+    """The op's files that are neither their old nor their new version (staging files aside)."""
+    return [rel for rel, data in now.items() if not rel.endswith((journal.NEW, journal.OLD))
+            and rel != journal.JOURNAL
+            and data not in (versions["old"].get(rel), versions["new"].get(rel))]
+
+
+def _next_writer(op: Path) -> None:
+    """What the next opgen run on the op does first, once it holds the op's lock."""
+    with writer.locked(op):
+        pass
 
 
 @pytest.fixture
@@ -135,9 +160,9 @@ def _kill_at(versions: dict, point: str, marks: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-def _file_count(versions: dict) -> int:
-    """How many files the run from old to new writes: counted by a run on a copy."""
-    if "writes" not in versions:
+def _counts(versions: dict) -> dict[str, int]:
+    """How many files the run from old to new stages and installs: counted by a run on a copy."""
+    if "counts" not in versions:
         op = versions["op"]
         copy = op.with_name("op_count")
         shutil.copytree(op, copy)
@@ -145,26 +170,44 @@ def _file_count(versions: dict) -> int:
         proc = _child(["generate", str(versions["new_spec"]), "--out", str(copy)], "never", marks)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-        versions["writes"] = sum(1 for m in marks.iterdir() if m.name.startswith("write-"))
+        versions["counts"] = {kind: sum(1 for m in marks.iterdir()
+                                        if m.name.startswith(f"{kind}-"))
+                              for kind in ("write", "install")}
         shutil.rmtree(copy)
-    return versions["writes"]
+    return versions["counts"]
 
 
-KILL_POINTS = ["write:1", "write:2", "write:half", "write:last", "exchange", "swapped"]
+KILL_POINTS = ["write:1", "write:2", "write:half", "write:last", "install:1", "install:2",
+               "install:half", "install:last", "installed"]
 
 
 def _point(point: str, versions: dict) -> str:
-    n = _file_count(versions)
-    return {"write:half": f"write:{n // 2}", "write:last": f"write:{n}"}.get(point, point)
+    kind, _, which = point.partition(":")
+    n = _counts(versions).get(kind, 0)
+    return {"half": f"{kind}:{n // 2}", "last": f"{kind}:{n}"}.get(which, point)
+
+
+def _finishes(point: str) -> bool:
+    """Whether a run killed at ``point`` had staged every new file, so the update completes."""
+    return point.startswith("install") or point == "installed"
+
+
+def test_the_update_stages_and_installs_every_changed_file(versions):
+    counts = _counts(versions)
+    changed = {rel for rel in versions["new"] if versions["new"][rel] != versions["old"].get(rel)}
+    assert counts["write"] == len(changed) > 4 and counts["install"] >= counts["write"]
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
-def test_sigkill_leaves_old_or_new_files_never_a_mix(versions, tmp_path, point):
+def test_sigkill_leaves_whole_files_and_the_next_run_old_or_new_never_a_mix(versions, tmp_path,
+                                                                             point):
     point = _point(point, versions)
     _kill_at(versions, point, tmp_path / "marks")
-    now = _files(versions["op"])
-    expected = versions["new"] if point == "swapped" else versions["old"]
-    assert now == expected, f"killed at {point}: the folder holds a mix"
+    assert _torn(_files(versions["op"]), versions) == [], f"killed at {point}: a torn file"
+    _next_writer(versions["op"])
+    expected = versions["new"] if _finishes(point) else versions["old"]
+    assert _files(versions["op"]) == expected, f"killed at {point}: the folder holds a mix"
+    assert _leftovers(versions["op"]) == []
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
@@ -180,23 +223,43 @@ def test_generate_after_a_sigkill_completes_the_new_op(versions, tmp_path, point
     assert _files(versions["op"]) == versions["new"]
 
 
-@pytest.mark.parametrize("point", ["write:1", "write:last", "exchange", "swapped"])
-def test_no_staging_folder_outlives_the_next_run(versions, tmp_path, point):
+@pytest.mark.parametrize("point", ["write:1", "write:last", "install:1", "installed"])
+def test_no_staged_file_backup_or_journal_outlives_the_next_run(versions, tmp_path, point):
     _kill_at(versions, _point(point, versions), tmp_path / "marks")
-    api.generate(versions["new_spec"], versions["op"])
-    assert _staging(versions["op"].parent) == []
+    assert _leftovers(versions["op"]) != []
+    api.generate(versions["old_spec"], versions["op"])
+    assert _files(versions["op"]) == versions["old"]
+    assert _leftovers(versions["op"]) == []
 
 
-@pytest.mark.parametrize("point", ["write:1", "write:last", "swapped"])
+@pytest.mark.parametrize("point", ["write:1", "write:last", "install:half", "installed"])
 def test_build_outputs_survive_a_sigkill(versions, tmp_path, point):
     _kill_at(versions, _point(point, versions), tmp_path / "marks")
     assert (versions["op"] / "build" / "keep.txt").is_file()
-
-
-def test_build_outputs_survive_a_sigkill_just_before_the_exchange(versions, tmp_path):
-    _kill_at(versions, "exchange", tmp_path / "marks")
     api.generate(versions["new_spec"], versions["op"])
     assert (versions["op"] / "build" / "keep.txt").is_file()
+
+
+def test_pretend_and_check_refuse_an_interrupted_update(versions, tmp_path):
+    """They read without the lock, so they would see a mix: they say how to finish it instead."""
+    _kill_at(versions, _point("install:half", versions), tmp_path / "marks")
+    for flag in ("--pretend", "--check"):
+        result = subprocess.run([sys.executable, "-m", "opgen", "generate", flag,
+                                 str(versions["new_spec"]), "--out", str(versions["op"])],
+                                capture_output=True, text=True, cwd=ROOT, check=False)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert "was interrupted" in result.stderr and "opgen generate" in result.stderr
+    assert _leftovers(versions["op"]) != []  # they wrote nothing
+
+
+def test_a_damaged_journal_is_one_error_line(versions, tmp_path):
+    _kill_at(versions, _point("install:2", versions), tmp_path / "marks")
+    (versions["op"] / journal.JOURNAL).write_text("{not json")
+    result = subprocess.run([sys.executable, "-m", "opgen", "generate",
+                             str(versions["new_spec"]), "--out", str(versions["op"])],
+                            capture_output=True, text=True, cwd=ROOT, check=False)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "not an opgen journal" in result.stderr and "Traceback" not in result.stderr
 
 
 # ---- failures injected in process ----------------------------------------------------------------
@@ -220,7 +283,7 @@ def test_a_failure_mid_render_writes_nothing(versions, monkeypatch, call):
     with pytest.raises(OSError, match="injected"):
         api.generate(versions["new_spec"], versions["op"])
     assert _files(versions["op"]) == versions["old"]
-    assert _staging(versions["op"].parent) == []
+    assert _leftovers(versions["op"]) == []
 
 
 def test_a_failure_mid_render_of_a_new_op_leaves_no_folder(tmp_path, monkeypatch):
@@ -231,36 +294,64 @@ def test_a_failure_mid_render_of_a_new_op_leaves_no_folder(tmp_path, monkeypatch
     assert not (tmp_path / "fresh").exists()
 
 
+def _nth(call: str, total: int) -> int:
+    return {"first": 1, "second": 2, "middle": total // 2, "last": total}[call]
+
+
 @pytest.mark.parametrize("call", ["first", "middle", "last"])
 def test_a_failure_mid_write_leaves_the_old_files(versions, monkeypatch, call):
-    n = {"first": 1, "middle": _file_count(versions) // 2, "last": _file_count(versions)}[call]
-    monkeypatch.setattr(writer, "_write", _fail_on_call(n, writer._write))
+    n = _nth(call, _counts(versions)["write"])
+    monkeypatch.setattr(journal, "_stage", _fail_on_call(n, journal._stage))
     with pytest.raises(OSError, match="injected"):
         api.generate(versions["new_spec"], versions["op"])
     assert _files(versions["op"]) == versions["old"]
     assert (versions["op"] / "build" / "keep.txt").is_file()
-    assert _staging(versions["op"].parent) == []
+    assert _leftovers(versions["op"]) == []
 
 
-def test_a_failed_exchange_leaves_the_old_files(versions, monkeypatch):
-    def failing_exchange(a, b):
-        raise OSError("injected failure of renameat2")
-
-    monkeypatch.setattr(writer, "_exchange", failing_exchange)
+@pytest.mark.parametrize("call", ["first", "second", "middle", "last"])
+def test_a_failure_mid_install_puts_the_old_files_back(versions, monkeypatch, call):
+    """Some files are already renamed into place when one rename fails: all of them go back."""
+    n = _nth(call, _counts(versions)["install"])
+    monkeypatch.setattr(journal, "_install", _fail_on_call(n, journal._install))
     with pytest.raises(OSError, match="injected"):
         api.generate(versions["new_spec"], versions["op"])
     assert _files(versions["op"]) == versions["old"]
-    assert _staging(versions["op"].parent) == []
+    assert (versions["op"] / "build" / "keep.txt").is_file()
+    assert _leftovers(versions["op"]) == []
 
 
-def test_a_failed_exchange_keeps_the_build_outputs(versions, monkeypatch):
-    def failing_exchange(a, b):
-        raise OSError("injected failure of renameat2")
+@pytest.mark.parametrize("call, ends", [(1, "new"), (2, "old")])
+def test_a_failure_while_putting_files_back_is_finished_by_the_next_run(versions, monkeypatch,
+                                                                       call, ends):
+    """The undo fails before it changed anything (every new file is still at hand: the next run
+    rolls forward) or after it dropped a staged file (the next run rolls back)."""
+    n = _counts(versions)["install"] // 2
+    monkeypatch.setattr(journal, "_install", _fail_on_call(n, journal._install))
+    monkeypatch.setattr(journal, "_undo", _fail_on_call(call, journal._undo))
+    with pytest.raises(OSError, match=f"injected failure on call {call}"):
+        api.generate(versions["new_spec"], versions["op"])
+    monkeypatch.undo()
+    assert _torn(_files(versions["op"]), versions) == []
+    _next_writer(versions["op"])
+    assert _files(versions["op"]) == versions[ends]
+    assert _leftovers(versions["op"]) == []
 
-    monkeypatch.setattr(writer, "_exchange", failing_exchange)
+
+def test_a_failed_journal_write_leaves_the_old_files(versions, monkeypatch):
+    monkeypatch.setattr(journal, "_fsync_dir", _fail_on_call(1, journal._fsync_dir))
     with pytest.raises(OSError, match="injected"):
         api.generate(versions["new_spec"], versions["op"])
-    assert (versions["op"] / "build" / "keep.txt").is_file()
+    assert _files(versions["op"]) == versions["old"]
+    assert _leftovers(versions["op"]) == []
+
+
+def test_a_failed_first_write_of_a_new_op_leaves_no_folder(tmp_path, monkeypatch):
+    old, _ = _specs(tmp_path)
+    monkeypatch.setattr(journal, "_install", _fail_on_call(3, journal._install))
+    with pytest.raises(OSError, match="injected"):
+        api.generate(old, tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()
 
 
 # ---- concurrent runs -----------------------------------------------------------------------------
@@ -268,7 +359,7 @@ def test_a_failed_exchange_keeps_the_build_outputs(versions, monkeypatch):
 @pytest.mark.parametrize("stagger", [0.0, 0.05, 0.2])
 def test_two_concurrent_runs_do_not_interleave(versions, tmp_path, stagger):
     """Both runs write slowly and overlap: the folder ends as one complete render, both succeed,
-    and no staging folder is left."""
+    and no staged file, backup or journal is left."""
     procs = []
     for k, spec in enumerate((versions["new_spec"], versions["old_spec"])):
         procs.append(_child(["generate", str(spec), "--out", str(versions["op"])], "never",
@@ -278,7 +369,7 @@ def test_two_concurrent_runs_do_not_interleave(versions, tmp_path, stagger):
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
     assert _files(versions["op"]) in (versions["old"], versions["new"])
-    assert _staging(versions["op"].parent) == []
+    assert _leftovers(versions["op"]) == []
     assert (versions["op"] / "build" / "keep.txt").is_file()
 
 
@@ -300,7 +391,7 @@ def test_a_second_run_waits_for_the_first(versions, tmp_path):
 
 
 def test_an_identical_regeneration_writes_nothing(versions, monkeypatch):
-    monkeypatch.setattr(writer, "_write", _fail_on_call(1, writer._write))
+    monkeypatch.setattr(journal, "_write", _fail_on_call(1, journal._write))
     api.generate(versions["old_spec"], versions["op"])  # identical: no write, no failure
     assert _files(versions["op"]) == versions["old"]
 
@@ -311,5 +402,6 @@ def test_child_helper_runs_a_plain_generate(versions, tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert _files(versions["op"]) == versions["new"]
-    assert (tmp_path / "marks" / "exchange").exists() and (tmp_path / "marks" / "swapped").exists()
+    assert (tmp_path / "marks" / "install-1").exists()
+    assert (tmp_path / "marks" / "installed").exists()
 
