@@ -66,11 +66,6 @@ def _outputs(spec: Spec, spec_bytes: bytes, dest: Path) -> tuple[dict[str, bytes
     return generated, bookkeeping
 
 
-def _plan_for(spec: Spec, spec_bytes: bytes, dest: Path) -> Plan:
-    generated, bookkeeping = _outputs(spec, spec_bytes, dest)
-    return Plan({**generated, **bookkeeping})
-
-
 def _shown(changes: list[Change]) -> list[Change]:
     """The changes worth printing: the base snapshot mirrors the generated files."""
     return [c for c in changes if not c.path.startswith(f"{BASE_DIR}/")]
@@ -161,30 +156,42 @@ def _check_regenerated(generated: dict[str, bytes], bookkeeping: dict[str, bytes
 
 def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = None,
         pretend: bool = False, force: bool = False) -> Result:
-    """Scaffold ``<directory>/<name>/<name>.yaml`` and the op generated from it."""
+    """Scaffold ``<directory>/<name>/<name>.yaml`` and the op generated from it.
+
+    ``force`` generates into an existing folder as :func:`generate` does: an existing spec is
+    used, never overwritten, and edited generated files are merged, not replaced.
+    """
     problem = identifier_problem(name, what="op")
     if problem:
         raise UsageError(problem)
     if kind != "elementwise":
         raise UsageError(f"unknown op kind '{kind}'; available: elementwise")
     dest = Path(directory or ".") / name
+    spec_path = dest / f"{name}.yaml"
+    if dest.exists() and not dest.is_dir():
+        raise WriteError(f"{dest}: exists and is not a folder")
     if dest.exists() and not force:
-        raise WriteError(f"{dest} already exists; use --force to regenerate into it")
+        raise WriteError(f"{dest} already exists; use --force to generate into it (an existing "
+                         f"{spec_path.name} and your edits are kept)")
+    if pretend:
+        _refuse_interrupted(dest, f"opgen new {name} --force")
+    if spec_path.is_file():
+        result = _write_op(load(spec_path), spec_path.read_bytes(), dest, pretend=pretend)
+        return Result(dest, [Change(spec_path.name, Status.KEEP), *result.changes],
+                      result.written)
+    text = _scaffold_spec(name, kind)
+    result = _write_op(loads(text, spec_path), text.encode(), dest, pretend=pretend,
+                       extra={spec_path.name: text.encode()})
+    return Result(dest, [Change(spec_path.name, Status.CREATE), *result.changes], result.written)
+
+
+def _scaffold_spec(name: str, kind: str) -> str:
+    """The starting spec of a new op: the template ``spec/<kind>.yaml.jinja``."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_root())),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    text = env.get_template(f"spec/{kind}.yaml.jinja").render(name=name)
-    spec_path = dest / f"{name}.yaml"
-    spec = loads(text, spec_path)
-    spec_bytes = text.encode()
-    plan = _plan_for(spec, spec_bytes, dest)
-    files = dict(plan.files)
-    files[spec_path.name] = spec_bytes
-    plan = Plan(files)
-    if pretend:
-        return Result(dest, _shown(compare(plan, dest)), written=False)
-    return Result(dest, _shown(apply(plan, dest)), written=True)
+    return env.get_template(f"spec/{kind}.yaml.jinja").render(name=name)
 
 
 def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = None,

@@ -61,13 +61,17 @@ def new(
                                               "(the only kind so far).")] = False,
     directory: Annotated[Path, typer.Option("--dir", help="Where to create NAME/.")] = Path("."),
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Write into an existing folder.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Generate into an existing folder, as "
+                                        "`opgen generate` does: an existing NAME.yaml is used, "
+                                        "never overwritten, and your edits to generated files "
+                                        "are merged.")] = False,
 ) -> None:
     """Scaffold NAME/NAME.yaml and the op generated from it: it builds and passes its tests."""
     if not elementwise:
         raise typer.BadParameter("choose the op kind: --elementwise", param_hint="--elementwise")
     result = api.new(name, directory=directory, pretend=pretend, force=force)
     _report(result.changes, result.dest, pretend=pretend)
+    _raise_on_conflicts(result, pretend=pretend)
     if not pretend:
         spec = result.dest / f"{name}.yaml"
         out.print(f"next: edit {spec}, then `opgen generate {spec}` and "

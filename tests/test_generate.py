@@ -154,3 +154,40 @@ def test_writer_lock_is_exclusive(tmp_path):
     lock = FileLock(str(tmp_path / ".op.opgen.lock"))
     with lock, pytest.raises(WriteError, match="holds its lock"), writer.locked(dest, timeout=0.2):
         pass
+
+
+def test_new_force_keeps_the_spec_and_merges_edits(tmp_path):
+    """`new --force` over an op of the user's: the spec is never overwritten, and an edited
+    generated file is merged with the render of that spec, as `generate` does."""
+    assert run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path)).returncode == 0
+    op = tmp_path / "my_op"
+    spec, header = op / "my_op.yaml", op / "csrc" / "my_op.h"
+    spec.write_text(spec.read_text().replace("  out: x ", "  out: x * 2 "))
+    spec_bytes = spec.read_bytes()
+    header.write_text(header.read_text().replace("namespace my_op {\n",
+                                                 "namespace my_op {\n\n// tuned by hand\n"))
+
+    result = run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path), "--force")
+
+    assert result.returncode == 0, result.stderr
+    assert spec.read_bytes() == spec_bytes
+    text = header.read_text()
+    assert "// tuned by hand\n" in text and "out = x * MT(2);" in text  # edit kept, spec applied
+    assert "merged" in result.stdout and "keep" in result.stdout
+    assert run_opgen("generate", "--check", "--allow-edits", str(spec)).returncode == 0
+
+
+def test_new_force_reports_a_conflict_like_generate(tmp_path):
+    assert run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path)).returncode == 0
+    op = tmp_path / "my_op"
+    spec, header = op / "my_op.yaml", op / "csrc" / "my_op.h"
+    header.write_text(header.read_text().replace("    out = x;\n", "    out = x + MT(1);\n"))
+    spec.write_text(spec.read_text().replace("  out: x ", "  out: x * 2 "))
+
+    result = run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path), "--force")
+
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "merge conflicts (csrc/my_op.h)" in result.stderr
+    text = header.read_text()
+    assert "<<<<<<< ours\n    out = x + MT(1);\n=======\n    out = x * MT(2);\n" in text
+    assert "out: x * 2 " in spec.read_text()
