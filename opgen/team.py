@@ -45,6 +45,8 @@ UPDATE_MARKERS = (b"<<<<<<< before updating", b">>>>>>> after updating")
 _GIT_AS_OPGEN = ("-c", "user.name=opgen", "-c", "user.email=opgen@localhost",
                  "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false",
                  "-c", f"core.hooksPath={os.devnull}")
+#: Reading a team's repository never writes to it, not even git's opportunistic index refresh.
+_READ_ONLY = ("--no-optional-locks", "-c", "core.quotepath=off")
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,8 @@ def update(team_dir: Path | str, *, pretend: bool = False, ref: str | None = Non
     ``copier update``, keeping its local changes; conflicts are written inline and listed.
 
     The repository must be committed: the update's changes are then exactly ``git diff``, for
-    review, and undone with ``git checkout``. ``pretend`` updates a temporary clone instead.
+    review, and undone with ``git checkout``. ``pretend`` updates a temporary clone instead,
+    holding the uncommitted changes too, and writes nothing, so it works on any repository.
     """
     dest = Path(team_dir)
     answers = _answers(dest)
@@ -150,14 +153,16 @@ def update(team_dir: Path | str, *, pretend: bool = False, ref: str | None = Non
         ref = ref or publish(store=src)
         restore_version(old, store=src)
     top = _toplevel(dest)
-    if _git("status", "--porcelain", cwd=dest).strip():
-        raise TeamError(f"{dest}: has uncommitted changes; commit or stash them first, so the "
-                        "update can be reviewed with git diff and undone")
     if not pretend:
+        if _git(*_READ_ONLY, "status", "--porcelain", cwd=dest).strip():
+            raise TeamError(f"{dest}: has uncommitted changes; commit or stash them first, so "
+                            "the update can be reviewed with git diff and undone (or preview "
+                            "it with --pretend)")
         return _update_in(dest, dest, ref, written=True)
     with tempfile.TemporaryDirectory(prefix="opgen-update-") as tmp:
         clone = Path(tmp) / "repo"
         _git("clone", "-q", str(top), str(clone), cwd=Path(tmp))
+        _commit_uncommitted(top, clone)
         return _update_in(clone / dest.resolve().relative_to(top), dest, ref, written=False)
 
 
@@ -242,6 +247,26 @@ def _generate_ops(root: Path) -> None:
             api.generate(spec)
     for lock in root.glob("ops/.*.opgen.lock"):
         lock.unlink()
+
+
+def _commit_uncommitted(top: Path, clone: Path) -> None:
+    """Copy the uncommitted changes of the repository ``top`` (tracked and untracked files, not
+    ignored ones) into its ``clone`` and commit them there: a pretend update then starts from the
+    files as they are, and lists only what the update itself changes."""
+    listed = _git(*_READ_ONLY, "diff", "--name-only", "-z", "HEAD", cwd=top) \
+        + _git(*_READ_ONLY, "ls-files", "-z", "--others", "--exclude-standard", cwd=top)
+    paths = sorted({rel for rel in listed.split("\0") if rel})
+    for rel in paths:
+        src, dst = top / rel, clone / rel
+        if dst.is_symlink() or dst.is_file():
+            dst.unlink()
+        if src.is_symlink() or src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst, follow_symlinks=False)
+    if paths:
+        _git(*_GIT_AS_OPGEN, "add", "-A", cwd=clone)
+        _git(*_GIT_AS_OPGEN, "commit", "-q", "--no-verify", "--allow-empty", "-m",
+             "uncommitted changes, for opgen update --pretend", cwd=clone)
 
 
 def _update_in(work: Path, dest: Path, ref: str | None, *, written: bool) -> TeamResult:

@@ -323,6 +323,35 @@ def test_update_refuses_uncommitted_changes(tmp_path):
     assert (team_dir / "README.md").read_text() == "mine, not committed\n"
 
 
+def test_update_pretend_works_over_uncommitted_changes_and_writes_nothing(tmp_path):
+    """Pretending writes nothing, so a dirty repository is fine: the preview starts from the
+    files as they are, uncommitted changes included, and lists only what the update changes."""
+    template = template_repo(tmp_path)
+    team_dir = tmp_path / "acme"
+    team.init(team_dir, template=str(template), ref="1.0.0")
+    commit_all(team_dir, "init")
+    make_v2(template)
+    commit_all(template, "template 2.0.0")
+    git("tag", "2.0.0", cwd=template)
+    change_locally(team_dir)  # not committed
+    (team_dir / "scratch.txt").write_text("untracked\n")
+    git("add", "pyproject.toml", cwd=team_dir)  # one change staged, the others not
+    before = tree_snapshot(team_dir)
+
+    result = run_opgen("update", str(team_dir), "--pretend")
+
+    assert result.returncode == 0, result.stderr
+    assert "would be at template version 2.0.0" in result.stdout
+    listed = {line.split()[-1] for line in result.stdout.splitlines() if "would" in line
+              and "update" in line}
+    assert {str(team_dir / r) for r in ("CONTRIBUTING.md", "ci/run.sh", "docs/onboarding.md")} \
+        <= listed
+    assert str(team_dir / "pyproject.toml") not in listed  # a local change, not the update's
+    assert str(team_dir / "scratch.txt") not in listed
+    assert tree_snapshot(team_dir) == before
+    assert run_opgen("update", str(team_dir)).returncode == 1  # the real update still refuses
+
+
 def test_update_outside_a_team_repository_is_one_error(tmp_path):
     result = run_opgen("update", str(tmp_path))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
