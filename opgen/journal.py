@@ -144,6 +144,7 @@ def _undo(dest: Path, step: Step) -> None:
 
 
 def _roll_back(dest: Path, journal: Journal) -> None:
+    """Undo every step, last first, then drop the journal and the folders the update made."""
     for step in reversed(journal.steps):
         _undo(dest, step)
     _discard(staged(dest, JOURNAL))
@@ -153,6 +154,8 @@ def _roll_back(dest: Path, journal: Journal) -> None:
 
 
 def _finish(dest: Path, journal: Journal) -> None:
+    """Make the renames durable, then drop the backups, the journal (last) and the folders
+    that deletions left empty."""
     for folder in sorted({(dest / s.path).parent for s in journal.steps}):
         if folder.is_dir():
             _fsync_dir(folder)
@@ -254,12 +257,14 @@ def _exists(path: Path) -> bool:
 
 
 def _hash(path: Path) -> str | None:
+    """The SHA-256 of a regular file's bytes; None for anything else (missing, link, folder)."""
     if not path.is_file() or path.is_symlink():
         return None
     return sha256(path.read_bytes())
 
 
 def _discard(path: Path) -> None:
+    """Unlink ``path`` if it is there (a file or a link)."""
     if _exists(path):
         path.unlink()
 
