@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from . import __version__, api
+from . import build as builder
 from .errors import OpgenError, UpdateConflictError
 from .writer import Change, Status
 
@@ -124,7 +125,6 @@ def build(
 
     One process compiles a given build while others wait for it and load the result.
     """
-    from . import build as builder
     from . import wheel as wheels
     from .errors import UsageError
 
@@ -132,6 +132,17 @@ def build(
         raise UsageError("--wheel-dir and --wheel-version go with --wheel")
     wheels.check_version(wheel_version)  # before a compile, not after
     config = builder.configure(op_dir, cpu_only=cpu_only, arches=builder.parse_arches(arch))
+    built = _build(config, verbose=verbose)
+    if wheel:
+        with err.status(f"packaging {config.name}..."):
+            result = wheels.build_wheel(config, built.library, wheel_dir or config.op_dir / "dist",
+                                        version=wheel_version)
+        out.print(f"{config.name}: wheel {result.path} ({result.summary()})", markup=False,
+                  soft_wrap=True)
+
+
+def _build(config: builder.BuildConfig, *, verbose: bool = False) -> builder.Built:
+    """Build ``config`` (a spinner while compiling) and print one line saying what happened."""
     what = config.describe()
     if builder.built_library(config) is not None:
         built = builder.ensure_built(config)  # the cached build: nothing to wait for
@@ -146,12 +157,7 @@ def build(
     else:
         line = f"{config.name}: up to date ({what}): {built.library}"
     out.print(line, markup=False, soft_wrap=True)  # paths stay whole, whatever the width
-    if wheel:
-        with err.status(f"packaging {config.name}..."):
-            result = wheels.build_wheel(config, built.library, wheel_dir or config.op_dir / "dist",
-                                        version=wheel_version)
-        out.print(f"{config.name}: wheel {result.path} ({result.summary()})", markup=False,
-                  soft_wrap=True)
+    return built
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -160,8 +166,11 @@ def test(
     op_dir: Annotated[Path, typer.Argument(help="The generated op's folder.")],
     device: Annotated[str, typer.Option("--device", help="cpu, gpu or all.")] = "all",
 ) -> None:
-    """Run the op's generated tests (extra arguments after -- go to pytest)."""
-    code = api.test(op_dir, device=device, pytest_args=list(ctx.args))
+    """Build the op, then run its generated tests (extra arguments after -- go to pytest).
+
+    A failed build stops here with its first error.
+    """
+    code = api.test(op_dir, device=device, pytest_args=list(ctx.args), build_with=_build)
     raise typer.Exit(code)
 
 
