@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,6 +18,9 @@ from . import __version__, api
 from . import build as builder
 from .errors import OpgenError, UpdateConflictError
 from .writer import Change, Status
+
+if TYPE_CHECKING:
+    from .bench import Results
 
 app = typer.Typer(
     name="opgen",
@@ -222,10 +225,37 @@ def bench(
     plot_path: Annotated[Path | None, typer.Option("--plot", help="Draw GB/s against size "
                                                    "as a PNG.")] = None,
 ) -> None:
-    """Time the op against a device copy, the spec's composed baseline and the naive kernel."""
+    """Time the op against a device copy, the spec's composed baseline and the naive kernel.
+
+    What was measured is reported and written even when a later step fails.
+    """
     import platform
     from datetime import datetime, timezone
 
+    from . import bench as bench_lib
+
+    for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
+        if path is not None:
+            bench_lib.check_output(path, flag)
+    if plot_path is not None:
+        bench_lib.require_matplotlib()
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
+            "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
+    results = bench_lib.Results()
+    try:
+        _measure(results, op_dir, device=device, sizes=_sizes(sizes), dtypes=dtype,
+                 repeats=repeats, compare=compare)
+    except (OpgenError, KeyboardInterrupt) as exc:
+        if results.rows:  # keep what was measured, and say it is incomplete
+            message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+            _bench_report(results, op_dir, device, meta, json_path, plot_path, error=message)
+        raise
+    _bench_report(results, op_dir, device, meta, json_path, plot_path)
+
+
+def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | None,
+             dtypes: list[str] | None, repeats: int, compare: str) -> None:
+    """Run the benchmark into ``results`` behind a progress bar on stderr."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -234,7 +264,6 @@ def bench(
         TextColumn,
         TimeElapsedColumn,
     )
-    from rich.table import Table
 
     from . import bench as bench_lib
 
@@ -243,11 +272,23 @@ def bench(
                   transient=True) as progress:
         task = progress.add_task("benchmark", total=None)
         kinds = tuple(k.strip() for k in compare.split(",") if k.strip() not in ("", "none"))
-        rows = bench_lib.run(op_dir, device=device, sizes=_sizes(sizes), dtypes=dtype,
-                             repeats=repeats, compare=kinds,
-                             progress=lambda msg, done, total: progress.update(
-                                 task, description=msg, completed=done, total=total))
-    table = Table(title=f"{op_dir.resolve().name} on {device}")
+        bench_lib.run(op_dir, device=device, sizes=sizes, dtypes=dtypes, repeats=repeats,
+                      compare=kinds, results=results,
+                      progress=lambda msg, done, total: progress.update(
+                          task, description=msg, completed=done, total=total))
+
+
+def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, Any],
+                  json_path: Path | None, plot_path: Path | None,
+                  error: str | None = None) -> None:
+    """Print the table and the skipped comparisons; write the JSON and the plot if asked."""
+    from rich.table import Table
+
+    from . import bench as bench_lib
+
+    rows = results.rows
+    table = Table(title=f"{op_dir.resolve().name} on {device}"
+                  + (" (incomplete)" if error else ""))
     for column in ("dtype", "elements", "direction", "kernel", "time (ms)", "GB/s", "x copy",
                    "speedup vs baseline", "speedup vs naive"):
         table.add_column(column, justify="right")
@@ -261,16 +302,17 @@ def bench(
                       f"{r.gbps:,.0f}", fmt(r.gbps / c.gbps if c else None),
                       fmt(s and s["speedup_vs_baseline"]), fmt(s and s["speedup_vs_naive"]))
     out.print(table, width=max(out.width, 130))
-    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
-            "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
+    for skipped in results.skipped:
+        out.print(f"note: {skipped.line()}", markup=False, soft_wrap=True)
     if device == "gpu":
         meta["gpu"] = _gpu_name()
     if json_path:
-        bench_lib.write_json(rows, json_path, meta)
-        out.print(f"wrote {json_path}")
+        bench_lib.write_json(results, json_path, meta, error=error)
+        out.print(f"wrote {json_path}" + (" (the rows measured before the failure)"
+                                         if error else ""), markup=False)
     if plot_path:
         bench_lib.plot(rows, plot_path, op_dir.resolve().name)
-        out.print(f"wrote {plot_path}")
+        out.print(f"wrote {plot_path}", markup=False)
 
 
 def _gpu_name() -> str:
