@@ -336,6 +336,10 @@ def init(
     ref: Annotated[str | None, typer.Option("--ref", help="The template version (git tag) to "
                                             "render (default: the latest, or this opgen's).")
                    ] = None,
+    opgen_requirement: Annotated[str | None, typer.Option(
+        "--opgen-requirement", help="How the team repository installs opgen: a folder, a "
+        "wheel, a URL (git+https://...) or a pip requirement (default: where this opgen was "
+        "installed from).")] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
 ) -> None:
     """Make a repository for one team's ops, from opgen's team template.
@@ -344,10 +348,15 @@ def init(
     """
     from . import team
 
-    result = team.init(team_dir, name=name, pretend=pretend, template=template, ref=ref)
+    result = team.init(team_dir, name=name, pretend=pretend, template=template, ref=ref,
+                       requirement=opgen_requirement)
     verb = "would " if pretend else ""
     for rel in result.changed:
         out.print(f"  [green]{verb}create[/green]  {result.dest / rel}")
+    requirement = result.opgen_requirement or ""
+    local = " (a path on this machine: for CI elsewhere, --opgen-requirement " \
+        "'opgen @ git+https://...')" if "file://" in requirement else ""
+    out.print(f"installs opgen as: {requirement}{local}", markup=False, soft_wrap=True)
     if not pretend:
         out.print(f"{result.dest}: team repository, template version {result.version}. next: "
                   f"cd {result.dest}, commit it, then `bash ci/run.sh` and docs/onboarding.md")
