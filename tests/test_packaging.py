@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT
 
 
@@ -42,43 +43,87 @@ def _source_copy(dest: Path) -> Path:
     return dest
 
 
-def _in_venv(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _in_venv(venv: Path, *args: str, cwd: Path,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run a command of the virtualenv as its user would: no PYTHONPATH, no other venv."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", GLOG_minloglevel="3")
-    return subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True,
+    full = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    full.update(PATH=f"{venv / 'bin'}{os.pathsep}{full.get('PATH', '')}", GLOG_minloglevel="3",
+                **(env or {}))
+    return subprocess.run(list(args), cwd=cwd, env=full, capture_output=True, text=True,
                           check=False)
 
 
-@pytest.mark.build
-@pytest.mark.packaging
-def test_opgen_test_and_bench_work_with_the_packages_own_dependencies(tmp_path):
-    """`pip install opgen` (no extras) and Paddle in a new virtualenv: `opgen test` and
-    `opgen bench` run; `--plot` without matplotlib is one line naming the extra."""
+def _shown(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def _new_venv(tmp_path: Path) -> Path:
+    """A virtualenv with Paddle and `pip install <opgen>`: no extras, nothing else."""
     source = tmp_path / "src"
     source.mkdir()
     _source_copy(source)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    install = _in_venv(venv, python, "-m", "pip", "install", "-q", "paddlepaddle==3.3.1",
+    install = _in_venv(venv, "python", "-m", "pip", "install", "-q", "paddlepaddle==3.3.1",
                        str(source), cwd=tmp_path)
-    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
-    found = _in_venv(venv, python, "-c", "import importlib.util as u; print([m for m in "
+    assert install.returncode == 0, _shown(install)
+    found = _in_venv(venv, "python", "-c", "import importlib.util as u; print([m for m in "
                      "('opgen', 'pytest', 'matplotlib', 'hypothesis') if u.find_spec(m)])",
                      cwd=tmp_path)
-    assert found.stdout.strip() == "['opgen', 'pytest']", found.stdout + found.stderr
+    assert found.stdout.strip() == "['opgen', 'pytest']", _shown(found)
+    return venv
 
-    assert _in_venv(venv, "opgen", "new", "t_op", "--elementwise", cwd=tmp_path).returncode == 0
+
+def _check_test_and_bench(venv: Path, work: Path) -> None:
+    """`opgen test` and `opgen bench` on a new op; `--plot` needs the plot extra."""
+    assert _in_venv(venv, "opgen", "new", "t_op", "--elementwise", cwd=work).returncode == 0
     tested = _in_venv(venv, "opgen", "test", "t_op", "--device", "cpu", "--", "-q", "-x",
-                      "-k", "float32", cwd=tmp_path)
-    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
+                      "-k", "float32", cwd=work)
+    assert tested.returncode == 0, _shown(tested)
     assert " passed" in tested.stdout and "failed" not in tested.stdout
     benched = _in_venv(venv, "opgen", "bench", "t_op", "--sizes", "1024", "--repeats", "1",
-                       "--dtype", "float32", "--json", "bench.json", cwd=tmp_path)
-    assert benched.returncode == 0, benched.stdout[-3000:] + benched.stderr[-3000:]
-    assert json.loads((tmp_path / "bench.json").read_text())["rows"]
-    plotted = _in_venv(venv, "opgen", "bench", "t_op", "--plot", "bench.png", cwd=tmp_path)
+                       "--dtype", "float32", "--json", "bench.json", cwd=work)
+    assert benched.returncode == 0, _shown(benched)
+    assert json.loads((work / "bench.json").read_text())["rows"]
+    plotted = _in_venv(venv, "opgen", "bench", "t_op", "--plot", "bench.png", cwd=work)
     assert plotted.returncode == 2 and plotted.stderr.count("\n") == 1, plotted.stderr
     assert "pip install 'opgen[plot]'" in plotted.stderr
-    assert not (tmp_path / "bench.png").exists()
+    assert not (work / "bench.png").exists()
+
+
+_GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
+            "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com"}
+
+
+def _check_team_ci(venv: Path, work: Path) -> None:
+    """`opgen init` with the installed opgen, committed and cloned; in the clone, the steps of
+    the workflow's `ops` job (pip install -e ".[cpu]", opgen doctor, bash ci/run.sh)."""
+    env = {**_GIT_ENV, "OPGEN_TEMPLATE_STORE": str(work / "store")}
+    made = _in_venv(venv, "opgen", "init", "acme", cwd=work, env=env)
+    assert made.returncode == 0, _shown(made)
+    source = (work / "src").resolve().as_uri()
+    assert f'"opgen @ {source}"' in (work / "acme" / "pyproject.toml").read_text()
+    for command in (["git", "add", "-A"], ["git", "commit", "-q", "-m", "init"]):
+        assert _in_venv(venv, *command, cwd=work / "acme", env=env).returncode == 0
+    assert _in_venv(venv, "git", "clone", "-q", "acme", "clone", cwd=work, env=env).returncode == 0
+    workflow = yaml.safe_load((work / "clone" / ".github" / "workflows" / "ci.yml").read_text())
+    steps = [s for s in workflow["jobs"]["ops"]["steps"] if "run" in s]
+    assert [s["run"] for s in steps] == ['pip install -e ".[cpu]"', "opgen doctor",
+                                         "bash ci/run.sh"]
+    for step in steps:
+        ran = _in_venv(venv, "bash", "-c", step["run"], cwd=work / "clone",
+                       env={**env, **step.get("env", {})})
+        assert ran.returncode == 0, f"{step['run']}:\n{_shown(ran)}"
+    assert "ci: 1 passed (relu6), 0 failed" in ran.stdout
+
+
+@pytest.mark.build
+@pytest.mark.packaging
+def test_opgen_and_a_team_repository_work_with_the_packages_own_dependencies(tmp_path):
+    """In a new virtualenv with Paddle and `pip install <opgen>` (no extras): `opgen test` and
+    `opgen bench` run, `--plot` without matplotlib is one line naming the extra, and a team
+    repository made by `opgen init` installs and passes its CI from a fresh clone."""
+    venv = _new_venv(tmp_path)
+    _check_test_and_bench(venv, tmp_path)
+    _check_team_ci(venv, tmp_path)
