@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,8 +71,9 @@ def make_v2(template: Path) -> None:
     edit(template / "docs" / "onboarding.md.jinja", "## Set up\n",
          "## Set up\n\nNew in version 2 of the template.\n")
     (template / "CONTRIBUTING.md").write_text("Contributing: see docs/onboarding.md.\n")
-    edit(template / "copier.yml", '_opgen_template_version: "1.0.0"',
-         '_opgen_template_version: "2.0.0"')
+    config = template / "copier.yml"
+    config.write_text(re.sub(r'(?m)^_opgen_template_version: ".*"$',
+                             '_opgen_template_version: "2.0.0"', config.read_text()))
 
 
 def change_locally(team_dir: Path) -> None:
@@ -205,6 +207,22 @@ def test_onboarding_docs_cover_adding_testing_benchmarking_and_review(tmp_path):
                    "opgen bench ops/my_op", "代码评审清单", "stream", "设备守卫", "反向",
                    "数据类型", "带宽", "内置算子"):
         assert needle in chinese, needle
+
+
+#: A benchmark figure: a ratio ("0.9 x copy", "0.9 倍"), or a range of them ("0.89 to 0.90").
+_FIGURE = re.compile(r"\d+\.\d+\s*(?:x\b|×|倍)|\d+\.\d+\s*(?:to|到|-|–)\s*\d+\.\d+")
+
+
+def test_templates_quote_no_benchmark_figures():
+    """Figures go stale in every generated repository: templates link to docs/benchmarks.md."""
+    quoted = []
+    for path in sorted((ROOT / "templates").rglob("*")):
+        if not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if _FIGURE.search(line) or ("H200" in line and re.search(r"\d\.\d", line)):
+                quoted.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert quoted == []
 
 
 def test_the_team_repository_is_ruff_clean(tmp_path):
