@@ -10,6 +10,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,8 +204,14 @@ def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = N
     return config
 
 
-def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | None = None) -> int:
-    """Run the op's generated tests with pytest in a subprocess; return pytest's exit code."""
+def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | None = None,
+         build_with: Callable[[build.BuildConfig], object] = build.ensure_built) -> int:
+    """Run the op's generated tests with pytest in a subprocess; return pytest's exit code.
+
+    The op is built first with ``build_with`` (the build its wrapper loads: the default
+    configuration), so a broken build stops here with its first error instead of failing every
+    test. Files holding merge conflict markers are refused before anything runs.
+    """
     op_dir = _op_dir(op_dir)
     if device not in ("cpu", "gpu", "all"):
         raise UsageError(f"--device: expected cpu, gpu or all, got '{device}'")
@@ -212,6 +219,8 @@ def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | No
     test_file = op_dir / f"test_{name}.py"
     if not test_file.exists():
         raise UsageError(f"{op_dir}: no test_{name}.py; run `opgen generate` first")
+    build.refuse_conflicts(op_dir, [op_dir / f"{name}.py", test_file])
+    build_with(build.configure(op_dir))
     env = {**os.environ, "OPGEN_TEST_DEVICES": device, "GLOG_minloglevel": "2"}
     cmd = [sys.executable, "-m", "pytest", str(test_file), "-p", "no:cacheprovider",
            *(pytest_args or [])]

@@ -22,13 +22,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import UsageError
+from .errors import BenchError, OpgenError, UsageError, WriteError
 
 L2_FLUSH_BYTES = 256 * 2**20
 DEFAULT_SIZES = {"gpu": [2**16, 2**20, 2**24, 2**26, 2**28], "cpu": [2**12, 2**16, 2**20, 2**22]}
@@ -49,6 +49,35 @@ class Row:
     bytes: int
     ms: float
     gbps: float
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A comparison kernel the framework could not run for one dtype, and why."""
+
+    kernel: str
+    dtype: str
+    reason: str
+
+    def line(self) -> str:
+        """One line for the report: ``baseline skipped for float16: <the framework's words>``."""
+        return f"{self.kernel} skipped for {self.dtype}: {self.reason}"
+
+
+@dataclass
+class Results:
+    """What a benchmark measured so far: filled step by step, so that a failure (or Ctrl-C)
+    part-way loses none of the rows already timed."""
+
+    rows: list[Row] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one line: its type, unless the message names it, and its first line."""
+    lines = str(exc).strip().splitlines()
+    message = lines[0].strip() if lines else ""
+    return message if message.startswith("(") else f"{type(exc).__name__}: {message}".rstrip(": ")
 
 
 def time_it(fn: Callable[[], Any], sync: Callable[[], None], *, iters: int, repeats: int,
@@ -134,14 +163,14 @@ def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tu
     autograd step through ``paddle.grad``, as a training step sees it)."""
     import paddle
 
-    from . import testing as ot
+    from .tensors import to_paddle
 
     op = getattr(module, name)
     sync = paddle.device.cuda.synchronize if device == "gpu" else (lambda: None)
     rng = np.random.default_rng(0)
     fwd_bytes = (n_in + n_out) * size * _dtype_size(dtype)
     r = _rotation(fwd_bytes)
-    sets = [[ot.to_paddle(_sample(rng, size, d), dtype, device, stop_gradient=not backward)
+    sets = [[to_paddle(_sample(rng, size, d), dtype, device, stop_gradient=not backward)
              for d in domains] for _ in range(r)]
     it = iterations(fwd_bytes, device)
     counter = [0]
@@ -157,7 +186,7 @@ def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tu
         for inputs in sets:
             outs = op(*inputs)
             outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-            grads = [ot.to_paddle(_sample(rng, size, (-1.0, 1.0)), dtype, device) for _ in outs]
+            grads = [to_paddle(_sample(rng, size, (-1.0, 1.0)), dtype, device) for _ in outs]
             graphs.append((outs, inputs, grads))
         bwd_bytes = (n_in + n_out + n_in) * size * _dtype_size(dtype)
 
@@ -172,39 +201,60 @@ def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tu
     return rows
 
 
-def bench_paddle_baselines(baseline: str | None, input_names: list[str], attrs: dict[str, Any],
-                           n_out: int, domains: list[tuple[float, float]], dtype: str, size: int,
-                           *, repeats: int) -> list[Row]:
-    """Copy and composed baseline with Paddle's own CPU ops."""
-    import paddle
+class BaselineUnsupported(Exception):
+    """Raised when the framework cannot run the composed baseline for a dtype (Paddle's CPU has
+    no float16 ``tanh``, say); the message is the framework's own first line."""
 
-    from . import testing as ot
+
+def _paddle_inputs(domains: list[tuple[float, float]], dtype: str, size: int,
+                   count: int) -> list[list[Any]]:
+    """``count`` sets of CPU input tensors, one tensor per domain."""
+    from .tensors import to_paddle
 
     rng = np.random.default_rng(0)
-    nbytes = (len(input_names) + n_out) * size * _dtype_size(dtype)
-    r = _rotation(nbytes)
-    sets = [[ot.to_paddle(_sample(rng, size, d), dtype, "cpu") for d in domains] for _ in range(r)]
+    return [[to_paddle(_sample(rng, size, d), dtype, "cpu") for d in domains]
+            for _ in range(count)]
+
+
+def bench_paddle_copy(dtype: str, size: int, *, repeats: int) -> Row:
+    """A copy (``clone``) of ``size`` elements with Paddle's own CPU op."""
     copy_bytes = 2 * size * _dtype_size(dtype)
+    r = _rotation(copy_bytes)
+    sources = [inputs[0] for inputs in _paddle_inputs([(-1.0, 1.0)], dtype, size, r)]
     counter = [0]
 
     def copy() -> None:
         counter[0] += 1
-        sets[counter[0] % r][0].clone()
+        sources[counter[0] % r].clone()
 
     ms = time_it(copy, lambda: None, iters=iterations(copy_bytes, "cpu"), repeats=repeats)
-    rows = [Row("copy", "forward", dtype, size, copy_bytes, ms, copy_bytes / ms / 1e6)]
-    if baseline:
-        tree = compile(check_baseline(baseline, set(input_names) | set(attrs)), "<baseline>",
-                       "eval")
-        ns = framework_namespace(paddle, sets[0][0], "paddle")
+    return Row("copy", "forward", dtype, size, copy_bytes, ms, copy_bytes / ms / 1e6)
 
-        def composed() -> None:
-            counter[0] += 1
-            eval(tree, {**ns, **attrs, **dict(zip(input_names, sets[counter[0] % r], strict=True))})
 
-        ms = time_it(composed, lambda: None, iters=iterations(nbytes, "cpu"), repeats=repeats)
-        rows.append(Row("baseline", "forward", dtype, size, nbytes, ms, nbytes / ms / 1e6))
-    return rows
+def bench_paddle_baseline(baseline: str, input_names: list[str], attrs: dict[str, Any],
+                          n_out: int, domains: list[tuple[float, float]], dtype: str, size: int,
+                          *, repeats: int) -> Row:
+    """The spec's composed baseline with Paddle's own CPU ops; :class:`BaselineUnsupported`
+    when Paddle cannot run it for ``dtype``."""
+    import paddle
+
+    nbytes = (len(input_names) + n_out) * size * _dtype_size(dtype)
+    r = _rotation(nbytes)
+    sets = _paddle_inputs(domains, dtype, size, r)
+    tree = compile(check_baseline(baseline, set(input_names) | set(attrs)), "<baseline>", "eval")
+    ns = framework_namespace(paddle, sets[0][0], "paddle")
+    counter = [0]
+
+    def composed() -> None:
+        counter[0] += 1
+        eval(tree, {**ns, **attrs, **dict(zip(input_names, sets[counter[0] % r], strict=True))})
+
+    try:
+        composed()  # the first call: a dtype Paddle has no kernel for fails here
+    except Exception as exc:  # noqa: BLE001 - whatever Paddle raises, the baseline cannot run
+        raise BaselineUnsupported(first_line(exc)) from exc
+    ms = time_it(composed, lambda: None, iters=iterations(nbytes, "cpu"), repeats=repeats)
+    return Row("baseline", "forward", dtype, size, nbytes, ms, nbytes / ms / 1e6)
 
 
 def bench_torch_baselines(baseline: str | None, input_names: list[str], attrs: dict[str, Any],
@@ -227,13 +277,20 @@ COMPARISONS = ("copy", "baseline", "naive")
 def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
         dtypes: list[str] | None = None, repeats: int = 5,
         compare: tuple[str, ...] = COMPARISONS,
-        progress: Callable[[str, int, int], None] | None = None) -> list[Row]:
-    """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels; return
-    every timed row. ``progress(description, done, total)`` is called before each step."""
-    from . import api
+        progress: Callable[[str, int, int], None] | None = None,
+        results: Results | None = None) -> Results:
+    """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels.
+
+    Rows are added to ``results`` (a new :class:`Results` unless given) as they are measured, so
+    a caller that passes its own keeps them when a later step fails. A composed baseline the
+    framework cannot run for a dtype is skipped (and listed in ``results.skipped``); any other
+    failure of a step raises :class:`BenchError` naming the step. ``progress(description, done,
+    total)`` is called before each step.
+    """
     from .build import find_op
     from .spec import load
 
+    results = results if results is not None else Results()
     op_dir = Path(op_dir).resolve()
     name = find_op(op_dir)
     spec = load(op_dir / f"{name}.yaml", check_builtins=False)
@@ -244,64 +301,123 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     if unknown:
         raise UsageError(f"--compare: unknown {', '.join(sorted(unknown))}; choose from "
                          f"{', '.join(COMPARISONS)}")
-    baseline = m.baseline if "baseline" in compare else None
     dtypes = dtypes or [d for d in ("float32", "float16", "bfloat16") if d in m.dtypes] or \
         list(m.dtypes)
     for d in dtypes:
         if d not in m.dtypes:
             raise UsageError(f"--dtype {d}: {name} is built for {', '.join(m.dtypes)}")
-    sizes = sizes or DEFAULT_SIZES[device]
     if m.baseline:
         check_baseline(m.baseline, set(m.inputs) | set(m.attrs))
-    attrs = {k: a.default for k, a in m.attrs.items()}
-    domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
-    n_in, n_out = len(m.inputs), len(m.outputs)
-    on_gpu = device == "gpu"
-    steps = (1 + (spec.backward is not None) + (on_gpu and "naive" in compare) +
-             len(dtypes) * len(sizes) + (on_gpu and bool({"copy", "baseline"} & set(compare))))
+    plan = _Plan(spec, op_dir, device, sizes or DEFAULT_SIZES[device], dtypes, repeats,
+                 set(compare))
+    steps = plan.steps()
     done = [0]
 
-    def say(message: str) -> None:
+    def step(message: str) -> str:
         if progress is not None:
             progress(message, done[0], steps)
         done[0] += 1
+        return message
 
-    say("building the op")
-    module = api.load_op(op_dir, cpu_only=device == "cpu")
-    backward_op = None
-    if spec.backward is not None:
-        say("building the backward kernel as an op of its own")
-        backward_op = _backward_module(spec, op_dir, cpu_only=device == "cpu")
-    if device == "gpu":
-        import paddle
+    try:
+        plan.measure(results, step)
+    except (OpgenError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - Paddle's and PyTorch's errors, as one line
+        raise BenchError(f"{plan.current}: {first_line(exc)}") from exc
+    return results
 
-        if not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count()):
-            raise UsageError("--device gpu: no GPU visible to Paddle")
-        if "naive" in compare:
-            say("building the naive comparison kernel")
-            naive = _naive_module(spec, op_dir)
-    rows: list[Row] = []
-    for dtype in dtypes:
-        for size in sizes:
-            say(f"{dtype} n={size}")
-            rows += bench_paddle(module, name, n_in, n_out, domains, device, dtype, size,
-                                 repeats=repeats, kernel="op", backward=spec.backward is not None)
-            if backward_op is not None:
-                module_b, name_b, domains_b = backward_op
-                rows += bench_paddle(module_b, name_b, len(domains_b), n_in, domains_b, device,
-                                     dtype, size, repeats=repeats, kernel="op", backward=False,
-                                     direction="backward")
-            if device == "gpu" and "naive" in compare:
-                rows += bench_paddle(naive, f"{name}_naive", n_in, n_out, domains, device, dtype,
-                                     size, repeats=repeats, kernel="naive", backward=False)
-            elif device == "cpu" and {"copy", "baseline"} & set(compare):
-                rows += bench_paddle_baselines(baseline, list(m.inputs), attrs, n_out, domains,
-                                               dtype, size, repeats=repeats)
-    if device == "gpu" and {"copy", "baseline"} & set(compare):
-        say("PyTorch baselines on the same GPU")
-        rows += bench_torch_baselines(baseline, list(m.inputs), attrs, n_out,
-                                      domains, dtypes, sizes, repeats=repeats)
-    return rows
+
+@dataclass
+class _Plan:
+    """One benchmark run's settings, and the steps that measure it."""
+
+    spec: Any
+    op_dir: Path
+    device: str
+    sizes: list[int]
+    dtypes: list[str]
+    repeats: int
+    compare: set[str]
+    current: str = "starting"  #: the step running now, for error messages
+
+    def steps(self) -> int:
+        on_gpu = self.device == "gpu"
+        return (1 + (self.spec.backward is not None) + (on_gpu and "naive" in self.compare)
+                + len(self.dtypes) * len(self.sizes)
+                + (on_gpu and bool({"copy", "baseline"} & self.compare)))
+
+    def measure(self, results: Results, step: Callable[[str], str]) -> None:
+        """Build the op (and what it is compared with), then time every dtype and size."""
+        from . import api
+
+        spec, m, device = self.spec, self.spec.model, self.device
+        self.current = step("building the op")
+        module = api.load_op(self.op_dir, cpu_only=device == "cpu")
+        backward_op = None
+        if spec.backward is not None:
+            self.current = step("building the backward kernel as an op of its own")
+            backward_op = _backward_module(spec, self.op_dir, cpu_only=device == "cpu")
+        naive = None
+        if device == "gpu":
+            import paddle
+
+            if not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count()):
+                raise UsageError("--device gpu: no GPU visible to Paddle")
+            if "naive" in self.compare:
+                self.current = step("building the naive comparison kernel")
+                naive = _naive_module(spec, self.op_dir)
+        domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
+        n_in, n_out = len(m.inputs), len(m.outputs)
+        for dtype in self.dtypes:
+            for size in self.sizes:
+                self.current = step(f"{dtype} n={size}")
+                results.rows += bench_paddle(module, spec.name, n_in, n_out, domains, device,
+                                             dtype, size, repeats=self.repeats, kernel="op",
+                                             backward=spec.backward is not None)
+                if backward_op is not None:
+                    module_b, name_b, domains_b = backward_op
+                    results.rows += bench_paddle(module_b, name_b, len(domains_b), n_in,
+                                                 domains_b, device, dtype, size,
+                                                 repeats=self.repeats, kernel="op",
+                                                 backward=False, direction="backward")
+                if naive is not None:
+                    results.rows += bench_paddle(naive, f"{spec.name}_naive", n_in, n_out,
+                                                 domains, device, dtype, size,
+                                                 repeats=self.repeats, kernel="naive",
+                                                 backward=False)
+                if device == "cpu":
+                    self._paddle_baselines(results, domains, dtype, size)
+        if device == "gpu" and {"copy", "baseline"} & self.compare:
+            self.current = step("PyTorch baselines on the same GPU")
+            results.rows += bench_torch_baselines(
+                self._baseline(), list(m.inputs), self._attrs(), n_out, domains, self.dtypes,
+                self.sizes, repeats=self.repeats)
+
+    def _paddle_baselines(self, results: Results, domains: list[tuple[float, float]],
+                          dtype: str, size: int) -> None:
+        """The CPU copy and composed baseline at one dtype and size; a baseline Paddle cannot
+        run for ``dtype`` is skipped once, with the reason, for every size."""
+        if "copy" in self.compare:
+            results.rows.append(bench_paddle_copy(dtype, size, repeats=self.repeats))
+        baseline = self._baseline()
+        if baseline is None or any(s.kernel == "baseline" and s.dtype == dtype
+                                   for s in results.skipped):
+            return
+        m = self.spec.model
+        try:
+            results.rows.append(bench_paddle_baseline(
+                baseline, list(m.inputs), self._attrs(), len(m.outputs), domains, dtype, size,
+                repeats=self.repeats))
+        except BaselineUnsupported as exc:
+            results.skipped.append(Skipped("baseline", dtype, f"Paddle cannot run it on the "
+                                                              f"CPU: {exc}"))
+
+    def _baseline(self) -> str | None:
+        return self.spec.model.baseline if "baseline" in self.compare else None
+
+    def _attrs(self) -> dict[str, Any]:
+        return {k: a.default for k, a in self.spec.model.attrs.items()}
 
 
 def _naive_module(spec: Any, op_dir: Path) -> Any:
@@ -367,9 +483,37 @@ def ratios(rows: list[Row]) -> list[dict[str, Any]]:
     return out
 
 
-def write_json(rows: list[Row], path: Path, meta: dict[str, Any]) -> None:
-    data = {"meta": meta, "rows": [asdict(r) for r in rows], "summary": ratios(rows)}
-    path.write_text(json.dumps(data, indent=2) + "\n")
+def write_json(results: Results, path: Path, meta: dict[str, Any],
+               error: str | None = None) -> None:
+    """The rows, their ratios, the skipped comparisons and, when the run stopped early, why."""
+    rows = results.rows
+    data = {"meta": meta, "rows": [asdict(r) for r in rows], "summary": ratios(rows),
+            "skipped": [asdict(s) for s in results.skipped], "error": error}
+    _write(path, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise WriteError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def check_output(path: Path, flag: str) -> None:
+    """Refuse an output path that cannot be written, before minutes of measuring."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; name a file")
+    if not path.absolute().parent.is_dir():
+        raise UsageError(f"{flag} {path}: no folder {path.absolute().parent}")
+
+
+def require_matplotlib() -> None:
+    """Raise a one-line error naming the extra to install when matplotlib is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib, which is not installed: "
+                         "pip install 'opgen[plot]' (or pip install matplotlib)")
 
 
 def plot(rows: list[Row], path: Path, title: str) -> None:
@@ -395,5 +539,9 @@ def plot(rows: list[Row], path: Path, title: str) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise WriteError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)

@@ -31,7 +31,7 @@ from types import ModuleType
 from filelock import FileLock
 
 from . import __version__, toolchain
-from .errors import BuildError, OpgenError, ToolchainError, UsageError
+from .errors import BuildError, MergeError, OpgenError, ToolchainError, UsageError
 
 BUILD_DIR = "build"
 MARKER = "opgen-build.json"  # written last: a build folder without it is unfinished
@@ -115,6 +115,22 @@ def find_op(op_dir: Path) -> str:
     return candidates[0]
 
 
+def refuse_conflicts(op_dir: Path, files: list[Path]) -> None:
+    """Raise :class:`MergeError` naming the first line of ``files`` that is a merge conflict
+    marker, so a half-merged source never reaches the compiler (or pytest)."""
+    from .merge import conflict_marker_line
+
+    for path in files:
+        try:
+            line = conflict_marker_line(path.read_bytes())
+        except OSError:
+            continue  # missing or unreadable: the compiler says so in its own words
+        if line is not None:
+            raise MergeError(f"{_relative(path, op_dir)}:{line}: unresolved merge conflict "
+                             "(keep the lines you want, delete the <<<<<<< ======= >>>>>>> "
+                             "markers, then build again)")
+
+
 def parse_arches(text: str | None) -> tuple[int, ...]:
     if not text:
         return ()
@@ -134,6 +150,7 @@ def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] =
     if not op_dir.is_dir():
         raise UsageError(f"{op_dir}: no such op folder")
     name = find_op(op_dir)
+    refuse_conflicts(op_dir, sorted(p for p in (op_dir / "csrc").rglob("*") if p.is_file()))
     info = toolchain.paddle_info()
     if info is None:
         raise ToolchainError("Paddle is not installed in this Python "
@@ -205,12 +222,33 @@ def built_library(config: BuildConfig) -> Path | None:
     return None
 
 
+#: Builds that failed in this process, by build folder (the key covers every source): every
+#: call of a generated wrapper builds on first use, so without this a test run would compile a
+#: broken op once per test.
+_failed: dict[Path, str] = {}
+
+
 def ensure_built(config: BuildConfig, *, verbose: bool = False) -> Built:
-    """Compile the op unless an identical build exists; at most one process compiles a key."""
+    """Compile the op unless an identical build exists; at most one process compiles a key.
+
+    A failed build is not retried by this process: later calls with the same sources raise the
+    same :class:`BuildError` at once."""
     library = built_library(config)
     if library is not None:
         return Built(library, compiled=False, seconds=0.0, waited=False)
     build_dir = config.build_dir()
+    if build_dir in _failed:
+        raise BuildError(_failed[build_dir] + "\n  (this build failed earlier in this process; "
+                         "it is retried once csrc/ changes)")
+    try:
+        return _build_locked(config, build_dir, verbose=verbose)
+    except BuildError as exc:
+        _failed[build_dir] = str(exc)
+        raise
+
+
+def _build_locked(config: BuildConfig, build_dir: Path, *, verbose: bool) -> Built:
+    """Compile ``config`` under its build's lock, unless another process did meanwhile."""
     start = time.perf_counter()
     try:
         build_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from . import __version__, api
+from . import build as builder
 from .errors import OpgenError, UpdateConflictError
 from .writer import Change, Status
+
+if TYPE_CHECKING:
+    from .bench import Results
 
 app = typer.Typer(
     name="opgen",
@@ -132,7 +136,6 @@ def build(
 
     One process compiles a given build while others wait for it and load the result.
     """
-    from . import build as builder
     from . import wheel as wheels
     from .errors import UsageError
 
@@ -140,6 +143,17 @@ def build(
         raise UsageError("--wheel-dir and --wheel-version go with --wheel")
     wheels.check_version(wheel_version)  # before a compile, not after
     config = builder.configure(op_dir, cpu_only=cpu_only, arches=builder.parse_arches(arch))
+    built = _build(config, verbose=verbose)
+    if wheel:
+        with err.status(f"packaging {config.name}..."):
+            result = wheels.build_wheel(config, built.library, wheel_dir or config.op_dir / "dist",
+                                        version=wheel_version)
+        out.print(f"{config.name}: wheel {result.path} ({result.summary()})", markup=False,
+                  soft_wrap=True)
+
+
+def _build(config: builder.BuildConfig, *, verbose: bool = False) -> builder.Built:
+    """Build ``config`` (a spinner while compiling) and print one line saying what happened."""
     what = config.describe()
     if builder.built_library(config) is not None:
         built = builder.ensure_built(config)  # the cached build: nothing to wait for
@@ -154,12 +168,7 @@ def build(
     else:
         line = f"{config.name}: up to date ({what}): {built.library}"
     out.print(line, markup=False, soft_wrap=True)  # paths stay whole, whatever the width
-    if wheel:
-        with err.status(f"packaging {config.name}..."):
-            result = wheels.build_wheel(config, built.library, wheel_dir or config.op_dir / "dist",
-                                        version=wheel_version)
-        out.print(f"{config.name}: wheel {result.path} ({result.summary()})", markup=False,
-                  soft_wrap=True)
+    return built
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -168,8 +177,11 @@ def test(
     op_dir: Annotated[Path, typer.Argument(help="The generated op's folder.")],
     device: Annotated[str, typer.Option("--device", help="cpu, gpu or all.")] = "all",
 ) -> None:
-    """Run the op's generated tests (extra arguments after -- go to pytest)."""
-    code = api.test(op_dir, device=device, pytest_args=list(ctx.args))
+    """Build the op, then run its generated tests (extra arguments after -- go to pytest).
+
+    A failed build stops here with its first error.
+    """
+    code = api.test(op_dir, device=device, pytest_args=list(ctx.args), build_with=_build)
     raise typer.Exit(code)
 
 
@@ -221,10 +233,37 @@ def bench(
     plot_path: Annotated[Path | None, typer.Option("--plot", help="Draw GB/s against size "
                                                    "as a PNG.")] = None,
 ) -> None:
-    """Time the op against a device copy, the spec's composed baseline and the naive kernel."""
+    """Time the op against a device copy, the spec's composed baseline and the naive kernel.
+
+    What was measured is reported and written even when a later step fails.
+    """
     import platform
     from datetime import datetime, timezone
 
+    from . import bench as bench_lib
+
+    for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
+        if path is not None:
+            bench_lib.check_output(path, flag)
+    if plot_path is not None:
+        bench_lib.require_matplotlib()
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
+            "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
+    results = bench_lib.Results()
+    try:
+        _measure(results, op_dir, device=device, sizes=_sizes(sizes), dtypes=dtype,
+                 repeats=repeats, compare=compare)
+    except (OpgenError, KeyboardInterrupt) as exc:
+        if results.rows:  # keep what was measured, and say it is incomplete
+            message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+            _bench_report(results, op_dir, device, meta, json_path, plot_path, error=message)
+        raise
+    _bench_report(results, op_dir, device, meta, json_path, plot_path)
+
+
+def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | None,
+             dtypes: list[str] | None, repeats: int, compare: str) -> None:
+    """Run the benchmark into ``results`` behind a progress bar on stderr."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -233,7 +272,6 @@ def bench(
         TextColumn,
         TimeElapsedColumn,
     )
-    from rich.table import Table
 
     from . import bench as bench_lib
 
@@ -242,11 +280,23 @@ def bench(
                   transient=True) as progress:
         task = progress.add_task("benchmark", total=None)
         kinds = tuple(k.strip() for k in compare.split(",") if k.strip() not in ("", "none"))
-        rows = bench_lib.run(op_dir, device=device, sizes=_sizes(sizes), dtypes=dtype,
-                             repeats=repeats, compare=kinds,
-                             progress=lambda msg, done, total: progress.update(
-                                 task, description=msg, completed=done, total=total))
-    table = Table(title=f"{op_dir.resolve().name} on {device}")
+        bench_lib.run(op_dir, device=device, sizes=sizes, dtypes=dtypes, repeats=repeats,
+                      compare=kinds, results=results,
+                      progress=lambda msg, done, total: progress.update(
+                          task, description=msg, completed=done, total=total))
+
+
+def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, Any],
+                  json_path: Path | None, plot_path: Path | None,
+                  error: str | None = None) -> None:
+    """Print the table and the skipped comparisons; write the JSON and the plot if asked."""
+    from rich.table import Table
+
+    from . import bench as bench_lib
+
+    rows = results.rows
+    table = Table(title=f"{op_dir.resolve().name} on {device}"
+                  + (" (incomplete)" if error else ""))
     for column in ("dtype", "elements", "direction", "kernel", "time (ms)", "GB/s", "x copy",
                    "speedup vs baseline", "speedup vs naive"):
         table.add_column(column, justify="right")
@@ -260,16 +310,17 @@ def bench(
                       f"{r.gbps:,.0f}", fmt(r.gbps / c.gbps if c else None),
                       fmt(s and s["speedup_vs_baseline"]), fmt(s and s["speedup_vs_naive"]))
     out.print(table, width=max(out.width, 130))
-    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
-            "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
+    for skipped in results.skipped:
+        out.print(f"note: {skipped.line()}", markup=False, soft_wrap=True)
     if device == "gpu":
         meta["gpu"] = _gpu_name()
     if json_path:
-        bench_lib.write_json(rows, json_path, meta)
-        out.print(f"wrote {json_path}")
+        bench_lib.write_json(results, json_path, meta, error=error)
+        out.print(f"wrote {json_path}" + (" (the rows measured before the failure)"
+                                         if error else ""), markup=False)
     if plot_path:
         bench_lib.plot(rows, plot_path, op_dir.resolve().name)
-        out.print(f"wrote {plot_path}")
+        out.print(f"wrote {plot_path}", markup=False)
 
 
 def _gpu_name() -> str:
@@ -293,6 +344,10 @@ def init(
     ref: Annotated[str | None, typer.Option("--ref", help="The template version (git tag) to "
                                             "render (default: the latest, or this opgen's).")
                    ] = None,
+    opgen_requirement: Annotated[str | None, typer.Option(
+        "--opgen-requirement", help="How the team repository installs opgen: a folder, a "
+        "wheel, a URL (git+https://...) or a pip requirement (default: where this opgen was "
+        "installed from).")] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
 ) -> None:
     """Make a repository for one team's ops, from opgen's team template.
@@ -301,10 +356,15 @@ def init(
     """
     from . import team
 
-    result = team.init(team_dir, name=name, pretend=pretend, template=template, ref=ref)
+    result = team.init(team_dir, name=name, pretend=pretend, template=template, ref=ref,
+                       requirement=opgen_requirement)
     verb = "would " if pretend else ""
     for rel in result.changed:
         out.print(f"  [green]{verb}create[/green]  {result.dest / rel}")
+    requirement = result.opgen_requirement or ""
+    local = " (a path on this machine: for CI elsewhere, --opgen-requirement " \
+        "'opgen @ git+https://...')" if "file://" in requirement else ""
+    out.print(f"installs opgen as: {requirement}{local}", markup=False, soft_wrap=True)
     if not pretend:
         out.print(f"{result.dest}: team repository, template version {result.version}. next: "
                   f"cd {result.dest}, commit it, then `bash ci/run.sh` and docs/onboarding.md")

@@ -50,6 +50,11 @@ class BuildError(OpgenError):
     """Raised when compiling an op fails; the message holds the first compiler error."""
 
 
+class BenchError(OpgenError):
+    """Raised when a benchmark step fails part-way; the message names the step. The rows
+    measured before it are still reported and written."""
+
+
 class DriftError(OpgenError):
     """Raised by ``generate --check`` when generated files differ from what is on disk."""
 

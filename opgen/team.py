@@ -16,7 +16,9 @@ every teammate whose store holds the versions involved (``opgen update`` makes s
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
+import json
 import os
 import re
 import shutil
@@ -32,6 +34,7 @@ from typing import Any
 import yaml
 from filelock import FileLock
 
+from . import __version__
 from .errors import TeamError, UsageError, WriteError
 from .render import templates_root
 
@@ -59,6 +62,7 @@ class TeamResult:
     #: snapshot, a mirror of its generated files, left out)
     conflicts: list[str]  #: files holding update conflict markers
     written: bool
+    opgen_requirement: str | None = None  #: how ``init`` made the repository install opgen
 
 
 def template_dir() -> Path:
@@ -95,19 +99,81 @@ def publish(template: Path | None = None, store: str | None = None) -> str:
         return _commit_and_tag(root, version)
 
 
+def default_opgen_requirement() -> str:
+    """A pip requirement that installs this opgen in another environment: its source checkout
+    when it runs from one, else what it was installed from (``direct_url.json``: a folder, a
+    wheel or archive, a VCS URL at the installed commit), else this version from an index."""
+    checkout = _source_checkout()
+    if checkout is not None:
+        return f"opgen @ {checkout.as_uri()}"
+    return _installed_from() or f"opgen=={__version__}"
+
+
+def opgen_requirement(text: str) -> str:
+    """``--opgen-requirement``: a folder or a wheel (made a ``file://`` URL), a URL (``git+...``,
+    ``https://...``), or a pip requirement naming opgen; anything else is a :class:`UsageError`."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    text = text.strip()
+    path = Path(text).expanduser()
+    if "://" not in text and text and path.exists():
+        return f"opgen @ {path.resolve().as_uri()}"
+    if re.match(r"^[a-z][a-z0-9+.-]*://", text):
+        text = f"opgen @ {text}"
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        requirement = None
+    if requirement is None or canonicalize_name(requirement.name) != "opgen" or '"' in text:
+        raise UsageError(f"--opgen-requirement {text!r}: expected a folder or wheel that exists, "
+                         "a URL (git+https://...) or a requirement for opgen "
+                         "('opgen @ git+https://...')")
+    return text
+
+
+def _source_checkout() -> Path | None:
+    """opgen's source folder when this opgen runs from one (a checkout, an editable install)."""
+    root = Path(__file__).resolve().parent.parent
+    pyproject = root / "pyproject.toml"
+    if not (root / "templates" / "team").is_dir() or not pyproject.is_file():
+        return None
+    return root if re.search(r'^name = "opgen"$', pyproject.read_text(), re.M) else None
+
+
+def _installed_from() -> str | None:
+    """The requirement recorded by pip in the installed opgen's ``direct_url.json``, if any."""
+    try:
+        text = importlib.metadata.distribution("opgen").read_text("direct_url.json")
+        data = json.loads(text) if text else None
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+        return None
+    vcs = data.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs") and vcs.get("commit_id"):
+        return f"opgen @ {vcs['vcs']}+{data['url']}@{vcs['commit_id']}"
+    return f"opgen @ {data['url']}"
+
+
 def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False,
-         template: str | None = None, ref: str | None = None) -> TeamResult:
+         template: str | None = None, ref: str | None = None,
+         requirement: str | None = None) -> TeamResult:
     """Render a new team repository into ``team_dir`` (which must be missing or empty), generate
     its ops, and make it a git repository unless it lies inside one.
 
     ``template``/``ref``: a copier template (git repository path or URL) and version to render
-    instead of opgen's own. ``pretend`` renders into a temporary folder and lists the files.
+    instead of opgen's own. ``requirement``: how the repository installs opgen (see
+    :func:`opgen_requirement`; default: :func:`default_opgen_requirement`). ``pretend`` renders
+    into a temporary folder and lists the files.
     """
     dest = Path(team_dir)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise WriteError(f"{dest}: exists and is not empty; opgen init makes a new team "
                          f"repository (to take a newer template into one: opgen update {dest})")
-    data = {"team_name": name or _team_name(dest)}
+    opgen = opgen_requirement(requirement) if requirement is not None \
+        else default_opgen_requirement()
+    data = {"team_name": name or _team_name(dest), "opgen_requirement": opgen}
     if pretend and template is None:
         src: str = str(template_dir())  # a plain folder: previewed without touching the store
     elif template is None:
@@ -133,7 +199,7 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
             if dest.exists():
                 dest.rmdir()
             staging.rename(dest)
-    return TeamResult(dest, version, changed, [], written=not pretend)
+    return TeamResult(dest, version, changed, [], written=not pretend, opgen_requirement=opgen)
 
 
 def update(team_dir: Path | str, *, pretend: bool = False, ref: str | None = None) -> TeamResult:

@@ -16,6 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+# Re-exported: generated tests call them as ``ot.place``, ``ot.to_paddle``, ``ot.to_numpy``.
+from .tensors import place as place
+from .tensors import to_numpy as to_numpy
+from .tensors import to_paddle as to_paddle
+
 #: (rtol, atol) of an op's result against the float64 numpy reference, per dtype.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-10, 1e-12),
@@ -58,43 +63,6 @@ def devices() -> list[Any]:
         params.append(pytest.param("gpu", marks=pytest.mark.skipif(
             not gpu_available(), reason="no GPU visible to Paddle")))
     return params
-
-
-def place(device: str) -> Any:
-    import paddle
-
-    if device == "cpu":
-        return paddle.CPUPlace()
-    index = int(os.environ.get("OPGEN_TEST_GPU", "0"))
-    return paddle.CUDAPlace(index)
-
-
-def to_paddle(array: np.ndarray, dtype: str, device: str, *, stop_gradient: bool = True) -> Any:
-    """A Paddle tensor of ``dtype`` on ``device`` holding ``array``, made on the host and copied."""
-    import paddle
-
-    host = np.ascontiguousarray(array).reshape(np.shape(array))  # keeps 0-D arrays 0-D
-    if dtype == "bfloat16":  # numpy has no bfloat16: cast on the CPU, then copy
-        tensor = paddle.to_tensor(host.astype(np.float32), place=paddle.CPUPlace())
-        tensor = tensor.astype("bfloat16")
-        if device != "cpu":
-            tensor = tensor._copy_to(place(device), True)
-    else:
-        tensor = paddle.to_tensor(host.astype(dtype), place=place(device))
-    tensor.stop_gradient = stop_gradient
-    return tensor
-
-
-def to_numpy(tensor: Any) -> np.ndarray:
-    """The values of ``tensor`` as a float64 numpy array, read on the host."""
-    values = np.asarray(tensor.numpy())
-    if str(tensor.dtype).endswith("bfloat16") and values.dtype == np.uint16:
-        # Paddle hands bfloat16 out as its bits, the high half of a float32. (Not through
-        # tensor.cpu(): with a tensor on gpu:1, Paddle 2.6's copy failed with "Source place and
-        # context place do not match".)
-        bits = values.astype(np.uint32).reshape(-1) << np.uint32(16)
-        return bits.view(np.float32).reshape(values.shape).astype(np.float64)
-    return values.astype(np.float64)
 
 
 def sample(rng: np.random.Generator, shape: Sequence[int], dtype: str, device: str,

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from conftest import GPU_PYTHON, RELU6, run_opgen
 
-from opgen import build, toolchain, wheel
-from opgen.errors import BuildError
+from opgen import api, build, toolchain, wheel
+from opgen.errors import BuildError, MergeError
 from opgen.toolchain import PaddleInfo
 
 CPU_INFO = PaddleInfo(version="3.3.1", with_cuda=False, cuda_version=None, gpu_count=0,
@@ -431,6 +431,106 @@ def test_broken_kernel_edit_shows_the_first_error(tmp_path):
     assert "expected ';'" in lines[0]
     assert "spec" not in result.stderr and "Traceback" not in result.stderr
     assert len(lines) <= 5
+
+
+def broken_op(where: Path) -> Path:
+    """An op whose kernel file has a syntax error (a missing ';')."""
+    op = new_op(where)
+    source = op / "csrc" / "t_op.cc"
+    source.write_text(source.read_text().replace("return {x_shape};", "return {x_shape}"))
+    return op
+
+
+_COUNT_COMPILES = """
+import os, time
+import opgen.build as _build
+
+_real = _build._compile
+
+
+def _counted(config, **kwargs):
+    with open(os.environ["OPGEN_TEST_COMPILES"], "a") as log:
+        log.write(f"start {time.time()}\\n")
+    try:
+        return _real(config, **kwargs)
+    finally:
+        with open(os.environ["OPGEN_TEST_COMPILES"], "a") as log:
+            log.write(f"end {time.time()}\\n")
+
+
+_build._compile = _counted
+"""
+
+
+@pytest.fixture
+def compiles(tmp_path) -> tuple[dict[str, str], Path]:
+    """An environment in which every Python process (opgen, pytest under `opgen test`) logs the
+    start and end of each compile it runs, and the log."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_COUNT_COMPILES)
+    log = tmp_path / "compiles.log"
+    path = os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")]))
+    return {"PYTHONPATH": path, "OPGEN_TEST_COMPILES": str(log)}, log
+
+
+def test_conflict_markers_are_refused_before_the_compiler(tmp_path):
+    op = new_op(tmp_path)
+    header = op / "csrc" / "t_op.h"
+    rows = header.read_text().splitlines(keepends=True)
+    at = rows.index("    out = x;\n")
+    rows[at:at + 1] = ["<<<<<<< ours\n", "    out = x * 2;\n", "=======\n", "    out = x;\n",
+                       ">>>>>>> new render\n"]
+    header.write_text("".join(rows))
+    expected = (f"error: t_op/csrc/t_op.h:{at + 1}: unresolved merge conflict (keep the lines "
+                "you want, delete the <<<<<<< ======= >>>>>>> markers, then build again)\n")
+    for command in (["build"], ["test", "--device", "cpu"]):
+        result = run_opgen(command[0], str(op), *command[1:], cwd=tmp_path)
+        assert (result.returncode, result.stderr) == (1, expected), command
+        assert "test session starts" not in result.stdout
+    assert not (op / "build").exists()  # the compiler never ran
+    with pytest.raises(MergeError, match=f"t_op.h:{at + 1}: unresolved merge conflict"):
+        api.load_op(op)
+
+    header.write_text(header.read_text().replace("<<<<<<< ours\n", "").replace(
+        "=======\n    out = x;\n>>>>>>> new render\n", ""))
+    test_file = op / "test_t_op.py"
+    test_file.write_text(test_file.read_text() + "<<<<<<< before updating\n")
+    result = run_opgen("test", str(op), "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 1 and result.stderr.startswith(
+        f"error: t_op/test_t_op.py:{len(test_file.read_text().splitlines())}: unresolved merge")
+    assert not (op / "build").exists()
+
+
+@pytest.mark.build
+def test_opgen_test_stops_at_a_failed_build_with_its_first_error(tmp_path, compiles):
+    op = broken_op(tmp_path)
+    env, log = compiles
+    result = run_opgen("test", str(op), "--device", "cpu", cwd=tmp_path, env=env)
+    finished = time.time()
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: t_op/csrc/t_op.cc:") and "expected ';'" in lines[0], lines
+    assert "Traceback" not in result.stderr and "test session starts" not in result.stdout
+    events = log.read_text().split()
+    assert events[::2] == ["start", "end"], events  # one compile, in any process
+    assert finished - float(events[3]) < 10, "opgen test went on after the build failed"
+
+
+@pytest.mark.build
+def test_generated_tests_compile_a_broken_op_once(tmp_path, compiles):
+    """Run straight from pytest, each test builds on first use: a failed build is not retried."""
+    op = broken_op(tmp_path)
+    env, log = compiles
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "test_t_op.py", "-q", "-p", "no:cacheprovider",
+         "-k", "test_forward and float32 and not views"],
+        capture_output=True, text=True, cwd=op, check=False,
+        env={**os.environ, "OPGEN_TEST_DEVICES": "cpu", "GLOG_minloglevel": "3", **env})
+    assert result.returncode == 1
+    assert "4 failed, 2 passed" in result.stdout, result.stdout[-2000:]  # empty shapes: no build
+    assert "expected ';'" in result.stdout and "failed earlier in this process" in result.stdout
+    assert log.read_text().split()[::2] == ["start", "end"]
 
 
 # -- wheels -------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,8 +71,9 @@ def make_v2(template: Path) -> None:
     edit(template / "docs" / "onboarding.md.jinja", "## Set up\n",
          "## Set up\n\nNew in version 2 of the template.\n")
     (template / "CONTRIBUTING.md").write_text("Contributing: see docs/onboarding.md.\n")
-    edit(template / "copier.yml", '_opgen_template_version: "1.0.0"',
-         '_opgen_template_version: "2.0.0"')
+    config = template / "copier.yml"
+    config.write_text(re.sub(r'(?m)^_opgen_template_version: ".*"$',
+                             '_opgen_template_version: "2.0.0"', config.read_text()))
 
 
 def change_locally(team_dir: Path) -> None:
@@ -118,6 +121,79 @@ def test_init_renders_a_team_repository(tmp_path):
     assert "ruff-pre-commit" in hooks and "check-merge-conflict" in hooks
 
 
+def _opgen_dependency(team_dir: Path) -> str:
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((team_dir / "pyproject.toml").read_text())
+    (requirement,) = [d for d in project["project"]["dependencies"] if d.startswith("opgen")]
+    return requirement
+
+
+def test_init_writes_an_opgen_requirement_that_pip_can_install(tmp_path):
+    team_dir = tmp_path / "acme"
+    result = run_opgen("init", str(team_dir))
+    assert result.returncode == 0, result.stderr
+    requirement = _opgen_dependency(team_dir)
+    assert requirement == f"opgen @ {ROOT.as_uri()}"  # this opgen runs from its checkout
+    assert f"installs opgen as: {requirement} (a path on this machine" in result.stdout
+    assert yaml.safe_load((team_dir / ".copier-answers.yml").read_text())[
+        "opgen_requirement"] == requirement  # kept by opgen update
+
+    report = tmp_path / "report.json"
+    egg_info = ROOT / "opgen.egg-info"
+    existed = egg_info.exists()
+    try:  # pip's resolver on the written requirement, as `pip install -e .` would meet it
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps",
+                              "--ignore-installed", "--quiet", "--report", str(report),
+                              requirement], capture_output=True, text=True, check=False)
+    finally:
+        if not existed:  # setuptools leaves its metadata in the source folder
+            shutil.rmtree(egg_info, ignore_errors=True)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    installs = json.loads(report.read_text())["install"]
+    assert [(i["metadata"]["name"], i["download_info"]["url"]) for i in installs] == \
+        [("opgen", ROOT.as_uri())]
+
+
+@pytest.mark.parametrize("given, written", [
+    ("git+https://example.com/opgen.git@v0.1.0", "opgen @ git+https://example.com/opgen.git@v0.1.0"),
+    ("opgen @ git+https://example.com/opgen.git", "opgen @ git+https://example.com/opgen.git"),
+    ("opgen==0.1.0", "opgen==0.1.0"),
+    ("{tmp}/opgen-0.1.0-py3-none-any.whl", "opgen @ file://{tmp}/opgen-0.1.0-py3-none-any.whl"),
+])
+def test_the_opgen_requirement_can_be_named(tmp_path, given, written):
+    (tmp_path / "opgen-0.1.0-py3-none-any.whl").write_bytes(b"")
+    given, written = (s.format(tmp=tmp_path.resolve()) for s in (given, written))
+    assert team.opgen_requirement(given) == written
+
+
+@pytest.mark.parametrize("given", ["numpy", "no/such/folder", "", 'opgen; python_version > "3"'])
+def test_a_bad_opgen_requirement_is_one_error_and_writes_nothing(tmp_path, given):
+    result = run_opgen("init", str(tmp_path / "acme"), "--opgen-requirement", given)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: --opgen-requirement ")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("direct_url, expected", [
+    ({"url": "https://example.com/opgen.git", "vcs_info": {"vcs": "git", "commit_id": "abc123"}},
+     "opgen @ git+https://example.com/opgen.git@abc123"),
+    ({"url": "file:///src/opgen", "dir_info": {}}, "opgen @ file:///src/opgen"),
+    ({"url": "file:///dist/opgen-0.1.0-py3-none-any.whl", "archive_info": {}},
+     "opgen @ file:///dist/opgen-0.1.0-py3-none-any.whl"),
+    (None, "opgen==0.1.0"),  # from a package index
+])
+def test_the_default_requirement_is_where_opgen_was_installed_from(monkeypatch, direct_url,
+                                                                   expected):
+    class Installed:
+        def read_text(self, name: str) -> str | None:
+            assert name == "direct_url.json"
+            return json.dumps(direct_url) if direct_url is not None else None
+
+    monkeypatch.setattr(team, "_source_checkout", lambda: None)  # an installed opgen
+    monkeypatch.setattr(team.importlib.metadata, "distribution", lambda name: Installed())
+    assert team.default_opgen_requirement() == expected
+
+
 def test_onboarding_docs_cover_adding_testing_benchmarking_and_review(tmp_path):
     team_dir = tmp_path / "acme"
     team.init(team_dir)
@@ -131,6 +207,22 @@ def test_onboarding_docs_cover_adding_testing_benchmarking_and_review(tmp_path):
                    "opgen bench ops/my_op", "代码评审清单", "stream", "设备守卫", "反向",
                    "数据类型", "带宽", "内置算子"):
         assert needle in chinese, needle
+
+
+#: A benchmark figure: a ratio ("0.9 x copy", "0.9 倍"), or a range of them ("0.89 to 0.90").
+_FIGURE = re.compile(r"\d+\.\d+\s*(?:x\b|×|倍)|\d+\.\d+\s*(?:to|到|-|–)\s*\d+\.\d+")
+
+
+def test_templates_quote_no_benchmark_figures():
+    """Figures go stale in every generated repository: templates link to docs/benchmarks.md."""
+    quoted = []
+    for path in sorted((ROOT / "templates").rglob("*")):
+        if not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if _FIGURE.search(line) or ("H200" in line and re.search(r"\d\.\d", line)):
+                quoted.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert quoted == []
 
 
 def test_the_team_repository_is_ruff_clean(tmp_path):
@@ -205,17 +297,21 @@ def test_a_missing_version_is_restored_from_opgens_git_history(tmp_path, monkeyp
 
 
 @pytest.mark.build
-def test_the_ci_script_builds_and_tests_every_op(tmp_path):
+def test_the_ci_script_builds_and_tests_every_op_from_a_fresh_clone(tmp_path):
     team_dir = tmp_path / "acme"
     assert run_opgen("init", str(team_dir)).returncode == 0
     new = run_opgen("new", "my_op", "--elementwise", "--dir", str(team_dir / "ops"))
     assert new.returncode == 0, new.stderr
+    commit_all(team_dir, "init, and my_op")
+    clone = tmp_path / "clone"  # what CI checks out: only what the repository holds
+    git("clone", "-q", str(team_dir), str(clone), cwd=tmp_path)
 
-    result = ci(team_dir)
+    result = ci(clone)
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "ci: 2 passed (my_op relu6), 0 failed" in result.stdout
-    assert (team_dir / "ops" / "my_op" / "build").is_dir()
+    assert (clone / "ops" / "my_op" / "build").is_dir()
+    assert git("status", "--porcelain", cwd=clone) == ""  # builds and caches are ignored
 
 
 def test_the_ci_check_accepts_edits_but_not_a_stale_spec(tmp_path):
