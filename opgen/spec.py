@@ -11,6 +11,7 @@ Loading happens in three steps, each of which may fail with the line it points a
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import sys
@@ -384,9 +385,11 @@ def _first_validation_error(exc: ValidationError, path: Path, lines: dict[Path_,
 
     Every key of the spec is a string (see :func:`_record_lines`) and no field is validated as a
     union (an attr's default has its own validator), so each error's ``loc`` is exactly the path
-    of keys and indices to the value at fault.
+    of keys and indices to the value at fault. An unknown key comes before everything else: a
+    misspelt ``fwd:`` is the cause of the "missing required key 'forward'" that comes with it.
     """
-    errors = sorted(exc.errors(), key=lambda e: _line_of(lines, e["loc"]))
+    errors = sorted(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden",
+                                                 _line_of(lines, e["loc"])))
     err = errors[0]
     loc = tuple(err["loc"])
     return SpecError(path, _line_of(lines, loc), _schema_message(err, loc))
@@ -400,8 +403,8 @@ def _schema_message(err: ErrorDetails, loc: Path_) -> str:
     if kind == "extra_forbidden":
         parent = _dotted(loc[:-1])
         allowed = _allowed_keys(loc[:-1])
-        return (f"unknown key '{loc[-1]}'" + (f" in {parent}" if parent else "") +
-                (f"; allowed: {allowed}" if allowed else ""))
+        return f"unknown key '{loc[-1]}'" + (f" in {parent}" if parent else "") + \
+            _suggestion(str(loc[-1]), allowed)
     if kind == "missing":
         parent = _dotted(loc[:-1])
         return (f"{parent}: " if parent else "") + f"missing required key '{loc[-1]}'"
@@ -431,12 +434,44 @@ def _form(loc: Path_) -> str | None:
     return None
 
 
-def _allowed_keys(where: tuple[Any, ...]) -> str:
+def _allowed_keys(where: tuple[Any, ...]) -> list[str]:
+    """The keys the mapping at ``where`` may hold, where the schema fixes them."""
     if not where:
-        return ", ".join(OpSpec.model_fields)
+        return list(OpSpec.model_fields)
     if len(where) == 2 and where[0] == "attrs":
-        return ", ".join(AttrSpec.model_fields)
-    return ""
+        return list(AttrSpec.model_fields)
+    return []
+
+
+def closest(word: str, choices: list[str]) -> str | None:
+    """The choice ``word`` most likely misspells, or None: a close spelling (``fowrard``,
+    ``input``), else an abbreviation whose letters the choice has in order (``fwd``, ``bwd``)."""
+    lowered = word.lower().replace("-", "_")
+    close = difflib.get_close_matches(lowered, choices, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    abbreviated = [c for c in choices if lowered and c.startswith(lowered[0])
+                   and _is_subsequence(lowered, c)]
+    return abbreviated[0] if len(abbreviated) == 1 else None
+
+
+def _is_subsequence(short: str, long: str) -> bool:
+    rest = iter(long)
+    return all(char in rest for char in short)
+
+
+def _guess(word: str, choices: list[str]) -> str:
+    """``; did you mean 'x'?`` for a likely misspelling of a choice, else nothing."""
+    guess = closest(word, choices)
+    return f"; did you mean '{guess}'?" if guess else ""
+
+
+def _suggestion(word: str, choices: list[str]) -> str:
+    """``; did you mean 'x'?`` for a likely misspelling of a choice, else the list of them."""
+    if not choices:
+        return ""
+    guess = closest(word, choices)
+    return f"; did you mean '{guess}'?" if guess else f"; allowed: {', '.join(choices)}"
 
 
 # -- step 3: names and expressions --------------------------------------------------------------
@@ -482,7 +517,7 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     for name, (low, high) in model.domain.items():
         if name not in model.inputs:
             raise fail(("domain", name), f"domain: '{name}' is not an input "
-                       f"(inputs: {', '.join(model.inputs)})")
+                       f"(inputs: {', '.join(model.inputs)}){_guess(name, model.inputs)}")
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise fail(("domain", name), f"domain.{name}: need finite low < high, "
                        f"got [{low:g}, {high:g}]")
@@ -529,7 +564,7 @@ def _compile_section(section: dict[str, str], title: str, targets: list[str], wh
         if key not in targets:
             raise SpecError(path, _line_of(lines, (title, key)),
                             f"{title}: '{key}' is not {_ARTICLE[what]} "
-                            f"({what}s: {', '.join(targets)})")
+                            f"({what}s: {', '.join(targets)}){_guess(key, targets)}")
     for target in targets:
         if target not in section:
             raise SpecError(path, _line_of(lines, (title,)),
