@@ -138,6 +138,20 @@ def compile_expr(source: str, symbols: Mapping[str, Type], *,
     Raises :class:`ExprError` for a syntax error, a construct outside the language, an unknown
     name or function, a wrong arity or a type mismatch.
     """
+    tree = parse_expr(source)
+    compiler = _Compiler(symbols, unavailable or {})
+    node = compiler.visit(tree.body)
+    if max(_nesting(node.cpp), _nesting(node.numpy)) > MAX_EMITTED_NESTING:
+        # a chain a < b < ... < z, or nested sigmoids, nest deeper in numpy than in the spec
+        raise ExprError(TOO_DEEP, 0, f"the generated code would nest more than "
+                        f"{MAX_EMITTED_NESTING} parentheses")
+    return Emitted(node.type, node.cpp, node.numpy, frozenset(compiler.names),
+                   frozenset(compiler.functions))
+
+
+def parse_expr(source: str) -> ast.Expression:
+    """The ``ast`` of ``source``, nested at most :data:`MAX_DEPTH` deep (line breaks count as
+    spaces); :class:`ExprError` for a syntax error or a deeper expression."""
     if not isinstance(source, str) or not source.strip():
         raise ExprError("empty expression")
     text = " ".join(source.split())
@@ -146,11 +160,50 @@ def compile_expr(source: str, symbols: Mapping[str, Type], *,
     except SyntaxError as exc:
         col = max((exc.offset or 1) - 1, 0)
         detail = "" if exc.msg == "invalid syntax" else f": {exc.msg}"
+        if exc.msg.startswith("too many nested parentheses"):
+            raise ExprError(TOO_DEEP, col, _DEPTH_HINT) from None
         raise ExprError(f"invalid syntax{detail}", col) from None
-    compiler = _Compiler(symbols, unavailable or {})
-    node = compiler.visit(tree.body)
-    return Emitted(node.type, node.cpp, node.numpy, frozenset(compiler.names),
-                   frozenset(compiler.functions))
+    except (RecursionError, MemoryError):  # Python's own parser gives up on thousands of levels
+        raise ExprError(TOO_DEEP, 0, _DEPTH_HINT) from None
+    deep = _too_deep(tree.body)
+    if deep is not None:
+        raise ExprError(TOO_DEEP, _col(deep), _DEPTH_HINT)
+    return tree
+
+
+#: How deeply operators, calls and parentheses may nest in one expression: far more than anyone
+#: writes, and far below Python's recursion limit, which the checker, the emitters and Python's
+#: own parser (in the generated tests) would otherwise reach.
+MAX_DEPTH = 100
+TOO_DEEP = "expression too deep"
+_DEPTH_HINT = f"nest at most {MAX_DEPTH} operations, calls and parentheses"
+#: How deeply the emitted C++ and numpy may nest parentheses: Python's parser refuses 200 levels
+#: in the generated tests.
+MAX_EMITTED_NESTING = 150
+
+
+def _nesting(text: str) -> int:
+    """The deepest nesting of parentheses in ``text``."""
+    depth = deepest = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= 1
+    return deepest
+
+
+def _too_deep(root: ast.AST) -> ast.AST | None:
+    """The first node nested deeper than :data:`MAX_DEPTH` expressions, found without recursion."""
+    stack: list[tuple[ast.AST, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return node
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node)
+                     if isinstance(child, ast.expr))
+    return None
 
 
 class _Compiler:

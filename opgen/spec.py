@@ -45,6 +45,11 @@ INT64_RANGE = (-(2**63), 2**63 - 1)
 FLOAT32_MAX = 3.4028234663852886e38  # float attrs reach the kernels as C++ float
 
 Path_ = tuple[str | int, ...]
+#: The largest spec file read: a spec is a page of YAML, and its text is copied into every
+#: generated file.
+MAX_SPEC_BYTES = 256 * 1024
+#: How deeply YAML lists and mappings may nest; a spec needs four levels (attrs.x.default).
+MAX_YAML_DEPTH = 20
 
 
 def _expression_text(value: Any) -> Any:
@@ -182,7 +187,9 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
     """Read, validate and compile the spec at ``path``; raise :class:`SpecError` if it is wrong."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        _check_size(path.stat().st_size, path)
+        with path.open(encoding="utf-8") as file:
+            text = file.read(MAX_SPEC_BYTES + 1)  # not a regular file: its size said nothing
     except FileNotFoundError:
         raise SpecError(path, 1, "no such spec file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -190,9 +197,17 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
     return loads(text, path, check_builtins=check_builtins)
 
 
+def _check_size(size: int, path: Path) -> None:
+    """Refuse a spec of more than :data:`MAX_SPEC_BYTES`, before anything reads it all."""
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(path, 1, f"the spec file is larger than {MAX_SPEC_BYTES // 1024} KiB, "
+                        "the limit for a spec")
+
+
 def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True) -> Spec:
     """Like :func:`load`, for spec text that claims to come from ``path``."""
     path = Path(path)
+    _check_size(len(text.encode("utf-8", "surrogatepass")), path)
     data, lines = _parse_yaml(text, path)
     if not isinstance(data, dict):
         raise SpecError(path, lines.get((), 1),
@@ -222,6 +237,7 @@ _Loader.add_implicit_resolver(
 
 
 def _parse_yaml(text: str, path: Path) -> tuple[Any, dict[Path_, int]]:
+    _check_nesting(text, path)
     try:
         loader = _Loader(text)
     except yaml.reader.ReaderError as exc:  # raised on an unprintable character, before parsing
@@ -244,6 +260,25 @@ def _parse_yaml(text: str, path: Path) -> tuple[Any, dict[Path_, int]]:
     finally:
         loader.dispose()
     return data, lines
+
+
+def _check_nesting(text: str, path: Path) -> None:
+    """Refuse lists and mappings nested deeper than :data:`MAX_YAML_DEPTH`, on the line where
+    they go too deep: PyYAML composes and constructs nodes recursively, and would fail with
+    Python's RecursionError. PyYAML's parser, which makes the events read here, does not recurse;
+    a YAML error is left to :func:`_parse_yaml` to report."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise SpecError(path, event.start_mark.line + 1, "invalid YAML: lists and "
+                                    f"mappings nested more than {MAX_YAML_DEPTH} deep")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return
 
 
 # PyYAML problems, reworded for someone who writes YAML rather than parses it.
@@ -574,7 +609,7 @@ def _compile_section(section: dict[str, str], title: str, targets: list[str], wh
         source = section[target]
         where = f"{title}.{target}"
         line = _line_of(lines, (title, target))
-        shown = _quoted(" ".join(source.split()))
+        shown = _quoted(_shortened(" ".join(source.split())))
         try:
             emitted = compile_expr(source, symbols, unavailable=unavailable)
         except ExprError as exc:
@@ -585,6 +620,14 @@ def _compile_section(section: dict[str, str], title: str, targets: list[str], wh
                             "use where(cond, a, b) to choose between numbers")
         compiled[target] = emitted
     return compiled
+
+
+def _shortened(text: str, width: int = 60) -> str:
+    """``text``, or its start and end around '...' where it is longer than ``width``."""
+    if len(text) <= width:
+        return text
+    half = (width - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
 
 
 def _quoted(text: str) -> str:
