@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -32,12 +33,6 @@ from .errors import UsageError
 
 L2_FLUSH_BYTES = 256 * 2**20
 DEFAULT_SIZES = {"gpu": [2**16, 2**20, 2**24, 2**26, 2**28], "cpu": [2**12, 2**16, 2**20, 2**22]}
-#: The composed baseline's functions: framework ops a model would chain without a custom kernel.
-BASELINE_FUNCTIONS = ("clip", "maximum", "minimum", "where", "abs", "exp", "log", "log1p",
-                      "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "pow",
-                      "floor", "ceil")
-
-
 @dataclass
 class Row:
     """One timed kernel at one size and dtype."""
@@ -73,22 +68,25 @@ def iterations(nbytes: int, device: str) -> int:
     return max(5, min(2000, int(0.02 * bandwidth / max(nbytes, 1))))
 
 
-def check_baseline(expr: str, names: set[str]) -> ast.Expression:
-    """Parse the spec's ``baseline:`` expression: framework calls over the op's names."""
-    try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError as exc:
-        raise UsageError(f"baseline: invalid expression: {exc.msg}") from None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in BASELINE_FUNCTIONS:
-                raise UsageError(f"baseline: only {', '.join(BASELINE_FUNCTIONS)} can be called")
-        elif isinstance(node, ast.Name) and node.id not in names and node.id not in \
-                BASELINE_FUNCTIONS:
-            raise UsageError(f"baseline: unknown name '{node.id}'")
-        elif isinstance(node, (ast.Attribute, ast.Subscript, ast.Lambda)):
-            raise UsageError("baseline: only calls, names, numbers and operators are allowed")
-    return tree
+def compile_baseline(tree: ast.Expression) -> CodeType:
+    """The checked tree of a spec's ``baseline:`` (:attr:`opgen.spec.Spec.baseline`), compiled;
+    nothing else is ever evaluated."""
+    return compile(tree, "<baseline>", "eval")
+
+
+def evaluate_baseline(code: CodeType, functions: dict[str, Any], attrs: dict[str, Any],
+                      inputs: dict[str, Any]) -> Any:
+    """Run a compiled baseline with ``functions`` (:func:`framework_namespace`), the attrs and
+    the inputs as its only names: no builtins."""
+    return eval(code, {"__builtins__": {}, **functions, **attrs, **inputs})  # noqa: S307
+
+
+def baseline_symbols(spec: Any) -> dict[str, str]:
+    """The names a spec's baseline reads, with their types: its inputs and attrs."""
+    m = spec.model
+    return {**{n: "num" for n in m.inputs},
+            **{n: "num" if a.type in ("int", "int64", "float") else a.type
+               for n, a in m.attrs.items()}}
 
 
 def framework_namespace(fw: Any, like: Any, kind: str) -> dict[str, Any]:
@@ -172,7 +170,8 @@ def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tu
     return rows
 
 
-def bench_paddle_baselines(baseline: str | None, input_names: list[str], attrs: dict[str, Any],
+def bench_paddle_baselines(baseline: ast.Expression | None, input_names: list[str],
+                           attrs: dict[str, Any],
                            n_out: int, domains: list[tuple[float, float]], dtype: str, size: int,
                            *, repeats: int) -> list[Row]:
     """Copy and composed baseline with Paddle's own CPU ops."""
@@ -193,25 +192,27 @@ def bench_paddle_baselines(baseline: str | None, input_names: list[str], attrs: 
 
     ms = time_it(copy, lambda: None, iters=iterations(copy_bytes, "cpu"), repeats=repeats)
     rows = [Row("copy", "forward", dtype, size, copy_bytes, ms, copy_bytes / ms / 1e6)]
-    if baseline:
-        tree = compile(check_baseline(baseline, set(input_names) | set(attrs)), "<baseline>",
-                       "eval")
+    if baseline is not None:
+        code = compile_baseline(baseline)
         ns = framework_namespace(paddle, sets[0][0], "paddle")
 
         def composed() -> None:
             counter[0] += 1
-            eval(tree, {**ns, **attrs, **dict(zip(input_names, sets[counter[0] % r], strict=True))})
+            evaluate_baseline(code, ns, attrs,
+                              dict(zip(input_names, sets[counter[0] % r], strict=True)))
 
         ms = time_it(composed, lambda: None, iters=iterations(nbytes, "cpu"), repeats=repeats)
         rows.append(Row("baseline", "forward", dtype, size, nbytes, ms, nbytes / ms / 1e6))
     return rows
 
 
-def bench_torch_baselines(baseline: str | None, input_names: list[str], attrs: dict[str, Any],
-                          n_out: int, domains: list[tuple[float, float]], dtypes: list[str],
-                          sizes: list[int], *, repeats: int) -> list[Row]:
-    """Copy and composed baseline with PyTorch on the same GPU, in a subprocess of this run."""
-    args = {"baseline": baseline, "inputs": input_names, "attrs": attrs, "n_out": n_out,
+def bench_torch_baselines(baseline: str | None, symbols: dict[str, str], input_names: list[str],
+                          attrs: dict[str, Any], n_out: int, domains: list[tuple[float, float]],
+                          dtypes: list[str], sizes: list[int], *, repeats: int) -> list[Row]:
+    """Copy and composed baseline with PyTorch on the same GPU, in a subprocess of this run,
+    which checks ``baseline`` against ``symbols`` again before it evaluates its tree."""
+    args = {"baseline": baseline, "symbols": symbols, "inputs": input_names, "attrs": attrs,
+            "n_out": n_out,
             "domains": domains, "dtypes": dtypes, "sizes": sizes, "repeats": repeats}
     proc = subprocess.run([sys.executable, "-m", "opgen._torch_baseline", json.dumps(args)],
                           capture_output=True, text=True, check=False)
@@ -244,15 +245,13 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     if unknown:
         raise UsageError(f"--compare: unknown {', '.join(sorted(unknown))}; choose from "
                          f"{', '.join(COMPARISONS)}")
-    baseline = m.baseline if "baseline" in compare else None
+    baseline = spec.baseline if "baseline" in compare else None
     dtypes = dtypes or [d for d in ("float32", "float16", "bfloat16") if d in m.dtypes] or \
         list(m.dtypes)
     for d in dtypes:
         if d not in m.dtypes:
             raise UsageError(f"--dtype {d}: {name} is built for {', '.join(m.dtypes)}")
     sizes = sizes or DEFAULT_SIZES[device]
-    if m.baseline:
-        check_baseline(m.baseline, set(m.inputs) | set(m.attrs))
     attrs = {k: a.default for k, a in m.attrs.items()}
     domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
     n_in, n_out = len(m.inputs), len(m.outputs)
@@ -299,7 +298,8 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
                                                dtype, size, repeats=repeats)
     if device == "gpu" and {"copy", "baseline"} & set(compare):
         say("PyTorch baselines on the same GPU")
-        rows += bench_torch_baselines(baseline, list(m.inputs), attrs, n_out,
+        rows += bench_torch_baselines(m.baseline if baseline is not None else None,
+                                      baseline_symbols(spec), list(m.inputs), attrs, n_out,
                                       domains, dtypes, sizes, repeats=repeats)
     return rows
 

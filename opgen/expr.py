@@ -207,9 +207,11 @@ def _too_deep(root: ast.AST) -> ast.AST | None:
 
 
 class _Compiler:
-    def __init__(self, symbols: Mapping[str, Type], unavailable: Mapping[str, str]) -> None:
+    def __init__(self, symbols: Mapping[str, Type], unavailable: Mapping[str, str],
+                 functions: Mapping[str, Function] = FUNCTIONS) -> None:
         self.symbols = symbols
         self.unavailable = unavailable
+        self.functions_table = functions
         self.names: set[str] = set()
         self.functions: set[str] = set()
 
@@ -240,7 +242,7 @@ class _Compiler:
         if name not in self.symbols:
             if name in self.unavailable:
                 hint = self.unavailable[name]
-            elif name in FUNCTIONS:
+            elif name in self.functions_table:
                 hint = f"{name} is a function: call it, as in {name}(...)"
             else:
                 usable = sorted(n for n, t in self.symbols.items() if t != "str")
@@ -342,7 +344,7 @@ class _Compiler:
         for arg_node in node.args:
             if isinstance(arg_node, ast.Starred):
                 raise ExprError("starred arguments are not allowed", _col(arg_node))
-        fn = FUNCTIONS[name]
+        fn = self.functions_table[name]
         if len(node.args) != len(fn.args):
             want = len(fn.args)
             raise ExprError(f"{name}() takes {want} argument{'s' if want != 1 else ''}, "
@@ -358,15 +360,16 @@ class _Compiler:
 
     def _function_name(self, func: ast.expr) -> str:
         """The called function's name, or the reason this call is outside the language."""
-        functions = "functions: " + ", ".join(sorted(FUNCTIONS))
+        table = self.functions_table
+        functions = "functions: " + ", ".join(sorted(table))
         if isinstance(func, ast.Name):
-            if func.id in FUNCTIONS:
+            if func.id in table:
                 return func.id
             if func.id in self.symbols or func.id in self.unavailable:
                 raise ExprError(f"'{func.id}' is not a function", _col(func), functions)
             raise ExprError(f"unknown function '{func.id}'", _col(func), functions)
         if isinstance(func, ast.Attribute):
-            hint = f"call {func.attr}(...) directly" if func.attr in FUNCTIONS else functions
+            hint = f"call {func.attr}(...) directly" if func.attr in table else functions
             raise ExprError("attribute access is not allowed", _col(func), hint)
         if type(func) in _FORBIDDEN:
             message, hint = _FORBIDDEN[type(func)]
@@ -440,3 +443,52 @@ def _wrap_logical(operand: _Node, prec: int, needed: int) -> str:
 
 def _col(node: ast.AST) -> int:
     return getattr(node, "col_offset", 0)
+
+
+# -- baselines ----------------------------------------------------------------------------------
+
+def _framework(name: str, *args: Type) -> Function:
+    """A framework function of a baseline, emitted as the same call (only its types matter)."""
+    call = name + "(" + ", ".join(f"{{{i}}}" for i in range(len(args))) + ")"
+    return Function(args, call, call)
+
+
+#: The functions a spec's ``baseline:`` may call: framework ops that a model would chain without
+#: the custom op, with one name in Paddle and PyTorch (see :func:`opgen.bench.framework_namespace`).
+BASELINE_FUNCTIONS: dict[str, Function] = {
+    "clip": _framework("clip", "num", "num", "num"),
+    "maximum": _framework("maximum", "num", "num"),
+    "minimum": _framework("minimum", "num", "num"),
+    "where": _framework("where", "bool", "num", "num"),
+    "pow": _framework("pow", "num", "num"),
+    **{name: _framework(name, "num") for name in (
+        "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
+        "cos", "floor", "ceil")},
+}
+
+
+def check_baseline(source: str, symbols: Mapping[str, Type]) -> ast.Expression:
+    """Check a spec's ``baseline:`` and return the tree that ``opgen bench`` evaluates.
+
+    The baseline is an expression of the same language, over the same names (``symbols``: the
+    inputs and attrs), calling :data:`BASELINE_FUNCTIONS` instead of the language's functions;
+    anything else (attributes, subscripts, lambdas, strings, other calls) is an
+    :class:`ExprError`, as is a condition where a number is due. Numbers in the returned tree are
+    floats, so that evaluating it never computes with Python's unbounded ints (``10 ** 10 ** 10``
+    overflows at once instead of running for hours).
+    """
+    tree = parse_expr(source)
+    node = _Compiler(symbols, {}, BASELINE_FUNCTIONS).visit(tree.body)
+    if node.type != "num":
+        raise ExprError("the result is a condition, not a number", 0,
+                        "use where(cond, a, b) to choose between numbers")
+    return ast.fix_missing_locations(_FloatLiterals().visit(tree))
+
+
+class _FloatLiterals(ast.NodeTransformer):
+    """Turns int literals into floats."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        if isinstance(node.value, int) and not isinstance(node.value, bool):
+            return ast.copy_location(ast.Constant(float(node.value)), node)
+        return node

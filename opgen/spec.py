@@ -11,6 +11,7 @@ Loading happens in three steps, each of which may fail with the line it points a
 
 from __future__ import annotations
 
+import ast
 import difflib
 import math
 import re
@@ -34,7 +35,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .errors import SpecError
-from .expr import Emitted, ExprError, Type, compile_expr
+from .expr import Emitted, ExprError, Type, check_baseline, compile_expr
 from .names import free_op_name, identifier_problem, op_name_problem, paddle_builtin_ops
 
 Dtype = Literal["float32", "float64", "float16", "bfloat16"]
@@ -169,6 +170,7 @@ class Spec:
     forward: dict[str, Emitted]
     backward: dict[str, Emitted] | None
     lines: dict[Path_, int]
+    baseline: ast.Expression | None = None   # the checked tree that `opgen bench` evaluates
 
     @property
     def name(self) -> str:
@@ -273,7 +275,8 @@ def _check_nesting(text: str, path: Path) -> None:
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_YAML_DEPTH:
-                    raise SpecError(path, event.start_mark.line + 1, "invalid YAML: lists and "
+                    line = event.start_mark.line + 1 if event.start_mark is not None else 1
+                    raise SpecError(path, line, "invalid YAML: lists and "
                                     f"mappings nested more than {MAX_YAML_DEPTH} deep")
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
@@ -579,6 +582,10 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         backward = _compile_section(model.backward, "backward", model.inputs, "input",
                                     bwd_symbols, bwd_unavailable, path, lines)
 
+    baseline = None
+    if model.baseline is not None:
+        baseline = _compile_baseline(model.baseline, fwd_symbols, path, lines)
+
     if check_builtins:
         builtins = paddle_builtin_ops()
         clash = next((n for n in (op_name, f"{op_name}_grad") if n in builtins), None)
@@ -589,7 +596,8 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(where, f"{what} is a Paddle built-in op, and registering it would "
                        f"replace Paddle's own; use '{free_op_name(op_name, builtins)}'")
 
-    return Spec(path=path, model=model, forward=forward, backward=backward, lines=lines)
+    return Spec(path=path, model=model, forward=forward, backward=backward, lines=lines,
+                baseline=baseline)
 
 
 def _compile_section(section: dict[str, str], title: str, targets: list[str], what: str,
@@ -609,17 +617,37 @@ def _compile_section(section: dict[str, str], title: str, targets: list[str], wh
         source = section[target]
         where = f"{title}.{target}"
         line = _line_of(lines, (title, target))
-        shown = _quoted(_shortened(" ".join(source.split())))
         try:
             emitted = compile_expr(source, symbols, unavailable=unavailable)
         except ExprError as exc:
-            text = f"{where}: {exc.message}" + (f" in {shown}" if source.strip() else "")
-            raise SpecError(path, line, text + (f"; {exc.hint}" if exc.hint else "")) from None
+            raise _expression_error(exc, where, source, path, line) from None
         if emitted.type != "num":
-            raise SpecError(path, line, f"{where}: {shown} is a condition, not a number; "
-                            "use where(cond, a, b) to choose between numbers")
+            raise SpecError(path, line, f"{where}: {_shown_source(source)} is a condition, not "
+                            "a number; use where(cond, a, b) to choose between numbers")
         compiled[target] = emitted
     return compiled
+
+
+def _compile_baseline(source: str, symbols: dict[str, Type], path: Path,
+                      lines: dict[Path_, int]) -> ast.Expression:
+    """The checked tree of ``baseline:`` (see :func:`opgen.expr.check_baseline`)."""
+    try:
+        return check_baseline(source, symbols)
+    except ExprError as exc:
+        raise _expression_error(exc, "baseline", source, path,
+                                _line_of(lines, ("baseline",))) from None
+
+
+def _expression_error(exc: ExprError, where: str, source: str, path: Path,
+                      line: int) -> SpecError:
+    """``where: what is wrong in 'source'; hint`` at ``line``."""
+    text = f"{where}: {exc.message}" + (f" in {_shown_source(source)}" if source.strip() else "")
+    return SpecError(path, line, text + (f"; {exc.hint}" if exc.hint else ""))
+
+
+def _shown_source(source: str) -> str:
+    """An expression as messages quote it: on one line, shortened where it is long."""
+    return _quoted(_shortened(" ".join(source.split())))
 
 
 def _shortened(text: str, width: int = 60) -> str:
