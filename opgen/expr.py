@@ -155,6 +155,9 @@ def parse_expr(source: str) -> ast.Expression:
     if not isinstance(source, str) or not source.strip():
         raise ExprError("empty expression")
     text = " ".join(source.split())
+    if "#" in text:  # no string can hold one: it starts a comment, which ast.parse would drop
+        raise ExprError("comments are not allowed", text.index("#"),
+                        "a YAML comment goes after the closing quote of the expression")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -49,6 +50,8 @@ Path_ = tuple[str | int, ...]
 #: The largest spec file read: a spec is a page of YAML, and its text is copied into every
 #: generated file.
 MAX_SPEC_BYTES = 256 * 1024
+#: The longest summary, in characters.
+MAX_SUMMARY = 200
 #: How deeply YAML lists and mappings may nest; a spec needs four levels (attrs.x.default).
 MAX_YAML_DEPTH = 20
 
@@ -67,6 +70,21 @@ def _interval(value: Any) -> Any:
     if len(value) != 2:
         raise ValueError(f"expected [low, high], got {len(value)} item{'s' * (len(value) != 1)}")
     return value
+
+
+def _summary(text: str) -> str:
+    """A summary is one line of printable text (surrounding whitespace dropped): it heads the
+    generated files' comments and docstrings."""
+    text = text.strip()
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        what = "a line break" if bad in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029" else \
+            f"the unprintable character {bad!r}"
+        raise ValueError(f"must be one line of printable text; it has {what}")
+    if len(text) > MAX_SUMMARY:
+        raise ValueError(f"{len(text)} characters, more than {MAX_SUMMARY}: a summary is one "
+                         "line (say more in a comment of the spec)")
+    return text
 
 
 Expression = Annotated[StrictStr, BeforeValidator(_expression_text)]
@@ -150,7 +168,7 @@ class OpSpec(BaseModel):
     name: StrictStr
     op_name: StrictStr | None = None
     kind: Literal["elementwise"]
-    summary: StrictStr = ""
+    summary: Annotated[StrictStr, AfterValidator(_summary)] = ""
     inputs: list[StrictStr] = Field(min_length=1)
     outputs: list[StrictStr] = Field(min_length=1)
     attrs: dict[StrictStr, AttrSpec] = Field(default_factory=dict)
