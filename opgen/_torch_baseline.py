@@ -15,11 +15,13 @@ from .bench import (
     Row,
     _dtype_size,
     _rotation,
-    check_baseline,
+    compile_baseline,
+    evaluate_baseline,
     framework_namespace,
     iterations,
     time_it,
 )
+from .expr import check_baseline
 
 
 def rows_for(torch: Any, tree: CodeType | None, args: dict[str, Any], dtype: str,
@@ -43,7 +45,7 @@ def rows_for(torch: Any, tree: CodeType | None, args: dict[str, Any], dtype: str
     ns = framework_namespace(torch, sets[0][0], "torch")
 
     def composed(inputs: list[Any]) -> Any:
-        return eval(tree, {**ns, **attrs, **dict(zip(names, inputs, strict=True))})
+        return evaluate_baseline(tree, ns, attrs, dict(zip(names, inputs, strict=True)))
 
     ms = time_it(lambda: composed(sets[next(calls) % r]), sync, iters=iterations(nbytes, "gpu"),
                  repeats=repeats)
@@ -70,8 +72,7 @@ def main() -> None:
     args = json.loads(sys.argv[1])
     tree = None
     if args["baseline"]:
-        names = set(args["inputs"]) | set(args["attrs"])
-        tree = compile(check_baseline(args["baseline"], names), "<baseline>", "eval")
+        tree = compile_baseline(check_baseline(args["baseline"], args["symbols"]))
     rows = [row for dtype in args["dtypes"] for size in args["sizes"]
             for row in rows_for(torch, tree, args, dtype, size)]
     print(json.dumps([asdict(x) for x in rows]))

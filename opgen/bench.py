@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -102,22 +103,25 @@ def iterations(nbytes: int, device: str) -> int:
     return max(5, min(2000, int(0.02 * bandwidth / max(nbytes, 1))))
 
 
-def check_baseline(expr: str, names: set[str]) -> ast.Expression:
-    """Parse the spec's ``baseline:`` expression: framework calls over the op's names."""
-    try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError as exc:
-        raise UsageError(f"baseline: invalid expression: {exc.msg}") from None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in BASELINE_FUNCTIONS:
-                raise UsageError(f"baseline: only {', '.join(BASELINE_FUNCTIONS)} can be called")
-        elif isinstance(node, ast.Name) and node.id not in names and node.id not in \
-                BASELINE_FUNCTIONS:
-            raise UsageError(f"baseline: unknown name '{node.id}'")
-        elif isinstance(node, (ast.Attribute, ast.Subscript, ast.Lambda)):
-            raise UsageError("baseline: only calls, names, numbers and operators are allowed")
-    return tree
+def compile_baseline(tree: ast.Expression) -> CodeType:
+    """The checked tree of a spec's ``baseline:`` (:attr:`opgen.spec.Spec.baseline`), compiled;
+    nothing else is ever evaluated."""
+    return compile(tree, "<baseline>", "eval")
+
+
+def evaluate_baseline(code: CodeType, functions: dict[str, Any], attrs: dict[str, Any],
+                      inputs: dict[str, Any]) -> Any:
+    """Run a compiled baseline with ``functions`` (:func:`framework_namespace`), the attrs and
+    the inputs as its only names: no builtins."""
+    return eval(code, {"__builtins__": {}, **functions, **attrs, **inputs})  # noqa: S307
+
+
+def baseline_symbols(spec: Any) -> dict[str, str]:
+    """The names a spec's baseline reads, with their types: its inputs and attrs."""
+    m = spec.model
+    return {**{n: "num" for n in m.inputs},
+            **{n: "num" if a.type in ("int", "int64", "float") else a.type
+               for n, a in m.attrs.items()}}
 
 
 def framework_namespace(fw: Any, like: Any, kind: str) -> dict[str, Any]:
@@ -231,7 +235,7 @@ def bench_paddle_copy(dtype: str, size: int, *, repeats: int) -> Row:
     return Row("copy", "forward", dtype, size, copy_bytes, ms, copy_bytes / ms / 1e6)
 
 
-def bench_paddle_baseline(baseline: str, input_names: list[str], attrs: dict[str, Any],
+def bench_paddle_baseline(baseline: ast.Expression, input_names: list[str], attrs: dict[str, Any],
                           n_out: int, domains: list[tuple[float, float]], dtype: str, size: int,
                           *, repeats: int) -> Row:
     """The spec's composed baseline with Paddle's own CPU ops; :class:`BaselineUnsupported`
@@ -241,13 +245,14 @@ def bench_paddle_baseline(baseline: str, input_names: list[str], attrs: dict[str
     nbytes = (len(input_names) + n_out) * size * _dtype_size(dtype)
     r = _rotation(nbytes)
     sets = _paddle_inputs(domains, dtype, size, r)
-    tree = compile(check_baseline(baseline, set(input_names) | set(attrs)), "<baseline>", "eval")
+    code = compile_baseline(baseline)
     ns = framework_namespace(paddle, sets[0][0], "paddle")
     counter = [0]
 
     def composed() -> None:
         counter[0] += 1
-        eval(tree, {**ns, **attrs, **dict(zip(input_names, sets[counter[0] % r], strict=True))})
+        evaluate_baseline(code, ns, attrs,
+                          dict(zip(input_names, sets[counter[0] % r], strict=True)))
 
     try:
         composed()  # the first call: a dtype Paddle has no kernel for fails here
@@ -257,11 +262,13 @@ def bench_paddle_baseline(baseline: str, input_names: list[str], attrs: dict[str
     return Row("baseline", "forward", dtype, size, nbytes, ms, nbytes / ms / 1e6)
 
 
-def bench_torch_baselines(baseline: str | None, input_names: list[str], attrs: dict[str, Any],
-                          n_out: int, domains: list[tuple[float, float]], dtypes: list[str],
-                          sizes: list[int], *, repeats: int) -> list[Row]:
-    """Copy and composed baseline with PyTorch on the same GPU, in a subprocess of this run."""
-    args = {"baseline": baseline, "inputs": input_names, "attrs": attrs, "n_out": n_out,
+def bench_torch_baselines(baseline: str | None, symbols: dict[str, str], input_names: list[str],
+                          attrs: dict[str, Any], n_out: int, domains: list[tuple[float, float]],
+                          dtypes: list[str], sizes: list[int], *, repeats: int) -> list[Row]:
+    """Copy and composed baseline with PyTorch on the same GPU, in a subprocess of this run,
+    which checks ``baseline`` against ``symbols`` again before it evaluates its tree."""
+    args = {"baseline": baseline, "symbols": symbols, "inputs": input_names, "attrs": attrs,
+            "n_out": n_out,
             "domains": domains, "dtypes": dtypes, "sizes": sizes, "repeats": repeats}
     proc = subprocess.run([sys.executable, "-m", "opgen._torch_baseline", json.dumps(args)],
                           capture_output=True, text=True, check=False)
@@ -306,8 +313,6 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     for d in dtypes:
         if d not in m.dtypes:
             raise UsageError(f"--dtype {d}: {name} is built for {', '.join(m.dtypes)}")
-    if m.baseline:
-        check_baseline(m.baseline, set(m.inputs) | set(m.attrs))
     plan = _Plan(spec, op_dir, device, sizes or DEFAULT_SIZES[device], dtypes, repeats,
                  set(compare))
     steps = plan.steps()
@@ -390,9 +395,10 @@ class _Plan:
                     self._paddle_baselines(results, domains, dtype, size)
         if device == "gpu" and {"copy", "baseline"} & self.compare:
             self.current = step("PyTorch baselines on the same GPU")
+            baseline = m.baseline if self._baseline() is not None else None
             results.rows += bench_torch_baselines(
-                self._baseline(), list(m.inputs), self._attrs(), n_out, domains, self.dtypes,
-                self.sizes, repeats=self.repeats)
+                baseline, baseline_symbols(self.spec), list(m.inputs), self._attrs(), n_out,
+                domains, self.dtypes, self.sizes, repeats=self.repeats)
 
     def _paddle_baselines(self, results: Results, domains: list[tuple[float, float]],
                           dtype: str, size: int) -> None:
@@ -413,8 +419,9 @@ class _Plan:
             results.skipped.append(Skipped("baseline", dtype, f"Paddle cannot run it on the "
                                                               f"CPU: {exc}"))
 
-    def _baseline(self) -> str | None:
-        return self.spec.model.baseline if "baseline" in self.compare else None
+    def _baseline(self) -> ast.Expression | None:
+        """The checked tree of the spec's baseline, when it is compared."""
+        return self.spec.baseline if "baseline" in self.compare else None
 
     def _attrs(self) -> dict[str, Any]:
         return {k: a.default for k, a in self.spec.model.attrs.items()}

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from . import __version__, api
 from . import build as builder
@@ -29,19 +30,26 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-err = Console(stderr=True, highlight=False)
+# Paths and names are the user's: printed as they are, never read as emoji codes (:fire:), and
+# escaped (see _e) where a line also has markup.
+out = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 150)
+err = Console(stderr=True, highlight=False, emoji=False)
 
 _STYLE = {Status.CREATE: "green", Status.OVERWRITE: "yellow", Status.IDENTICAL: "dim",
           Status.MERGED: "cyan", Status.CONFLICT: "bold red", Status.KEEP: "blue",
           Status.KEEP_DELETED: "blue", Status.REMOVE: "magenta"}
 
 
+def _e(value: object) -> str:
+    """``value`` as text that rich prints literally in a line with markup: ``ops[/x]`` stays."""
+    return escape(str(value))
+
+
 def _report(changes: list[Change], dest: Path, *, pretend: bool) -> None:
     verb = "would " if pretend else ""
     for change in changes:
         style = _STYLE[change.status]
-        out.print(f"  [{style}]{verb}{change.status.value:>9}[/{style}]  {dest / change.path}")
+        out.print(f"  [{style}]{verb}{change.status.value:>9}[/{style}]  {_e(dest / change.path)}")
 
 
 def _version(value: bool) -> None:
@@ -79,7 +87,7 @@ def new(
     if not pretend:
         spec = result.dest / f"{name}.yaml"
         out.print(f"next: edit {spec}, then `opgen generate {spec}` and "
-                  f"`opgen test {result.dest}`")
+                  f"`opgen test {result.dest}`", markup=False)
 
 
 @app.command()
@@ -102,7 +110,8 @@ def generate(
     """
     result = api.generate(spec, out_dir, pretend=pretend, check=check, allow_edits=allow_edits)
     if check:
-        out.print(f"{result.dest}: up to date with {spec.name} ({len(result.changes)} files)")
+        out.print(f"{result.dest}: up to date with {spec.name} ({len(result.changes)} files)",
+                  markup=False)
         return
     _report(result.changes, result.dest, pretend=pretend)
     _raise_on_conflicts(result, pretend=pretend)
@@ -145,7 +154,7 @@ def build(
     config = builder.configure(op_dir, cpu_only=cpu_only, arches=builder.parse_arches(arch))
     built = _build(config, verbose=verbose)
     if wheel:
-        with err.status(f"packaging {config.name}..."):
+        with err.status(f"packaging {_e(config.name)}..."):
             result = wheels.build_wheel(config, built.library, wheel_dir or config.op_dir / "dist",
                                         version=wheel_version)
         out.print(f"{config.name}: wheel {result.path} ({result.summary()})", markup=False,
@@ -158,7 +167,7 @@ def _build(config: builder.BuildConfig, *, verbose: bool = False) -> builder.Bui
     if builder.built_library(config) is not None:
         built = builder.ensure_built(config)  # the cached build: nothing to wait for
     else:
-        with err.status(f"compiling {config.name} ({what})..."):
+        with err.status(f"compiling {_e(config.name)} ({_e(what)})..."):
             built = builder.ensure_built(config, verbose=verbose)
     if built.compiled:
         line = f"{config.name}: built ({what}) in {built.seconds:.1f} s: {built.library}"
@@ -275,7 +284,7 @@ def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | 
 
     from . import bench as bench_lib
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(),
+    with Progress(SpinnerColumn(), TextColumn("{task.description:<28}", markup=False), BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=err,
                   transient=True) as progress:
         task = progress.add_task("benchmark", total=None)
@@ -295,7 +304,7 @@ def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, A
     from . import bench as bench_lib
 
     rows = results.rows
-    table = Table(title=f"{op_dir.resolve().name} on {device}"
+    table = Table(title=f"{_e(op_dir.resolve().name)} on {_e(device)}"
                   + (" (incomplete)" if error else ""))
     for column in ("dtype", "elements", "direction", "kernel", "time (ms)", "GB/s", "x copy",
                    "speedup vs baseline", "speedup vs naive"):
@@ -367,7 +376,8 @@ def init(
     out.print(f"installs opgen as: {requirement}{local}", markup=False, soft_wrap=True)
     if not pretend:
         out.print(f"{result.dest}: team repository, template version {result.version}. next: "
-                  f"cd {result.dest}, commit it, then `bash ci/run.sh` and docs/onboarding.md")
+                  f"cd {result.dest}, commit it, then `bash ci/run.sh` and docs/onboarding.md",
+                  markup=False)
 
 
 @app.command()
@@ -387,16 +397,18 @@ def update(
     verb = "would " if pretend else ""
     for rel in result.changed:
         style, what = ("bold red", "conflict") if rel in result.conflicts else ("yellow", "update")
-        out.print(f"  [{style}]{verb}{what:>8}[/{style}]  {result.dest / rel}")
+        out.print(f"  [{style}]{verb}{what:>8}[/{style}]  {_e(result.dest / rel)}")
     if result.conflicts:
         raise UpdateConflictError(result.dest, result.conflicts)
     out.print(f"{result.dest}: {'would be' if pretend else 'now'} at template version "
               f"{result.version}" + ("" if result.changed else " (nothing to change)")
-              + ("; review with git diff, then commit" if result.changed and not pretend else ""))
+              + ("; review with git diff, then commit" if result.changed and not pretend else ""),
+              markup=False)
     for rel in result.changed:
         parts = Path(rel).parts
         if len(parts) == 3 and parts[0] == "ops" and parts[2] == f"{parts[1]}.yaml":
-            out.print(f"next: the update changed a spec: opgen generate {result.dest / rel}")
+            out.print(f"next: the update changed a spec: opgen generate {result.dest / rel}",
+                      markup=False)
 
 
 def main(argv: list[str] | None = None) -> None:

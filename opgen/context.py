@@ -7,8 +7,11 @@ references, attr literals) happens in this module, so a naming rule is changed o
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from . import __version__
 from .expr import Emitted
@@ -36,6 +39,9 @@ class Attr:
     py_default: str          # Python literal of the default
     py_other: str            # Python literal of a non-default value the tests also run
     member_type: str         # the functor member's type: MT for numbers, bool for bools
+    doc_default: str         # py_default inside a docstring
+    md_default: str          # py_default inside the README's fenced Python block
+    md_signature: str        # "name: type = default" as a code span in a README table cell
 
 
 @dataclass(frozen=True)
@@ -75,11 +81,18 @@ class Context:
     """The template context of one op."""
 
     opgen_version: str
-    spec_file: str               # the spec's file name, relative to the op folder
+    spec_file_comment: str       # the spec's file name in a C++ or Python comment
+    spec_file_doc: str           #   in a Python docstring
+    spec_file_md_link: str       #   as a README link to the file
+    spec_file_md_command: str    #   in the README's `opgen generate FILE` code span
     name: str
     op_name: str
     camel: str                   # CamelCase of name, prefix of every C++ symbol
-    summary: str
+    summary_comment: str         # the spec's summary in a C++ comment
+    summary_doc: str             #   in a Python docstring
+    summary_md: str              #   as README text
+    no_backward_cpp: str         # the error of the backward stub, as a C++ string literal
+    no_backward_match: str       #   as a Python string literal of the regex that matches it
     inputs: list[str]
     outputs: list[str]
     grad_inputs: list[str]       # grad_<input>: what the backward computes
@@ -124,6 +137,7 @@ def _other_value(attr: AttrSpec) -> object:
 def _attr(name: str, spec: AttrSpec) -> Attr:
     cpp_type = _CPP_ATTR_TYPES[spec.type]
     cpp_param = f"const {cpp_type}& {name}" if spec.type == "str" else f"{cpp_type} {name}"
+    py_default = _py_literal(spec.default)
     return Attr(
         name=name,
         type=spec.type,
@@ -131,10 +145,91 @@ def _attr(name: str, spec: AttrSpec) -> Attr:
         cpp_param=cpp_param,
         paddle_decl=f"{name}: {cpp_type}",
         py_type=_PY_ATTR_TYPES[spec.type],
-        py_default=_py_literal(spec.default),
+        py_default=py_default,
         py_other=_py_literal(_other_value(spec)),
         member_type="bool" if spec.type == "bool" else "MT",
+        doc_default=docstring_text(py_default),
+        md_default=py_default.replace("`", "\\x60"),  # the same str, with no fence in it
+        md_signature=markdown_code(f"{name}: {spec.type} = {py_default}", table=True),
     )
+
+
+# -- spec text in the languages it lands in ------------------------------------------------------
+# The summary, the spec's file name and str attr defaults are the user's text. Each is written
+# through one of these, for the place it goes: a C++ comment, a C++ string literal, a Python
+# docstring or string literal, README text. Expressions need none: the checker lets through only
+# names, numbers, operators and parentheses (no strings, comments or backslashes).
+
+def _escape(char: str) -> str:
+    """A backslash escape of ``char`` that C++ comments, Python and README text all show."""
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else \
+        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` on one line: each unprintable character (line breaks, tabs, bidi controls) as a
+    backslash escape."""
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def cpp_comment(text: str) -> str:
+    """``text`` inside a ``//`` comment: one line, which a backslash at its end would splice
+    with the next."""
+    shown = visible(text)
+    return shown + "." if shown.endswith("\\") else shown
+
+
+def cpp_string(text: str) -> str:
+    """``text`` as a C++ string literal of exactly its UTF-8 bytes, in printable ASCII."""
+    out = []
+    for byte in text.encode("utf-8", "surrogateescape"):
+        char = chr(byte)
+        if char in "\\\"":
+            out.append("\\" + char)
+        elif 0x20 <= byte < 0x7F and char != "?":  # no ?? trigraphs, whatever the -std
+            out.append(char)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def docstring_text(text: str) -> str:
+    """``text`` inside a ``\"\"\"`` docstring, reading back as ``text``: backslashes doubled,
+    unprintable characters escaped, and quotes escaped where they could end the docstring
+    (next to another quote, or at either end)."""
+    out = []
+    for i, char in enumerate(text):
+        near_quote = '"' in (text[i - 1:i] or '"') + (text[i + 1:i + 2] or '"')
+        if char == "\\":
+            out.append("\\\\")
+        elif char == '"' and near_quote:
+            out.append('\\"')
+        elif not char.isprintable():
+            out.append(_escape(char))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+_MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>&~|])")
+_MARKDOWN_BLOCK_START = re.compile(r"^(#|>|[-+=]|\d+[.)])")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as one line of README text, shown as written: no emphasis, links, HTML or
+    heading made of it."""
+    escaped = _MARKDOWN_INLINE.sub(r"\\\1", visible(text))
+    return _MARKDOWN_BLOCK_START.sub(r"\\\1", escaped)
+
+
+def markdown_code(text: str, *, table: bool = False) -> str:
+    """``text`` as a code span (in a table cell, with its pipes escaped, as GFM wants)."""
+    shown = visible(text)
+    ticks = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    span = f"{ticks}{pad}{shown}{pad}{ticks}"
+    return span.replace("|", "\\|") if table else span
 
 
 def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
@@ -214,13 +309,24 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
     if "erf" in functions:
         helpers.append("_erf = np.vectorize(math.erf, otypes=[np.float64])")
 
+    spec_file = Path(spec.path).name
+    summary = m.summary.strip() or f"The {m.name} custom op."
+    no_backward = f"no backward defined for {spec.op_name}: add a `backward:` section to " \
+        f"{spec_file}"
     return Context(
         opgen_version=__version__,
-        spec_file=Path(spec.path).name,
+        spec_file_comment=cpp_comment(spec_file),
+        spec_file_doc=docstring_text(spec_file),
+        spec_file_md_link=f"[{markdown_code(spec_file)}]({quote(spec_file, safe='')})",
+        spec_file_md_command=markdown_code(f"opgen generate {shlex.quote(spec_file)}"),
         name=m.name,
         op_name=spec.op_name,
         camel=camel,
-        summary=m.summary.strip() or f"The {m.name} custom op.",
+        summary_comment=cpp_comment(summary),
+        summary_doc=docstring_text(summary),
+        summary_md=markdown_text(summary),
+        no_backward_cpp=cpp_string(no_backward),
+        no_backward_match=repr(re.escape(no_backward)),
         inputs=list(m.inputs),
         outputs=list(m.outputs),
         grad_inputs=[f"grad_{n}" for n in m.inputs],

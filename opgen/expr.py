@@ -138,25 +138,83 @@ def compile_expr(source: str, symbols: Mapping[str, Type], *,
     Raises :class:`ExprError` for a syntax error, a construct outside the language, an unknown
     name or function, a wrong arity or a type mismatch.
     """
+    tree = parse_expr(source)
+    compiler = _Compiler(symbols, unavailable or {})
+    node = compiler.visit(tree.body)
+    if max(_nesting(node.cpp), _nesting(node.numpy)) > MAX_EMITTED_NESTING:
+        # a chain a < b < ... < z, or nested sigmoids, nest deeper in numpy than in the spec
+        raise ExprError(TOO_DEEP, 0, f"the generated code would nest more than "
+                        f"{MAX_EMITTED_NESTING} parentheses")
+    return Emitted(node.type, node.cpp, node.numpy, frozenset(compiler.names),
+                   frozenset(compiler.functions))
+
+
+def parse_expr(source: str) -> ast.Expression:
+    """The ``ast`` of ``source``, nested at most :data:`MAX_DEPTH` deep (line breaks count as
+    spaces); :class:`ExprError` for a syntax error or a deeper expression."""
     if not isinstance(source, str) or not source.strip():
         raise ExprError("empty expression")
     text = " ".join(source.split())
+    if "#" in text:  # no string can hold one: it starts a comment, which ast.parse would drop
+        raise ExprError("comments are not allowed", text.index("#"),
+                        "a YAML comment goes after the closing quote of the expression")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         col = max((exc.offset or 1) - 1, 0)
         detail = "" if exc.msg == "invalid syntax" else f": {exc.msg}"
+        if exc.msg.startswith("too many nested parentheses"):
+            raise ExprError(TOO_DEEP, col, _DEPTH_HINT) from None
         raise ExprError(f"invalid syntax{detail}", col) from None
-    compiler = _Compiler(symbols, unavailable or {})
-    node = compiler.visit(tree.body)
-    return Emitted(node.type, node.cpp, node.numpy, frozenset(compiler.names),
-                   frozenset(compiler.functions))
+    except (RecursionError, MemoryError):  # Python's own parser gives up on thousands of levels
+        raise ExprError(TOO_DEEP, 0, _DEPTH_HINT) from None
+    deep = _too_deep(tree.body)
+    if deep is not None:
+        raise ExprError(TOO_DEEP, _col(deep), _DEPTH_HINT)
+    return tree
+
+
+#: How deeply operators, calls and parentheses may nest in one expression: far more than anyone
+#: writes, and far below Python's recursion limit, which the checker, the emitters and Python's
+#: own parser (in the generated tests) would otherwise reach.
+MAX_DEPTH = 100
+TOO_DEEP = "expression too deep"
+_DEPTH_HINT = f"nest at most {MAX_DEPTH} operations, calls and parentheses"
+#: How deeply the emitted C++ and numpy may nest parentheses: Python's parser refuses 200 levels
+#: in the generated tests.
+MAX_EMITTED_NESTING = 150
+
+
+def _nesting(text: str) -> int:
+    """The deepest nesting of parentheses in ``text``."""
+    depth = deepest = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= 1
+    return deepest
+
+
+def _too_deep(root: ast.AST) -> ast.AST | None:
+    """The first node nested deeper than :data:`MAX_DEPTH` expressions, found without recursion."""
+    stack: list[tuple[ast.AST, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return node
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node)
+                     if isinstance(child, ast.expr))
+    return None
 
 
 class _Compiler:
-    def __init__(self, symbols: Mapping[str, Type], unavailable: Mapping[str, str]) -> None:
+    def __init__(self, symbols: Mapping[str, Type], unavailable: Mapping[str, str],
+                 functions: Mapping[str, Function] = FUNCTIONS) -> None:
         self.symbols = symbols
         self.unavailable = unavailable
+        self.functions_table = functions
         self.names: set[str] = set()
         self.functions: set[str] = set()
 
@@ -187,7 +245,7 @@ class _Compiler:
         if name not in self.symbols:
             if name in self.unavailable:
                 hint = self.unavailable[name]
-            elif name in FUNCTIONS:
+            elif name in self.functions_table:
                 hint = f"{name} is a function: call it, as in {name}(...)"
             else:
                 usable = sorted(n for n, t in self.symbols.items() if t != "str")
@@ -289,7 +347,7 @@ class _Compiler:
         for arg_node in node.args:
             if isinstance(arg_node, ast.Starred):
                 raise ExprError("starred arguments are not allowed", _col(arg_node))
-        fn = FUNCTIONS[name]
+        fn = self.functions_table[name]
         if len(node.args) != len(fn.args):
             want = len(fn.args)
             raise ExprError(f"{name}() takes {want} argument{'s' if want != 1 else ''}, "
@@ -305,15 +363,16 @@ class _Compiler:
 
     def _function_name(self, func: ast.expr) -> str:
         """The called function's name, or the reason this call is outside the language."""
-        functions = "functions: " + ", ".join(sorted(FUNCTIONS))
+        table = self.functions_table
+        functions = "functions: " + ", ".join(sorted(table))
         if isinstance(func, ast.Name):
-            if func.id in FUNCTIONS:
+            if func.id in table:
                 return func.id
             if func.id in self.symbols or func.id in self.unavailable:
                 raise ExprError(f"'{func.id}' is not a function", _col(func), functions)
             raise ExprError(f"unknown function '{func.id}'", _col(func), functions)
         if isinstance(func, ast.Attribute):
-            hint = f"call {func.attr}(...) directly" if func.attr in FUNCTIONS else functions
+            hint = f"call {func.attr}(...) directly" if func.attr in table else functions
             raise ExprError("attribute access is not allowed", _col(func), hint)
         if type(func) in _FORBIDDEN:
             message, hint = _FORBIDDEN[type(func)]
@@ -387,3 +446,52 @@ def _wrap_logical(operand: _Node, prec: int, needed: int) -> str:
 
 def _col(node: ast.AST) -> int:
     return getattr(node, "col_offset", 0)
+
+
+# -- baselines ----------------------------------------------------------------------------------
+
+def _framework(name: str, *args: Type) -> Function:
+    """A framework function of a baseline, emitted as the same call (only its types matter)."""
+    call = name + "(" + ", ".join(f"{{{i}}}" for i in range(len(args))) + ")"
+    return Function(args, call, call)
+
+
+#: The functions a spec's ``baseline:`` may call: framework ops that a model would chain without
+#: the custom op, with one name in Paddle and PyTorch (see :func:`opgen.bench.framework_namespace`).
+BASELINE_FUNCTIONS: dict[str, Function] = {
+    "clip": _framework("clip", "num", "num", "num"),
+    "maximum": _framework("maximum", "num", "num"),
+    "minimum": _framework("minimum", "num", "num"),
+    "where": _framework("where", "bool", "num", "num"),
+    "pow": _framework("pow", "num", "num"),
+    **{name: _framework(name, "num") for name in (
+        "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
+        "cos", "floor", "ceil")},
+}
+
+
+def check_baseline(source: str, symbols: Mapping[str, Type]) -> ast.Expression:
+    """Check a spec's ``baseline:`` and return the tree that ``opgen bench`` evaluates.
+
+    The baseline is an expression of the same language, over the same names (``symbols``: the
+    inputs and attrs), calling :data:`BASELINE_FUNCTIONS` instead of the language's functions;
+    anything else (attributes, subscripts, lambdas, strings, other calls) is an
+    :class:`ExprError`, as is a condition where a number is due. Numbers in the returned tree are
+    floats, so that evaluating it never computes with Python's unbounded ints (``10 ** 10 ** 10``
+    overflows at once instead of running for hours).
+    """
+    tree = parse_expr(source)
+    node = _Compiler(symbols, {}, BASELINE_FUNCTIONS).visit(tree.body)
+    if node.type != "num":
+        raise ExprError("the result is a condition, not a number", 0,
+                        "use where(cond, a, b) to choose between numbers")
+    return ast.fix_missing_locations(_FloatLiterals().visit(tree))
+
+
+class _FloatLiterals(ast.NodeTransformer):
+    """Turns int literals into floats."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        if isinstance(node.value, int) and not isinstance(node.value, bool):
+            return ast.copy_location(ast.Constant(float(node.value)), node)
+        return node

@@ -60,6 +60,49 @@ GENERATED_NAMES = frozenset({
 })
 
 
+#: How the header groups of c_names.txt read in a message.
+_C_GROUPS = {"<cmath>": "<cmath>", "paddle/extension.h": "paddle/extension.h",
+             "CUDA": "CUDA's headers"}
+
+
+@functools.cache
+def c_names() -> dict[str, tuple[str, str]]:
+    """Names an op cannot take in the generated C++: name -> (kind, header group).
+
+    ``kind`` is ``namespace`` for a name that the headers declare at global scope (the op's
+    ``namespace sincos`` would redeclare <cmath>'s sincos) or ``header`` for the stem of a header
+    they include (``csrc/features.h`` would replace glibc's <features.h>). Read from
+    ``c_names.txt``, which scripts/c_names.py finds by compiling against the real headers.
+    """
+    names: dict[str, tuple[str, str]] = {}
+    section: tuple[str, str] | None = None
+    for line in (Path(__file__).with_name("c_names.txt")).read_text().splitlines():
+        if line.startswith("["):
+            kind, group = line.strip("[]").split(" ", 1)
+            section = (kind, group)
+        elif section is not None and line and not line.startswith("#"):
+            for name in line.split():
+                names.setdefault(name, section)
+    return names
+
+
+def _c_name_problem(name: str) -> str | None:
+    """Why the generated C++ of an op called ``name`` would not compile, or None."""
+    found = c_names().get(name)
+    if found is None:
+        return None
+    kind, group = found
+    alternative = next(alt for alt in (f"{name}_op", f"{name}_fn", f"my_{name}")
+                       if alt not in c_names())
+    if kind == "namespace":
+        why = f"is declared at global scope by {_C_GROUPS.get(group, group)}, so the " \
+            f"generated `namespace {name}` would not compile"
+    else:
+        why = f"would name csrc/{name}.h, which would replace the system header <{name}.h> " \
+            f"that {_C_GROUPS.get(group, group)} include{'s' if group != 'CUDA' else ''}"
+    return f"op name '{name}' {why}; use '{alternative}'"
+
+
 def identifier_problem(name: object, *, what: str) -> str | None:
     """Why ``name`` cannot name a ``what`` (an input, output, attr or the op), or None if it can."""
     if not isinstance(name, str):
@@ -79,6 +122,8 @@ def identifier_problem(name: object, *, what: str) -> str | None:
         return f"{what} name '{name}' is a function of the expression language"
     if name in GENERATED_NAMES:
         return f"{what} name '{name}' is reserved: the generated code uses it"
+    if what == "op" and _c_name_problem(name):
+        return _c_name_problem(name)
     if name.startswith("grad_") and what != "op":
         return f"{what} name '{name}' is reserved: 'grad_<output>' names the output gradients"
     if name.endswith("_"):

@@ -11,6 +11,8 @@ Loading happens in three steps, each of which may fail with the line it points a
 
 from __future__ import annotations
 
+import ast
+import difflib
 import math
 import re
 import sys
@@ -20,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -33,7 +36,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .errors import SpecError
-from .expr import Emitted, ExprError, Type, compile_expr
+from .expr import Emitted, ExprError, Type, check_baseline, compile_expr
 from .names import free_op_name, identifier_problem, op_name_problem, paddle_builtin_ops
 
 Dtype = Literal["float32", "float64", "float16", "bfloat16"]
@@ -44,6 +47,13 @@ INT64_RANGE = (-(2**63), 2**63 - 1)
 FLOAT32_MAX = 3.4028234663852886e38  # float attrs reach the kernels as C++ float
 
 Path_ = tuple[str | int, ...]
+#: The largest spec file read: a spec is a page of YAML, and its text is copied into every
+#: generated file.
+MAX_SPEC_BYTES = 256 * 1024
+#: The longest summary, in characters.
+MAX_SUMMARY = 200
+#: How deeply YAML lists and mappings may nest; a spec needs four levels (attrs.x.default).
+MAX_YAML_DEPTH = 20
 
 
 def _expression_text(value: Any) -> Any:
@@ -60,6 +70,21 @@ def _interval(value: Any) -> Any:
     if len(value) != 2:
         raise ValueError(f"expected [low, high], got {len(value)} item{'s' * (len(value) != 1)}")
     return value
+
+
+def _summary(text: str) -> str:
+    """A summary is one line of printable text (surrounding whitespace dropped): it heads the
+    generated files' comments and docstrings."""
+    text = text.strip()
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        what = "a line break" if bad in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029" else \
+            f"the unprintable character {bad!r}"
+        raise ValueError(f"must be one line of printable text; it has {what}")
+    if len(text) > MAX_SUMMARY:
+        raise ValueError(f"{len(text)} characters, more than {MAX_SUMMARY}: a summary is one "
+                         "line (say more in a comment of the spec)")
+    return text
 
 
 Expression = Annotated[StrictStr, BeforeValidator(_expression_text)]
@@ -143,7 +168,7 @@ class OpSpec(BaseModel):
     name: StrictStr
     op_name: StrictStr | None = None
     kind: Literal["elementwise"]
-    summary: StrictStr = ""
+    summary: Annotated[StrictStr, AfterValidator(_summary)] = ""
     inputs: list[StrictStr] = Field(min_length=1)
     outputs: list[StrictStr] = Field(min_length=1)
     attrs: dict[StrictStr, AttrSpec] = Field(default_factory=dict)
@@ -163,6 +188,7 @@ class Spec:
     forward: dict[str, Emitted]
     backward: dict[str, Emitted] | None
     lines: dict[Path_, int]
+    baseline: ast.Expression | None = None   # the checked tree that `opgen bench` evaluates
 
     @property
     def name(self) -> str:
@@ -181,7 +207,9 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
     """Read, validate and compile the spec at ``path``; raise :class:`SpecError` if it is wrong."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        _check_size(path.stat().st_size, path)
+        with path.open(encoding="utf-8") as file:
+            text = file.read(MAX_SPEC_BYTES + 1)  # not a regular file: its size said nothing
     except FileNotFoundError:
         raise SpecError(path, 1, "no such spec file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -189,9 +217,17 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
     return loads(text, path, check_builtins=check_builtins)
 
 
+def _check_size(size: int, path: Path) -> None:
+    """Refuse a spec of more than :data:`MAX_SPEC_BYTES`, before anything reads it all."""
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(path, 1, f"the spec file is larger than {MAX_SPEC_BYTES // 1024} KiB, "
+                        "the limit for a spec")
+
+
 def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True) -> Spec:
     """Like :func:`load`, for spec text that claims to come from ``path``."""
     path = Path(path)
+    _check_size(len(text.encode("utf-8", "surrogatepass")), path)
     data, lines = _parse_yaml(text, path)
     if not isinstance(data, dict):
         raise SpecError(path, lines.get((), 1),
@@ -221,6 +257,7 @@ _Loader.add_implicit_resolver(
 
 
 def _parse_yaml(text: str, path: Path) -> tuple[Any, dict[Path_, int]]:
+    _check_nesting(text, path)
     try:
         loader = _Loader(text)
     except yaml.reader.ReaderError as exc:  # raised on an unprintable character, before parsing
@@ -243,6 +280,26 @@ def _parse_yaml(text: str, path: Path) -> tuple[Any, dict[Path_, int]]:
     finally:
         loader.dispose()
     return data, lines
+
+
+def _check_nesting(text: str, path: Path) -> None:
+    """Refuse lists and mappings nested deeper than :data:`MAX_YAML_DEPTH`, on the line where
+    they go too deep: PyYAML composes and constructs nodes recursively, and would fail with
+    Python's RecursionError. PyYAML's parser, which makes the events read here, does not recurse;
+    a YAML error is left to :func:`_parse_yaml` to report."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark is not None else 1
+                    raise SpecError(path, line, "invalid YAML: lists and "
+                                    f"mappings nested more than {MAX_YAML_DEPTH} deep")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return
 
 
 # PyYAML problems, reworded for someone who writes YAML rather than parses it.
@@ -384,9 +441,11 @@ def _first_validation_error(exc: ValidationError, path: Path, lines: dict[Path_,
 
     Every key of the spec is a string (see :func:`_record_lines`) and no field is validated as a
     union (an attr's default has its own validator), so each error's ``loc`` is exactly the path
-    of keys and indices to the value at fault.
+    of keys and indices to the value at fault. An unknown key comes before everything else: a
+    misspelt ``fwd:`` is the cause of the "missing required key 'forward'" that comes with it.
     """
-    errors = sorted(exc.errors(), key=lambda e: _line_of(lines, e["loc"]))
+    errors = sorted(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden",
+                                                 _line_of(lines, e["loc"])))
     err = errors[0]
     loc = tuple(err["loc"])
     return SpecError(path, _line_of(lines, loc), _schema_message(err, loc))
@@ -400,8 +459,8 @@ def _schema_message(err: ErrorDetails, loc: Path_) -> str:
     if kind == "extra_forbidden":
         parent = _dotted(loc[:-1])
         allowed = _allowed_keys(loc[:-1])
-        return (f"unknown key '{loc[-1]}'" + (f" in {parent}" if parent else "") +
-                (f"; allowed: {allowed}" if allowed else ""))
+        return f"unknown key '{loc[-1]}'" + (f" in {parent}" if parent else "") + \
+            _suggestion(str(loc[-1]), allowed)
     if kind == "missing":
         parent = _dotted(loc[:-1])
         return (f"{parent}: " if parent else "") + f"missing required key '{loc[-1]}'"
@@ -431,12 +490,44 @@ def _form(loc: Path_) -> str | None:
     return None
 
 
-def _allowed_keys(where: tuple[Any, ...]) -> str:
+def _allowed_keys(where: tuple[Any, ...]) -> list[str]:
+    """The keys the mapping at ``where`` may hold, where the schema fixes them."""
     if not where:
-        return ", ".join(OpSpec.model_fields)
+        return list(OpSpec.model_fields)
     if len(where) == 2 and where[0] == "attrs":
-        return ", ".join(AttrSpec.model_fields)
-    return ""
+        return list(AttrSpec.model_fields)
+    return []
+
+
+def closest(word: str, choices: list[str]) -> str | None:
+    """The choice ``word`` most likely misspells, or None: a close spelling (``fowrard``,
+    ``input``), else an abbreviation whose letters the choice has in order (``fwd``, ``bwd``)."""
+    lowered = word.lower().replace("-", "_")
+    close = difflib.get_close_matches(lowered, choices, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    abbreviated = [c for c in choices if lowered and c.startswith(lowered[0])
+                   and _is_subsequence(lowered, c)]
+    return abbreviated[0] if len(abbreviated) == 1 else None
+
+
+def _is_subsequence(short: str, long: str) -> bool:
+    rest = iter(long)
+    return all(char in rest for char in short)
+
+
+def _guess(word: str, choices: list[str]) -> str:
+    """``; did you mean 'x'?`` for a likely misspelling of a choice, else nothing."""
+    guess = closest(word, choices)
+    return f"; did you mean '{guess}'?" if guess else ""
+
+
+def _suggestion(word: str, choices: list[str]) -> str:
+    """``; did you mean 'x'?`` for a likely misspelling of a choice, else the list of them."""
+    if not choices:
+        return ""
+    guess = closest(word, choices)
+    return f"; did you mean '{guess}'?" if guess else f"; allowed: {', '.join(choices)}"
 
 
 # -- step 3: names and expressions --------------------------------------------------------------
@@ -482,7 +573,7 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     for name, (low, high) in model.domain.items():
         if name not in model.inputs:
             raise fail(("domain", name), f"domain: '{name}' is not an input "
-                       f"(inputs: {', '.join(model.inputs)})")
+                       f"(inputs: {', '.join(model.inputs)}){_guess(name, model.inputs)}")
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise fail(("domain", name), f"domain.{name}: need finite low < high, "
                        f"got [{low:g}, {high:g}]")
@@ -509,6 +600,10 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         backward = _compile_section(model.backward, "backward", model.inputs, "input",
                                     bwd_symbols, bwd_unavailable, path, lines)
 
+    baseline = None
+    if model.baseline is not None:
+        baseline = _compile_baseline(model.baseline, fwd_symbols, path, lines)
+
     if check_builtins:
         builtins = paddle_builtin_ops()
         clash = next((n for n in (op_name, f"{op_name}_grad") if n in builtins), None)
@@ -519,7 +614,8 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(where, f"{what} is a Paddle built-in op, and registering it would "
                        f"replace Paddle's own; use '{free_op_name(op_name, builtins)}'")
 
-    return Spec(path=path, model=model, forward=forward, backward=backward, lines=lines)
+    return Spec(path=path, model=model, forward=forward, backward=backward, lines=lines,
+                baseline=baseline)
 
 
 def _compile_section(section: dict[str, str], title: str, targets: list[str], what: str,
@@ -529,7 +625,7 @@ def _compile_section(section: dict[str, str], title: str, targets: list[str], wh
         if key not in targets:
             raise SpecError(path, _line_of(lines, (title, key)),
                             f"{title}: '{key}' is not {_ARTICLE[what]} "
-                            f"({what}s: {', '.join(targets)})")
+                            f"({what}s: {', '.join(targets)}){_guess(key, targets)}")
     for target in targets:
         if target not in section:
             raise SpecError(path, _line_of(lines, (title,)),
@@ -539,17 +635,45 @@ def _compile_section(section: dict[str, str], title: str, targets: list[str], wh
         source = section[target]
         where = f"{title}.{target}"
         line = _line_of(lines, (title, target))
-        shown = _quoted(" ".join(source.split()))
         try:
             emitted = compile_expr(source, symbols, unavailable=unavailable)
         except ExprError as exc:
-            text = f"{where}: {exc.message}" + (f" in {shown}" if source.strip() else "")
-            raise SpecError(path, line, text + (f"; {exc.hint}" if exc.hint else "")) from None
+            raise _expression_error(exc, where, source, path, line) from None
         if emitted.type != "num":
-            raise SpecError(path, line, f"{where}: {shown} is a condition, not a number; "
-                            "use where(cond, a, b) to choose between numbers")
+            raise SpecError(path, line, f"{where}: {_shown_source(source)} is a condition, not "
+                            "a number; use where(cond, a, b) to choose between numbers")
         compiled[target] = emitted
     return compiled
+
+
+def _compile_baseline(source: str, symbols: dict[str, Type], path: Path,
+                      lines: dict[Path_, int]) -> ast.Expression:
+    """The checked tree of ``baseline:`` (see :func:`opgen.expr.check_baseline`)."""
+    try:
+        return check_baseline(source, symbols)
+    except ExprError as exc:
+        raise _expression_error(exc, "baseline", source, path,
+                                _line_of(lines, ("baseline",))) from None
+
+
+def _expression_error(exc: ExprError, where: str, source: str, path: Path,
+                      line: int) -> SpecError:
+    """``where: what is wrong in 'source'; hint`` at ``line``."""
+    text = f"{where}: {exc.message}" + (f" in {_shown_source(source)}" if source.strip() else "")
+    return SpecError(path, line, text + (f"; {exc.hint}" if exc.hint else ""))
+
+
+def _shown_source(source: str) -> str:
+    """An expression as messages quote it: on one line, shortened where it is long."""
+    return _quoted(_shortened(" ".join(source.split())))
+
+
+def _shortened(text: str, width: int = 60) -> str:
+    """``text``, or its start and end around '...' where it is longer than ``width``."""
+    if len(text) <= width:
+        return text
+    half = (width - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
 
 
 def _quoted(text: str) -> str:

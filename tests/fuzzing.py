@@ -672,6 +672,13 @@ class FuzzOp:
     dtypes: tuple[str, ...]
     styles: tuple[str, ...]      # YAML style of each expression: forward then backward
     focus: str
+    summary: str = ""            # the spec's summary: often with quotes, backslashes, `*/`, ...
+    spec_file: str = ""          # the spec's file name (default <name>.yaml): the same
+    stub_backward: bool = False  # the spec has no `backward:`: the op gets the backward stub
+
+    @property
+    def spec_name(self) -> str:
+        return self.spec_file or f"{self.name}.yaml"
 
     @property
     def types(self) -> dict[str, str]:
@@ -691,13 +698,15 @@ class FuzzOp:
 
     def yaml(self) -> str:
         """The op's spec, as a user would write it."""
+        written = f"; written to {self.spec_file!r}" if self.spec_file else ""
         lines = [f"# Drawn by tests/fuzzing.py: seed {self.seed}, index {self.index}, "
-                 f"focus {self.focus}.",
+                 f"focus {self.focus}{written}.",
                  f"name: {self.name}"]
         if self.op_name is not None:
             lines.append(f"op_name: {self.op_name}")
+        summary = self.summary or f"fuzzed op {self.index} of seed {self.seed}"
         lines += ["kind: elementwise",
-                  f"summary: fuzzed op {self.index} of seed {self.seed}",
+                  f"summary: {json.dumps(summary, ensure_ascii=False)}",
                   f"inputs: [{', '.join(s.name for s in self.inputs)}]",
                   f"outputs: [{', '.join(self.outputs)}]"]
         if self.attrs:
@@ -711,6 +720,8 @@ class FuzzOp:
             lines += [f"  {s.name}: [{s.lo!r}, {s.hi!r}]" for s in explicit]
         styles = iter(self.styles)
         for section, texts in (("forward", self.forward_text), ("backward", self.backward_text)):
+            if section == "backward" and self.stub_backward:
+                break
             lines.append(f"{section}:")
             for target, text in texts.items():
                 lines += _yaml_entry(target, text, next(styles))
@@ -1071,6 +1082,37 @@ def bool_exprs(draw: st.DrawFn, scope: Scope, depth: int, focus: str | None = No
 
 
 _STYLES = ("plain", "plain", "plain", "double", "single", "folded", "literal")
+#: Text that has broken generated files: quotes and triple quotes, backslashes and Python's
+#: escapes, C comment ends, Jinja's delimiters, markdown, and unicode.
+TRICKY_TEXT = ('"', "'", '"""', "'" * 3, "\\", "\\u", "\\N{", "\\x", "*/", "/*", "//", "{{", "}}",
+               "{%", "%}", "{#", "#", "`", "```", "|", "[", "](", "<!--", "<b>", "&amp;", "*",
+               "_", "~", "??=", "%s", "$(", ";", "é", "✓", "🙂", " ")
+
+
+def _printable_text(max_size: int, extra: tuple[str, ...] = ()) -> st.SearchStrategy[str]:
+    """Printable unicode, mixed with the fragments of :data:`TRICKY_TEXT` (and ``extra``)."""
+    pieces = st.one_of(st.sampled_from(TRICKY_TEXT + extra),
+                       st.text(st.characters(codec="utf-8", categories=("L", "M", "N", "P", "S")),
+                               min_size=1, max_size=8))
+    return st.lists(pieces, max_size=12).map("".join).map(lambda t: t[:max_size])
+
+
+@st.composite
+def summaries(draw: st.DrawFn) -> str:
+    """A summary opgen accepts: one printable line of up to 200 characters, sometimes ending in
+    a backslash or a quote."""
+    text = draw(_printable_text(190)).strip() + draw(st.sampled_from(["", "", "\\", '"']))
+    assert text.isprintable() and len(text) <= 200, text
+    return text
+
+
+@st.composite
+def spec_files(draw: st.DrawFn) -> str:
+    """A spec file name as a filesystem allows it: anything but '/' and NUL, line breaks and
+    tabs included, ending in .yaml; at most about 200 bytes in UTF-8."""
+    stem = draw(_printable_text(40, extra=("\n", "\t"))).replace("/", "_")
+    return stem.strip(".") + ".yaml"
+
 
 
 @st.composite
@@ -1100,9 +1142,13 @@ def fuzz_ops(draw: st.DrawFn, *, seed: int = 0, index: int = 0, focus: str | Non
     styles = tuple(draw(st.sampled_from(_STYLES)) for _ in range(len(forward) + len(backward)))
     name = f"fz{seed}_{index}"
     op_name = draw(st.sampled_from([None, f"custom_{name}", f"fuzz_{name}_op"]))
+    summary = draw(summaries()) if draw(st.integers(0, 2)) else ""
+    spec_file = draw(spec_files()) if draw(st.integers(0, 2)) else ""
+    stub_backward = draw(st.integers(0, 5)) == 0
     return FuzzOp(seed=seed, index=index, name=name, op_name=op_name, inputs=inputs, attrs=attrs,
                   outputs=tuple(outputs), forward=tuple(forward), backward=tuple(backward),
-                  dtypes=dtypes, styles=styles, focus=focus)
+                  dtypes=dtypes, styles=styles, focus=focus, summary=summary,
+                  spec_file=spec_file, stub_backward=stub_backward)
 
 
 def draw_op(seed: int, index: int, *, dtypes: tuple[str, ...] = ("float32", "float64")
@@ -1277,7 +1323,7 @@ class OpRunner:
                                         f"{type(exc).__name__}: {exc}".strip()[:2000])
                     if problems:
                         return problems
-        if finite_differences and "float64" in dtypes:
+        if finite_differences and "float64" in dtypes and not self.op.stub_backward:
             for attrs in self.attr_settings():
                 problems += self.check_finite_differences(rng, attrs)
         return problems
@@ -1300,7 +1346,6 @@ class OpRunner:
 
     def check_once(self, rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
                    attrs: dict[str, Any]) -> list[str]:
-        import paddle
 
         from opgen import testing as ot
 
@@ -1331,6 +1376,22 @@ class OpRunner:
             env[name] = Val(want.v, want.e + ar.u_out * np.abs(want.v) + ar.tiny_out, want.amb)
         if problems:
             return problems
+        if not op.stub_backward:
+            problems += self.check_backward(rng, dtype, shape, label, tensors, outs, env, inputs)
+        if dtype == "float64" and self.reference is not None and not problems:
+            problems += self.check_reference(env, inputs, attrs, shape)
+        return problems
+
+    def check_backward(self, rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
+                       label: str, tensors: list[Any], outs: tuple[Any, ...],
+                       env: dict[str, Val | Cond], inputs: dict[str, np.ndarray]) -> list[str]:
+        """The backward kernel, through paddle.grad, against the derived backward's trees."""
+        import paddle
+
+        from opgen import testing as ot
+
+        op, ar = self.op, Arith(dtype)
+        problems: list[str] = []
         grads_out = []
         for name in op.outputs:
             g = self._tensor(rng.uniform(-1, 1, size=shape), dtype, grad=False, view=False)
@@ -1354,8 +1415,6 @@ class OpRunner:
             if bad.any():
                 problems.append(f"{label}: backward grad_{s.name} = {source(tree)}: "
                                 f"{_describe(bad, got, want, tol, inputs)}")
-        if dtype == "float64" and self.reference is not None and not problems:
-            problems += self.check_reference(env, inputs, attrs, shape)
         return problems
 
     def check_reference(self, env: dict[str, Val | Cond], inputs: dict[str, np.ndarray],
@@ -1377,6 +1436,8 @@ class OpRunner:
             if bad.any():
                 problems.append(f"float64 attrs={attrs}: generated reference_forward {name}: "
                                 f"{_describe(bad, np.asarray(got), want, tol, inputs)}")
+        if op.stub_backward:  # the generated tests have no reference_backward
+            return problems
         grads = [env[f"grad_{o}"] for o in op.outputs]
         expected = ot.as_tuple(ref.reference_backward(
             *inputs.values(), *(g.v for g in grads if isinstance(g, Val)), **py_attrs))
@@ -1476,16 +1537,19 @@ def run_generated_tests(op: FuzzOp, tests: ModuleType, device: str, dtypes: Sequ
 
     calls: list[tuple[str, dict[str, Any]]] = []
     attr_sets = [param.values[0] for param in tests.ATTRS]
+    directions = ("test_forward",) if op.stub_backward else ("test_forward", "test_backward")
     for dtype in [d for d in tests.DTYPES if d in dtypes]:
         for attrs in attr_sets:
             for shape in GENERATED_TEST_SHAPES:
-                for test in ("test_forward", "test_backward"):
+                for test in directions:
                     calls.append((test, {"device": device, "dtype": dtype, "shape": shape,
                                          "attrs": attrs}))
         for view in ("offset", "strided"):
             calls.append(("test_forward_on_views", {"device": device, "dtype": dtype,
                                                     "view": view}))
-    for attrs in attr_sets:
+    if op.stub_backward:  # its message names the spec file, through a C++ string literal
+        calls.append(("test_backward_is_a_clear_error", {"device": device}))
+    for attrs in attr_sets if not op.stub_backward else ():
         calls.append(("test_backward_matches_finite_differences",
                       {"device": device, "attrs": attrs}))
     failures = []
@@ -1516,7 +1580,7 @@ def generate(op: FuzzOp, folder: Path) -> Any:
 
     op_dir = folder / op.name
     op_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = op_dir / f"{op.name}.yaml"
+    spec_path = op_dir / op.spec_name
     spec_path.write_text(op.yaml())
     api.generate(spec_path)
     return load(spec_path)
@@ -1642,8 +1706,14 @@ def coverage(op: FuzzOp) -> set[str]:
         for a in n.args:
             walk(a)
 
-    for tree in op.forward + op.backward:
+    for tree in op.forward + (() if op.stub_backward else op.backward):
         walk(tree)
+    if op.stub_backward:
+        seen.add("backward stub")
+    if op.spec_file:
+        seen.add("odd spec file name")
+    if op.summary:
+        seen.add("odd summary")
     seen.add(f"{len(op.inputs)} inputs")
     seen.add(f"{len(op.outputs)} outputs")
     seen.update(f"{a.type} attr" for a in op.attrs)

@@ -118,3 +118,35 @@ def test_python_m_opgen_prints_one_line_exits_2_and_writes_nothing(
 def test_corpus_is_untouched() -> None:
     """Nothing was written next to the specs (a failed generate must not leave files behind)."""
     assert sorted(p.name for p in CORPUS.iterdir()) == sorted(p.name for p in CASES)
+
+
+# -- a spec too large to read -------------------------------------------------------------------
+
+def _oversized(tmp_path: Path) -> Path:
+    """The relu6 example with a summary that makes it 10 MB."""
+    text = (ROOT / "examples" / "relu6" / "relu6.yaml").read_text(encoding="utf-8")
+    spec = tmp_path / "big.yaml"
+    spec.write_text(text.replace("summary: ReLU6", "summary: ReLU6" + "x" * 10_000_000, 1))
+    return spec
+
+
+def test_a_spec_over_256_kib_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    spec = _oversized(tmp_path)
+    with pytest.raises(SpecError) as info:
+        load(spec)
+    assert str(info.value) == \
+        f"{spec}:1: the spec file is larger than 256 KiB, the limit for a spec"
+
+
+@needs_cli
+def test_the_cli_refuses_an_oversized_spec_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from opgen.cli import main
+
+    spec, out = _oversized(tmp_path), tmp_path / "out"
+    with pytest.raises(SystemExit) as info:
+        main(["generate", str(spec), "--out", str(out)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == \
+        f"error: {spec}:1: the spec file is larger than 256 KiB, the limit for a spec\n"
+    assert not out.exists()

@@ -1,0 +1,101 @@
+"""A spec's ``baseline:`` (issue 10 §6): checked with the expression language's allowlist when the
+spec loads (malformed ones are in specs/malformed/baseline_*.yaml), and ``opgen bench`` evaluates
+only the checked tree, with no builtins.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import RELU6
+
+from opgen import bench
+from opgen.expr import BASELINE_FUNCTIONS, ExprError, check_baseline
+from opgen.spec import load, loads
+
+
+def _spec_with(attrs: str, baseline: str):
+    return loads(textwrap.dedent(f"""\
+        name: limited
+        kind: elementwise
+        inputs: [x, y]
+        outputs: [out]
+        attrs:
+        {textwrap.indent(attrs, "  ")}
+        forward:
+          out: x + y
+        baseline: {baseline}
+        """), "/specs/limited/limited.yaml")
+
+
+def test_the_examples_baselines_still_load():
+    relu6 = load(RELU6 / "relu6.yaml")
+    assert isinstance(relu6.baseline, ast.Expression)
+    assert ast.unparse(relu6.baseline) == "clip(maximum(x, 0.0), 0.0, threshold)"
+    quickstart = _spec_with("limit: {type: float, default: 1.0}", "clip(x, -limit, limit)")
+    assert ast.unparse(quickstart.baseline) == "clip(x, -limit, limit)"
+
+
+def test_a_spec_without_a_baseline_has_none():
+    assert _spec_with("k: {type: int, default: 1}", "null").baseline is None
+
+
+def test_baselines_use_every_function_operators_and_bool_attrs():
+    symbols = {"x": "num", "y": "num", "flag": "bool"}
+    check_baseline("maximum(x ** 2 - y / 3, -1) + abs(+y) * where((x > 0) & ~(y < x) | flag, "
+                   "x, 0)", symbols)
+    for name, fn in BASELINE_FUNCTIONS.items():
+        args = ", ".join("flag" if t == "bool" else "x" for t in fn.args)
+        check_baseline(f"{name}({args})", symbols)
+
+
+def test_numbers_in_the_checked_tree_are_floats():
+    """So 10 ** 10 ** 10 overflows at once instead of computing a huge Python int."""
+    tree = check_baseline("x ** 10 ** 10 + 1", {"x": "num"})
+    numbers = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    assert sorted(numbers) == [1.0, 10.0, 10.0] and all(type(v) is float for v in numbers)
+    with pytest.raises(OverflowError):
+        bench.evaluate_baseline(bench.compile_baseline(check_baseline("10 ** 10 ** 10", {})),
+                                {}, {}, {})
+
+
+@pytest.mark.parametrize("source", ["str(x)", "x.real", "getattr(x, 'real')", "x[0]",
+                                    "(lambda: x)()", "[x][0]", "{x}", "open('f')", "x if x else y"])
+def test_anything_outside_the_allowlist_is_refused(source):
+    with pytest.raises(ExprError):
+        check_baseline(source, {"x": "num", "y": "num"})
+
+
+def test_a_compiled_baseline_sees_no_builtins():
+    tree = ast.Expression(ast.Call(ast.Name("len", ast.Load()), [ast.Constant("ab")], []))
+    with pytest.raises(NameError, match="'len'"):
+        bench.evaluate_baseline(bench.compile_baseline(ast.fix_missing_locations(tree)),
+                                {}, {}, {})
+
+
+def test_the_framework_namespace_has_exactly_the_baseline_functions():
+    paddle = pytest.importorskip("paddle")
+    like = paddle.zeros([3], "float32")
+    assert set(bench.framework_namespace(paddle, like, "paddle")) == set(BASELINE_FUNCTIONS)
+
+
+def test_bench_evaluates_the_checked_tree_with_paddle():
+    paddle = pytest.importorskip("paddle")
+    spec = load(RELU6 / "relu6.yaml")
+    x = np.linspace(-3, 9, 13, dtype=np.float32)
+    like = paddle.to_tensor(x)
+    got = bench.evaluate_baseline(bench.compile_baseline(spec.baseline),
+                                  bench.framework_namespace(paddle, like, "paddle"),
+                                  {"threshold": 6.0}, {"x": like})
+    np.testing.assert_array_equal(got.numpy(), np.clip(x, 0, 6))
+    rows = bench.bench_paddle_baselines(spec.baseline, ["x"], {"threshold": 6.0}, 1, [(-2, 8)],
+                                        "float32", 1024, repeats=1)
+    assert [r.kernel for r in rows] == ["copy", "baseline"]
+
+
+def test_the_torch_subprocess_is_given_the_symbols_to_check_again():
+    spec = load(RELU6 / "relu6.yaml")
+    assert bench.baseline_symbols(spec) == {"x": "num", "threshold": "num"}

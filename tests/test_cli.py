@@ -1,0 +1,111 @@
+"""The command line prints user-supplied text as it is (issue 10 §6): paths with rich markup
+(``ops[/x]``, ``[bold]``) or emoji codes (``:fire:``) are echoed literally by every command that
+echoes a path, instead of raising rich's MarkupError after the files are written.
+
+Commands run through typer's CliRunner; the compile, the benchmark and copier are replaced by
+stand-ins that return what they would, so only the printing is under test.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import RELU6
+from typer.testing import CliRunner
+
+from opgen import cli
+from opgen.bench import Row
+from opgen.team import TeamResult
+
+RUNNER = CliRunner()
+#: Folder names that rich would read as markup or emoji codes.
+ODD = ["ops[/x]", "a[bold]b", "x:fire:y", "back\\slash[/]"]
+
+
+def _invoke(*args: str) -> str:
+    result = RUNNER.invoke(cli.app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _spec_in(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    spec = folder / "relu6.yaml"
+    shutil.copy(RELU6 / "relu6.yaml", spec)
+    return spec
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_generate_echoes_odd_paths(tmp_path, odd):
+    spec = _spec_in(tmp_path / odd / "spec")
+    out = tmp_path / odd / "out"
+    printed = _invoke("generate", str(spec), "--out", str(out))
+    assert f"create  {out / 'relu6.py'}" in printed
+    printed = _invoke("generate", str(spec), "--out", str(out), "--check")
+    assert printed.startswith(f"{out}: up to date with relu6.yaml")
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_new_echoes_odd_paths(tmp_path, odd):
+    folder = tmp_path / odd
+    printed = _invoke("new", "scaled", "--elementwise", "--dir", str(folder))
+    assert f"create  {folder / 'scaled' / 'scaled.yaml'}" in printed
+    assert f"next: edit {folder / 'scaled' / 'scaled.yaml'}, then" in " ".join(printed.split())
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_build_echoes_odd_names_and_paths(tmp_path, odd, monkeypatch):
+    from opgen import build
+
+    library = tmp_path / odd / "lib.so"
+    config = SimpleNamespace(name=odd, describe=lambda: "CPU [fast]", cuda=False)
+    monkeypatch.setattr(build, "configure", lambda *a, **k: config)
+    monkeypatch.setattr(build, "built_library", lambda c: None)
+    monkeypatch.setattr(build, "ensure_built", lambda c, **k: build.Built(library, True, 1.0,
+                                                                          False))
+    printed = _invoke("build", str(tmp_path))
+    assert printed == f"{odd}: built (CPU [fast]) in 1.0 s: {library}\n"
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_bench_echoes_odd_paths(tmp_path, odd, monkeypatch):
+    from opgen import bench
+
+    op_dir = tmp_path / odd
+    op_dir.mkdir(parents=True)
+    rows = [Row("op", "forward", "float32", 4096, 32768, 0.01, 3.3),
+            Row("copy", "forward", "float32", 4096, 32768, 0.01, 3.3)]
+    monkeypatch.setattr(bench, "run", lambda *a, **k: rows)
+    json_path = op_dir / "bench[bold].json"
+    printed = _invoke("bench", str(op_dir), "--json", str(json_path))
+    assert f"{op_dir.name} on cpu" in printed
+    assert printed.endswith(f"wrote {json_path}\n")
+    assert json_path.is_file()
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_init_and_update_echo_odd_paths(tmp_path, odd, monkeypatch):
+    from opgen import team
+
+    dest = tmp_path / odd
+    made = TeamResult(dest, "v1[/x]", ["ops/r[/x]/r[/x].yaml"], [], True)
+    monkeypatch.setattr(team, "init", lambda *a, **k: made)
+    monkeypatch.setattr(team, "update", lambda *a, **k: made)
+    printed = " ".join(_invoke("init", str(dest)).split())
+    assert f"create {dest / 'ops/r[/x]/r[/x].yaml'}" in printed
+    assert f"{dest}: team repository, template version v1[/x]. next: cd {dest}," in printed
+    printed = " ".join(_invoke("update", str(dest)).split())
+    assert f"update {dest / 'ops/r[/x]/r[/x].yaml'}" in printed
+    assert f"{dest}: now at template version v1[/x]" in printed
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_an_error_echoes_an_odd_path(tmp_path, odd, capsys):
+    spec = tmp_path / odd / "missing.yaml"
+    with pytest.raises(SystemExit) as info:
+        cli.main(["generate", str(spec)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"error: {spec}:1: no such spec file\n"
