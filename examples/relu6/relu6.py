@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,12 @@ def _ops():
 
             _library = load_library(_HERE)
     return _library
+
+
+def _float_bits(value: float) -> int:
+    """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
+    float attrs are 32-bit), so float64 kernels compute with the value exactly."""
+    return struct.unpack("q", struct.pack("d", value))[0]
 
 
 def _empty_like(x: paddle.Tensor) -> paddle.Tensor:
@@ -74,4 +81,4 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         # Paddle 2.6 rejects empty outputs of custom ops; an empty result needs no kernel, and
         # this keeps the inputs in the autograd graph.
         return _empty_like(x)
-    return _ops().custom_relu6(x, float(threshold))
+    return _ops().custom_relu6(x, _float_bits(threshold))
