@@ -20,15 +20,17 @@ _library = None
 
 
 def _ops():
-    """The compiled op library: ``relu6_lib`` if installed (setup.py), else a cached JIT build."""
+    """The compiled op library: beside its sources (csrc/), a cached JIT build of them, even when
+    the op is also installed, so edits are what runs and is tested; installed without them
+    (setup.py, a wheel), the installed ``relu6_lib``."""
     global _library
     if _library is None:
-        try:
-            _library = importlib.import_module("relu6_lib")
-        except ImportError:
+        if (_HERE / "csrc").is_dir():
             from opgen.build import load_library
 
             _library = load_library(_HERE)
+        else:
+            _library = importlib.import_module("relu6_lib")
     return _library
 
 
