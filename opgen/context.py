@@ -23,7 +23,7 @@ CPP_DTYPES = {
     "float16": "paddle::float16",
     "bfloat16": "paddle::bfloat16",
 }
-_CPP_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int64_t", "float": "float",
+_CPP_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int64_t", "float": "double",
                    "str": "std::string"}
 _PY_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int", "float": "float", "str": "str"}
 
@@ -32,10 +32,13 @@ _PY_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int", "float": "float"
 class Attr:
     name: str
     type: str                # spec type: bool, int, int64, float, str
-    cpp_type: str            # C++ parameter type of the kernel functions
-    cpp_param: str           # e.g. "float threshold" or "const std::string& mode"
-    paddle_decl: str         # e.g. "threshold: float", for PD_BUILD_OP(...).Attrs
+    cpp_type: str            # C++ type the CUDA entry points and functor constructors take
+    cpp_param: str           # e.g. "double threshold" or "const std::string& mode"
+    kernel_param: str        # the registered kernel functions' parameter: "int64_t threshold_bits"
+    kernel_decode: str       # the kernel's statement turning that into cpp_param ("" if none)
+    paddle_decl: str         # e.g. "threshold: int64_t", for PD_BUILD_OP(...).Attrs
     py_type: str
+    py_arg: str              # what the wrapper passes the op: "_float_bits(threshold)"
     py_default: str          # Python literal of the default
     py_other: str            # Python literal of a non-default value the tests also run
     member_type: str         # the functor member's type: MT for numbers, bool for bools
@@ -61,7 +64,7 @@ class Functor:
 class GradOp:
     inputs: list[str]            # names the grad kernel takes, in order
     paddle_inputs: list[str]     # as PD_BUILD_GRAD_OP writes them
-    params: list[str]            # C++ kernel parameters
+    params: list[str]            # C++ parameters of the CUDA entry point
     functor: Functor | None      # None: the backward stub
     reads_outputs: bool          # the backward expressions use forward outputs
 
@@ -138,13 +141,20 @@ def _attr(name: str, spec: AttrSpec) -> Attr:
     cpp_type = _CPP_ATTR_TYPES[spec.type]
     cpp_param = f"const {cpp_type}& {name}" if spec.type == "str" else f"{cpp_type} {name}"
     py_default = _py_literal(spec.default)
+    py_type = _PY_ATTR_TYPES[spec.type]
+    # Paddle's float attrs are 32-bit and its double attrs work in eager mode only, so a float
+    # attr's 64 bits travel in an int64 attr: float64 kernels use the value exactly.
+    bits = spec.type == "float"
     return Attr(
         name=name,
         type=spec.type,
         cpp_type=cpp_type,
         cpp_param=cpp_param,
-        paddle_decl=f"{name}: {cpp_type}",
-        py_type=_PY_ATTR_TYPES[spec.type],
+        kernel_param=f"int64_t {name}_bits" if bits else cpp_param,
+        kernel_decode=f"const double {name} = opgen::DoubleFromBits({name}_bits);" if bits else "",
+        paddle_decl=f"{name}: {'int64_t' if bits else cpp_type}",
+        py_type=py_type,
+        py_arg=f"_float_bits({name})" if bits else f"{py_type}({name})",
         py_default=py_default,
         py_other=_py_literal(_other_value(spec)),
         member_type="bool" if spec.type == "bool" else "MT",
@@ -352,11 +362,13 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
 
 def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: GradOp) -> Signatures:
     vec = "std::vector<paddle::Tensor>"
-    forward = [f"const paddle::Tensor& {n}" for n in inputs] + [a.cpp_param for a in attrs]
+    tensors = [f"const paddle::Tensor& {n}" for n in inputs]
+    kernel_attrs = [a.kernel_param for a in attrs]
+    grad_tensors = [f"const paddle::Tensor& {n}" for n in backward.inputs]
     return Signatures(
-        forward=wrap_call(f"{vec} {camel}Forward", forward),
-        forward_cuda=wrap_call(f"{vec} {camel}ForwardCUDA", forward),
-        backward=wrap_call(f"{vec} {camel}Backward", backward.params),
+        forward=wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs),
+        forward_cuda=wrap_call(f"{vec} {camel}ForwardCUDA", tensors + [a.cpp_param for a in attrs]),
+        backward=wrap_call(f"{vec} {camel}Backward", grad_tensors + kernel_attrs),
         backward_cuda=wrap_call(f"{vec} {camel}BackwardCUDA", backward.params),
         infer_shape=wrap_call(f"std::vector<std::vector<int64_t>> {camel}InferShape",
                               [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),

@@ -564,6 +564,10 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
                 raise fail(where, f"{what} name '{name}' is the op's own name")
             if name in seen:
                 raise fail(where, f"duplicate name '{name}': already {_ARTICLE[seen[name]]}")
+            bits_of = model.attrs.get(name.removesuffix("_bits"))
+            if name.endswith("_bits") and bits_of is not None and bits_of.type == "float":
+                raise fail(where, f"{what} name '{name}' is reserved: the generated C++ passes "
+                           f"float attr '{name[:-5]}' as its bits in '{name}'")
             seen[name] = what
 
     if len(set(model.dtypes)) != len(model.dtypes):

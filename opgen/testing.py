@@ -103,8 +103,9 @@ def reference(fn: Callable[..., Any], arrays: Sequence[np.ndarray], attrs: dict[
     float32 kernels (they overflow too) and zero for float64 ones (no estimate: the dtype's
     tolerance alone).
 
-    For float32 kernels, int attrs (``fn``'s defaults included) reach ``fn`` as those kernels see
-    them, rounded to float32: such a kernel takes ``cos(k)`` of ``float(k)``."""
+    For kernels computing in float32, int and float attrs (``fn``'s defaults included) reach ``fn``
+    as those kernels see them, rounded to float32: such a kernel takes ``cos(k)`` of ``float(k)``
+    and ``alpha * x`` of ``float(alpha)``. Float64 kernels see them exact, and so does ``fn``."""
     if dtype != "float64":
         attrs = _as_float32_kernel_sees(fn, attrs)
     scale = 2.0**-29 if dtype == "float64" else 1.0
@@ -162,8 +163,8 @@ def _as_float32_kernel_sees(fn: Callable[..., Any], attrs: dict[str, Any]) -> di
     values = {name: p.default for name, p in inspect.signature(fn).parameters.items()
               if p.default is not inspect.Parameter.empty}
     values.update(attrs)
-    return {name: float(np.float32(v)) if isinstance(v, int) and not isinstance(v, bool) else v
-            for name, v in values.items()}
+    return {name: float(np.float32(v)) if isinstance(v, (int, float)) and not isinstance(v, bool)
+            else v for name, v in values.items()}
 
 
 def as_tuple(result: Any) -> tuple[Any, ...]:

@@ -7,7 +7,7 @@ The wheel holds what Paddle's own ``setup()`` would install, built with opgen's 
 - ``<name>_lib.py``: Paddle's loader stub for it (written by Paddle's ``custom_write_stub``, so
   the op's Python API matches the Paddle it was built with), behind a check of that version;
 - ``<name>.py``: the op's generated wrapper (keyword arguments, defaults), which imports
-  ``<name>_lib`` when it is installed.
+  ``<name>_lib`` when it is installed without its sources (no ``csrc/`` beside it).
 
 The wheel is tied to the Paddle release and the CPython version it was built with, as every
 custom-op library is: its metadata requires exactly that Paddle, and its tag names that CPython.

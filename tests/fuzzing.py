@@ -649,9 +649,10 @@ class Sym:
     def expr_type(self) -> str:
         return BOOL if self.type == "bool" else NUM
 
-    def kernel_value(self, value: Any) -> float:
-        """What the kernel's math sees for attr value ``value`` (float attrs are C++ float)."""
-        if self.type == "float":
+    def kernel_value(self, value: Any, dtype: str) -> float:
+        """What a ``dtype`` kernel's math sees for attr value ``value``: float attrs are exact in
+        float64 kernels and rounded to float in the others (int attrs: see Arith.rounding)."""
+        if self.type == "float" and dtype != "float64":
             return float(np.float32(value))
         return float(value)
 
@@ -1259,7 +1260,7 @@ def _env_for(op: FuzzOp, inputs: dict[str, np.ndarray], attrs: dict[str, Any], a
         if a.type == "bool":
             env[a.name] = Cond(np.full(shape, bool(attrs[a.name])), no)
         else:
-            value = a.kernel_value(attrs[a.name])
+            value = a.kernel_value(attrs[a.name], ar.dtype)
             env[a.name] = Val(np.full(shape, value), np.full(shape, ar.rounding(value)), no)
     return env
 

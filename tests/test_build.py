@@ -10,13 +10,16 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
 import time
+import types
 import zipfile
 from pathlib import Path
 
@@ -301,6 +304,76 @@ def test_wheel_tag_names_this_interpreter():
     tag = wheel.wheel_tag()
     python = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert tag.startswith(f"{python}-{python}-") and "-" not in tag.split("-", 2)[2]
+
+
+# -- which library the wrapper loads -------------------------------------------------------------
+
+# An installed relu6_lib (from `pip install` of the op, or its wheel) that records its calls.
+FAKE_INSTALLED_LIB = """
+calls = []
+
+
+def custom_relu6(*args):
+    calls.append(args)
+    return "installed relu6_lib"
+"""
+
+
+@pytest.fixture
+def installed_lib(tmp_path, monkeypatch):
+    """A fake installed ``relu6_lib`` on sys.path, and the folder builds the wrapper asks for."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "relu6_lib.py").write_text(FAKE_INSTALLED_LIB)
+    monkeypatch.syspath_prepend(str(site))
+    folder_builds: list[Path] = []
+
+    class FolderBuild:
+        @staticmethod
+        def custom_relu6(*args: object) -> str:
+            return "folder build"
+
+    def load_library(op_dir: Path) -> type[FolderBuild]:
+        folder_builds.append(Path(op_dir))
+        return FolderBuild
+
+    monkeypatch.setattr(build, "load_library", load_library)
+    yield site, folder_builds
+    sys.modules.pop("relu6_lib", None)
+
+
+def _import_wrapper(path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(f"wrapper_{abs(hash(path))}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wrapper_beside_its_sources_uses_their_build_over_an_installed_library(
+        tmp_path, installed_lib):
+    """After `pip install` of an op, `opgen test` in its folder still tests the folder's sources."""
+    import paddle
+
+    _, folder_builds = installed_lib
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("build", "dist"))
+    wrapper = _import_wrapper(op / "relu6.py")
+    assert wrapper.relu6(paddle.ones([3])) == "folder build"
+    assert folder_builds == [op]
+    assert "relu6_lib" not in sys.modules
+
+
+def test_wrapper_installed_without_sources_uses_the_installed_library(tmp_path, installed_lib):
+    import paddle
+
+    site, folder_builds = installed_lib
+    shutil.copy(RELU6 / "relu6.py", site / "relu6.py")  # the wheel's (and setup.py's) layout
+    wrapper = _import_wrapper(site / "relu6.py")
+    assert wrapper.relu6(paddle.ones([3]), threshold=2.5) == "installed relu6_lib"
+    assert folder_builds == []
+    (call,) = sys.modules["relu6_lib"].calls
+    assert call[1] == struct.unpack("q", struct.pack("d", 2.5))[0]
 
 
 # -- the CLI's user errors ------------------------------------------------------------------------

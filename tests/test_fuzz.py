@@ -54,10 +54,8 @@ def _inputs(op: FuzzOp, seed: int, shape: tuple[int, ...] = (97,)) -> dict[str, 
 
 
 def _as_reference_sees(attr: Any, value: object) -> object:
-    if attr.type == "float":
-        return attr.kernel_value(value)
-    if attr.type in ("int", "int64"):
-        return float(value)  # type: ignore[arg-type]
+    if attr.type in ("int", "int64", "float"):
+        return attr.kernel_value(value, "float64")
     return value
 
 
@@ -93,8 +91,8 @@ def test_numpy_emission_matches_the_evaluator(op, seed):
     attrs = {a.name: a.other for a in op.attrs}
     ar = Arith("float64")
     env = fuzzing._env_for(op, inputs, attrs, ar, shape)
-    # Attrs as reference_forward hands them to the emitted text: float attrs rounded to float32,
-    # int attrs as floats (both as the kernels see them).
+    # Attrs as reference_forward hands them to the emitted text in float64: float attrs exact,
+    # int attrs as floats (both as float64 kernels see them).
     names: dict[str, object] = {**inputs, **{a.name: _as_reference_sees(a, v)
                                              for a, v in zip(op.attrs, attrs.values(),
                                                              strict=True)}}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,16 +20,24 @@ _library = None
 
 
 def _ops():
-    """The compiled op library: ``relu6_lib`` if installed (setup.py), else a cached JIT build."""
+    """The compiled op library: beside its sources (csrc/), a cached JIT build of them, even when
+    the op is also installed, so edits are what runs and is tested; installed without them
+    (setup.py, a wheel), the installed ``relu6_lib``."""
     global _library
     if _library is None:
-        try:
-            _library = importlib.import_module("relu6_lib")
-        except ImportError:
+        if (_HERE / "csrc").is_dir():
             from opgen.build import load_library
 
             _library = load_library(_HERE)
+        else:
+            _library = importlib.import_module("relu6_lib")
     return _library
+
+
+def _float_bits(value: float) -> int:
+    """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
+    float attrs are 32-bit), so float64 kernels compute with the value exactly."""
+    return struct.unpack("q", struct.pack("d", value))[0]
 
 
 def _empty_like(x: paddle.Tensor) -> paddle.Tensor:
@@ -74,4 +83,4 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         # Paddle 2.6 rejects empty outputs of custom ops; an empty result needs no kernel, and
         # this keeps the inputs in the autograd graph.
         return _empty_like(x)
-    return _ops().custom_relu6(x, float(threshold))
+    return _ops().custom_relu6(x, _float_bits(threshold))

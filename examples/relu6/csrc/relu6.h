@@ -14,7 +14,7 @@ template <typename MT>
 struct Forward {
   MT threshold;
 
-  explicit Forward(float threshold)
+  explicit Forward(double threshold)
       : threshold(static_cast<MT>(threshold)) {}
 
   OPGEN_HD void operator()(MT x, MT& out) const {
@@ -26,7 +26,7 @@ template <typename MT>
 struct Backward {
   MT threshold;
 
-  explicit Backward(float threshold)
+  explicit Backward(double threshold)
       : threshold(static_cast<MT>(threshold)) {}
 
   OPGEN_HD void operator()(MT x, MT grad_out, MT& grad_x) const {

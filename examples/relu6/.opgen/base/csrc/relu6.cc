@@ -11,12 +11,13 @@ constexpr char kOpName[] = "custom_relu6";
 
 #ifdef PADDLE_WITH_CUDA
 // Defined in relu6.cu.
-std::vector<paddle::Tensor> Relu6ForwardCUDA(const paddle::Tensor& x, float threshold);
+std::vector<paddle::Tensor> Relu6ForwardCUDA(const paddle::Tensor& x, double threshold);
 std::vector<paddle::Tensor> Relu6BackwardCUDA(const paddle::Tensor& x,
-                                              const paddle::Tensor& grad_out, float threshold);
+                                              const paddle::Tensor& grad_out, double threshold);
 #endif
 
-std::vector<paddle::Tensor> Relu6Forward(const paddle::Tensor& x, float threshold) {
+std::vector<paddle::Tensor> Relu6Forward(const paddle::Tensor& x, int64_t threshold_bits) {
+  const double threshold = opgen::DoubleFromBits(threshold_bits);
 #ifdef PADDLE_WITH_CUDA
   if (x.is_gpu()) return Relu6ForwardCUDA(x, threshold);
 #endif
@@ -25,7 +26,8 @@ std::vector<paddle::Tensor> Relu6Forward(const paddle::Tensor& x, float threshol
 }
 
 std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& x, const paddle::Tensor& grad_out,
-                                          float threshold) {
+                                          int64_t threshold_bits) {
+  const double threshold = opgen::DoubleFromBits(threshold_bits);
 #ifdef PADDLE_WITH_CUDA
   if (x.is_gpu()) {
     return Relu6BackwardCUDA(x, grad_out, threshold);
@@ -46,7 +48,7 @@ std::vector<paddle::DataType> Relu6InferDtype(const paddle::DataType& x_dtype) {
 PD_BUILD_OP(custom_relu6)
     .Inputs({"x"})
     .Outputs({"out"})
-    .Attrs({"threshold: float"})
+    .Attrs({"threshold: int64_t"})
     .SetKernelFn(PD_KERNEL(Relu6Forward))
     .SetInferShapeFn(PD_INFER_SHAPE(Relu6InferShape))
     .SetInferDtypeFn(PD_INFER_DTYPE(Relu6InferDtype));
@@ -54,5 +56,5 @@ PD_BUILD_OP(custom_relu6)
 PD_BUILD_GRAD_OP(custom_relu6)
     .Inputs({"x", paddle::Grad("out")})
     .Outputs({paddle::Grad("x")})
-    .Attrs({"threshold: float"})
+    .Attrs({"threshold: int64_t"})
     .SetKernelFn(PD_KERNEL(Relu6Backward));

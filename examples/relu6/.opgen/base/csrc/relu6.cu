@@ -10,13 +10,13 @@ namespace {
 constexpr char kOpName[] = "custom_relu6";
 }  // namespace
 
-std::vector<paddle::Tensor> Relu6ForwardCUDA(const paddle::Tensor& x, float threshold) {
+std::vector<paddle::Tensor> Relu6ForwardCUDA(const paddle::Tensor& x, double threshold) {
   return opgen::cuda::Elementwise<relu6::Dtypes, relu6::Forward, 1>(
       kOpName, "relu6::Forward", {x}, threshold);
 }
 
 std::vector<paddle::Tensor> Relu6BackwardCUDA(const paddle::Tensor& x,
-                                              const paddle::Tensor& grad_out, float threshold) {
+                                              const paddle::Tensor& grad_out, double threshold) {
   return opgen::cuda::Elementwise<relu6::Dtypes, relu6::Backward, 1>(
       kOpName, "relu6::Backward", {x, grad_out}, threshold);
 }
