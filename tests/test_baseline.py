@@ -91,9 +91,9 @@ def test_bench_evaluates_the_checked_tree_with_paddle():
                                   bench.framework_namespace(paddle, like, "paddle"),
                                   {"threshold": 6.0}, {"x": like})
     np.testing.assert_array_equal(got.numpy(), np.clip(x, 0, 6))
-    rows = bench.bench_paddle_baselines(spec.baseline, ["x"], {"threshold": 6.0}, 1, [(-2, 8)],
-                                        "float32", 1024, repeats=1)
-    assert [r.kernel for r in rows] == ["copy", "baseline"]
+    row = bench.bench_paddle_baseline(spec.baseline, ["x"], {"threshold": 6.0}, 1, [(-2, 8)],
+                                      "float32", 1024, repeats=1)
+    assert row.kernel == "baseline" and row.ms > 0
 
 
 def test_the_torch_subprocess_is_given_the_symbols_to_check_again():
