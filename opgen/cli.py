@@ -369,7 +369,7 @@ def init(
                        requirement=opgen_requirement)
     verb = "would " if pretend else ""
     for rel in result.changed:
-        out.print(f"  [green]{verb}create[/green]  {result.dest / rel}")
+        out.print(f"  [green]{verb}create[/green]  {_e(result.dest / rel)}")
     requirement = result.opgen_requirement or ""
     local = " (a path on this machine: for CI elsewhere, --opgen-requirement " \
         "'opgen @ git+https://...')" if "file://" in requirement else ""
