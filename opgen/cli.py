@@ -414,7 +414,10 @@ def update(
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and turns every user error into one line."""
     try:
-        app(args=argv, standalone_mode=False)
+        # Outside standalone mode click returns a command's typer.Exit code instead of exiting.
+        code = app(args=argv, standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except OpgenError as exc:
         err.print(f"error: {exc}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
