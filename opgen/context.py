@@ -67,6 +67,7 @@ class GradOp:
     params: list[str]            # C++ parameters of the CUDA entry point
     functor: Functor | None      # None: the backward stub
     reads_outputs: bool          # the backward expressions use forward outputs
+    output_grads: list[str]      # outputs whose gradients the grad kernel takes
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Signatures:
     forward_cuda: str
     backward: str
     backward_cuda: str
+    double_backward: str
     infer_shape: str
     infer_dtype: str
 
@@ -96,6 +98,8 @@ class Context:
     summary_md: str              #   as README text
     no_backward_cpp: str         # the error of the backward stub, as a C++ string literal
     no_backward_match: str       #   as a Python string literal of the regex that matches it
+    no_double_backward_cpp: str  # the error of the double-backward stub, as a C++ string literal
+    no_double_backward_match: str  #   as a Python string literal of the regex that matches it
     inputs: list[str]
     outputs: list[str]
     grad_inputs: list[str]       # grad_<input>: what the backward computes
@@ -311,6 +315,7 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         params=[f"const paddle::Tensor& {n}" for n in grad_inputs] + [a.cpp_param for a in attrs],
         functor=functor,
         reads_outputs=any(n in m.outputs for n in grad_inputs),
+        output_grads=[n[5:] for n in grad_inputs if n.startswith("grad_") and n[5:] in m.outputs],
     )
     functions = set().union(*(e.functions for e in spec.forward.values()))
     if spec.backward:
@@ -323,6 +328,8 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
     summary = m.summary.strip() or f"The {m.name} custom op."
     no_backward = f"no backward defined for {spec.op_name}: add a `backward:` section to " \
         f"{spec_file}"
+    no_double_backward = f"{spec.op_name} has no double backward (a gradient of its gradient): " \
+        "opgen ops are differentiable once"
     return Context(
         opgen_version=__version__,
         spec_file_comment=cpp_comment(spec_file),
@@ -337,6 +344,8 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         summary_md=markdown_text(summary),
         no_backward_cpp=cpp_string(no_backward),
         no_backward_match=repr(re.escape(no_backward)),
+        no_double_backward_cpp=cpp_string(no_double_backward),
+        no_double_backward_match=repr(f"{spec.op_name} has no double backward"),
         inputs=list(m.inputs),
         outputs=list(m.outputs),
         grad_inputs=[f"grad_{n}" for n in m.inputs],
@@ -370,6 +379,10 @@ def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: Grad
         forward_cuda=wrap_call(f"{vec} {camel}ForwardCUDA", tensors + [a.cpp_param for a in attrs]),
         backward=wrap_call(f"{vec} {camel}Backward", grad_tensors + kernel_attrs),
         backward_cuda=wrap_call(f"{vec} {camel}BackwardCUDA", backward.params),
+        double_backward=wrap_call(
+            f"{vec} {camel}DoubleBackward",
+            [f"const paddle::Tensor& grad_{o}" for o in backward.output_grads] +
+            [f"const paddle::Tensor& grad_grad_{i}" for i in inputs] + kernel_attrs),
         infer_shape=wrap_call(f"std::vector<std::vector<int64_t>> {camel}InferShape",
                               [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
         infer_dtype=wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",

@@ -65,27 +65,40 @@ def devices() -> list[Any]:
     return params
 
 
+#: Values :func:`sample` puts into a few elements of every tensor of more than this many elements.
+SPECIAL_VALUES = (np.nan, np.inf, -np.inf)
+SPECIAL_MIN_SIZE = 8
+
+
 def sample(rng: np.random.Generator, shape: Sequence[int], dtype: str, device: str,
-           low: float, high: float, *, stop_gradient: bool = True) -> tuple[Any, np.ndarray]:
+           low: float, high: float, *, stop_gradient: bool = True,
+           special: bool = True) -> tuple[Any, np.ndarray]:
     """Uniform data in [low, high): the tensor, and its exact values (after rounding) in float64.
 
-    The reference runs on the rounded values, so a float16 input that rounds onto a kink of the
-    op is compared against the reference at that same point.
+    With ``special`` (the default), tensors of more than ``SPECIAL_MIN_SIZE`` elements also hold
+    NaN, +inf and -inf, once each at random places, so every function's NaN and infinity rules
+    are compared with numpy's. The reference runs on the rounded values, so a float16 input that
+    rounds onto a kink of the op is compared against the reference at that same point.
     """
     data = rng.uniform(low, high, size=tuple(shape))
+    if special and data.size > SPECIAL_MIN_SIZE:
+        flat = data.reshape(-1)
+        places = rng.choice(flat.size, size=len(SPECIAL_VALUES), replace=False)
+        flat[places] = SPECIAL_VALUES
     tensor = to_paddle(data, dtype, device, stop_gradient=stop_gradient)
     return tensor, to_numpy(tensor)
 
 
-def poison(device: str, like: Any, count: int = 1) -> None:
-    """Fill freed allocator blocks of ``like``'s size with NaN, so an output element that a kernel
-    forgets to write shows up as NaN instead of as a lucky zero."""
-    nbytes = int(np.prod(like.shape)) * like.element_size() if like.shape else like.element_size()
-    if nbytes == 0:
-        return
-    blocks = [to_paddle(np.full(max(nbytes // 4, 1), np.nan, np.float32), "float32", device)
-              for _ in range(count)]
-    del blocks
+#: Read once by the op's runtime (csrc/opgen/elementwise.h): "1" fills every output with 0xFF
+#: bytes, NaN in every float dtype, before the kernel runs.
+POISON_ENV = "OPGEN_POISON_OUTPUTS"
+
+
+def poison_outputs() -> None:
+    """Makes ops loaded in this process fill their outputs with NaN before computing them, so an
+    element a kernel forgets to write shows up as NaN instead of as whatever memory held. Call it
+    before the op's first call: the runtime reads the setting once."""
+    os.environ[POISON_ENV] = "1"
 
 
 #: How many times the float32-vs-float64 spread of the reference (see :func:`reference`) a

@@ -82,7 +82,7 @@ def test_the_backward_stub_message_is_exact_in_cpp_and_in_the_test(spec_file):
     files = render_op(_spec("ok", spec_file)).files
     message = f"no backward defined for custom_oddly: add a `backward:` section to {spec_file}"
     cc = files["csrc/oddly.cc"].decode()
-    literal = re.search(r"PD_THROW\((\".*\")\);", cc).group(1)
+    literal = re.search(r"opgen::Fail\((\".*\")\);", cc).group(1)
     assert _cpp_string_value(literal) == message
     tests = files["test_oddly.py"].decode()
     match = re.search(r"match=(.*)\):", tests).group(1)

@@ -40,6 +40,25 @@ def _float_bits(value: float) -> int:
     return struct.unpack("q", struct.pack("d", value))[0]
 
 
+_DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)  # as listed in relu6.yaml
+
+
+def _check_inputs(x: paddle.Tensor) -> None:
+    """Refuses what the kernels would refuse, naming the input and the rule: checked here
+    because an error raised inside an op's C++ code kills the process on some machines."""
+    for name, tensor in (("x", x),):
+        if not isinstance(tensor, paddle.Tensor):
+            raise TypeError(f"relu6: {name} must be a paddle.Tensor, "
+                            f"not {type(tensor).__name__}")
+        if tensor.dtype not in _DTYPES:
+            raise TypeError(f"relu6: {name} is {_dtype_name(tensor)}; "
+                            "relu6 supports float32, float64, float16, bfloat16")
+
+
+def _dtype_name(tensor: paddle.Tensor) -> str:
+    return str(tensor.dtype).removeprefix("paddle.")
+
+
 def _empty_like(x: paddle.Tensor) -> paddle.Tensor:
     """An empty result like x: on its device, and in the autograd graph."""
     with _current_device_of(x):
@@ -77,6 +96,7 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     Returns:
         out: a tensor shaped like x.
     """
+    _check_inputs(x)
     if not x.is_contiguous():  # kernels read dense memory; views are copied first
         x = x.contiguous()
     if x.size == 0:

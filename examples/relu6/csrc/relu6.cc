@@ -37,6 +37,13 @@ std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& x, const paddle:
       kOpName, "relu6::Backward", {x, grad_out}, threshold);
 }
 
+// Registered so that asking for a second derivative is an error rather than a wrong number.
+std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& grad_out,
+                                                const paddle::Tensor& grad_grad_x,
+                                                int64_t threshold_bits) {
+  opgen::Fail("custom_relu6 has no double backward (a gradient of its gradient): opgen ops are differentiable once");
+}
+
 std::vector<std::vector<int64_t>> Relu6InferShape(const std::vector<int64_t>& x_shape) {
   return {x_shape};
 }
@@ -58,3 +65,9 @@ PD_BUILD_GRAD_OP(custom_relu6)
     .Outputs({paddle::Grad("x")})
     .Attrs({"threshold: int64_t"})
     .SetKernelFn(PD_KERNEL(Relu6Backward));
+
+PD_BUILD_DOUBLE_GRAD_OP(custom_relu6)
+    .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("x"))})
+    .Outputs({paddle::Grad(paddle::Grad("out"))})
+    .Attrs({"threshold: int64_t"})
+    .SetKernelFn(PD_KERNEL(Relu6DoubleBackward));

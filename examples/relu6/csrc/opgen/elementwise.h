@@ -1,19 +1,21 @@
 // opgen elementwise runtime, Paddle side: dtype dispatch, input checks, output allocation and the
 // CPU loop. The op's math (opgen/math.h) and the CUDA launcher (opgen/launch.cuh) do not see
-// Paddle; this header and opgen/elementwise.cuh connect them to paddle::Tensor.
+// Paddle; this header and opgen/elementwise.cuh connect them to paddle::Tensor. Errors go through
+// opgen/error.h (never PD_CHECK or PD_THROW, see there).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "paddle/extension.h"
 
+#include "opgen/error.h"
 #include "opgen/math.h"
 
 namespace opgen {
@@ -28,11 +30,14 @@ inline double DoubleFromBits(int64_t bits) {
   return value;
 }
 
-// The data of each tensor of `tensors`, as T.
+// The data of each tensor of `tensors`, as T; null for an absent tensor (a missing output
+// gradient), which the loops read as zeros.
 template <typename T, int N>
 Pointers<const T, N> ConstData(const std::vector<paddle::Tensor>& tensors) {
   Pointers<const T, N> data;
-  for (int k = 0; k < N; ++k) data.at[k] = tensors[k].template data<T>();
+  for (int k = 0; k < N; ++k) {
+    data.at[k] = tensors[k].defined() ? tensors[k].template data<T>() : nullptr;
+  }
   return data;
 }
 template <typename T, int N>
@@ -67,21 +72,13 @@ template <typename... Ts, typename Body>
 void Dispatch(Dtypes<Ts...>, paddle::DataType dtype, const char* op, Body&& body) {
   const bool found = ((dtype == DataTypeOf<Ts>() && (body(TypeTag<Ts>{}), true)) || ...);
   if (!found) {
-    std::ostringstream supported;
-    ((supported << " " << DataTypeOf<Ts>()), ...);
-    PD_THROW(op, ": dtype ", dtype, " is not supported; supported:", supported.str());
+    std::string supported;
+    ((supported += std::string(supported.empty() ? "" : ", ") + DtypeName(DataTypeOf<Ts>())), ...);
+    Fail(op, ": dtype ", dtype, " is not supported; supported: ", supported);
   }
 }
 
 // ---- tensors ---------------------------------------------------------------------------------
-inline std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
-
 // Paddle 3 tensors may be strided views; Paddle 2.6 has no contiguous() (and no strided views
 // reach custom ops). Pick whichever this Paddle offers.
 template <typename Tensor>
@@ -93,27 +90,59 @@ Tensor Contiguous(const Tensor& t, long) {
   return t;
 }
 
-// Elementwise inputs share one shape, dtype and device. Returns them contiguous.
+// The first input that is present: Paddle passes an undefined tensor for the gradient of an
+// output that the loss does not use.
+template <std::size_t kIn>
+const paddle::Tensor& FirstPresent(const char* op, const paddle::Tensor (&inputs)[kIn]) {
+  for (const paddle::Tensor& t : inputs) {
+    if (t.defined()) return t;
+  }
+  Fail(op, ": every input is missing");
+}
+
+// Elementwise inputs share one shape, dtype and device. Returns them contiguous; an absent
+// input (see FirstPresent) stays absent and reads as zeros, without being materialized.
 template <std::size_t kIn>
 std::vector<paddle::Tensor> CheckInputs(const char* op, const paddle::Tensor (&inputs)[kIn]) {
   std::vector<paddle::Tensor> checked;
   checked.reserve(kIn);
-  const paddle::Tensor& first = inputs[0];
+  const paddle::Tensor& first = FirstPresent(op, inputs);
+  std::size_t first_index = 0;
+  while (&inputs[first_index] != &first) ++first_index;
   for (std::size_t i = 0; i < kIn; ++i) {
     const paddle::Tensor& t = inputs[i];
-    PD_CHECK(t.numel() == 0 || t.initialized(), op, ": input #", i, " is not initialized");
-    if (i > 0) {
-      PD_CHECK(t.shape() == first.shape(), op, ": input #", i, " has shape ",
-               ShapeString(t.shape()), " but input #0 has ", ShapeString(first.shape()),
-               "; elementwise inputs must share one shape");
-      PD_CHECK(t.dtype() == first.dtype(), op, ": input #", i, " is ", t.dtype(),
-               " but input #0 is ", first.dtype());
-      PD_CHECK(t.place() == first.place(), op, ": input #", i, " is on ", t.place(),
-               " but input #0 is on ", first.place());
+    if (!t.defined()) {
+      checked.push_back(t);
+      continue;
+    }
+    if (t.numel() != 0 && !t.initialized()) Fail(op, ": input #", i, " holds no data");
+    if (t.shape() != first.shape()) {
+      Fail(op, ": input #", i, " has shape ", ShapeString(t.shape()), " but input #",
+           first_index, " has ", ShapeString(first.shape()),
+           "; elementwise inputs must share one shape");
+    }
+    if (t.dtype() != first.dtype()) {
+      Fail(op, ": input #", i, " is ", t.dtype(), " but input #", first_index, " is ",
+           first.dtype(), "; elementwise inputs must share one dtype");
+    }
+    if (t.place() != first.place()) {
+      Fail(op, ": input #", i, " is on ", t.place(), " but input #", first_index, " is on ",
+           first.place(), "; elementwise inputs must be on one device");
     }
     checked.push_back(t.numel() == 0 ? t : Contiguous(t, 0));
   }
   return checked;
+}
+
+// Outputs are filled with 0xFF bytes (NaN in every float dtype) before the kernel runs when the
+// environment sets OPGEN_POISON_OUTPUTS=1, as the generated tests do: an element the kernel
+// never writes then fails the comparison instead of passing with whatever memory held.
+inline bool PoisonOutputs() {
+  static const bool poison = [] {
+    const char* value = std::getenv("OPGEN_POISON_OUTPUTS");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return poison;
 }
 
 template <std::size_t kOut>
@@ -124,6 +153,10 @@ std::vector<paddle::Tensor> EmptyLike(const paddle::Tensor& like) {
     outputs.push_back(paddle::empty(like.shape(), like.dtype(), like.place()));
   }
   return outputs;
+}
+
+inline int64_t Bytes(const paddle::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(phi::SizeOf(t.dtype()));
 }
 
 namespace cpu {
@@ -146,7 +179,7 @@ void Loop(const F& f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> ou
   for (int64_t i = 0; i < n; ++i) {
     MT args[kIn];
     MT results[kOut];
-    for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][i]);
+    for (int k = 0; k < kIn; ++k) args[k] = in.at[k] ? static_cast<MT>(in.at[k][i]) : MT(0);
     Apply(f, args, results);
     for (int k = 0; k < kOut; ++k) out.at[k][i] = Store<T>(results[k]);
   }
@@ -160,11 +193,15 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
                                         const paddle::Tensor (&inputs)[kIn],
                                         const Attrs&... attrs) {
   std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
-  PD_CHECK(ins[0].is_cpu(), op, ": ", kernel, " expected CPU tensors, got ", ins[0].place());
-  std::vector<paddle::Tensor> outs = EmptyLike<kOut>(ins[0]);
-  const int64_t n = ins[0].numel();
+  const paddle::Tensor& like = FirstPresent(op, inputs);
+  if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
+  std::vector<paddle::Tensor> outs = EmptyLike<kOut>(like);
+  const int64_t n = like.numel();
   if (n == 0) return outs;
-  Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
+  if (PoisonOutputs()) {
+    for (paddle::Tensor& t : outs) std::memset(t.data(), 0xFF, Bytes(t));
+  }
+  Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = ConstData<T, int(kIn)>(ins);
     const auto out = MutableData<T, kOut>(outs);

@@ -21,24 +21,32 @@ template <Schedule kSchedule, typename DtypeList, template <typename> class Func
 std::vector<paddle::Tensor> Run(const char* op, const char* kernel,
                                 const paddle::Tensor (&inputs)[kIn], const Attrs&... attrs) {
   std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
-  PD_CHECK(ins[0].is_gpu(), op, ": expected GPU tensors, got ", ins[0].place());
-  const int device = ins[0].place().GetDeviceId();
+  const paddle::Tensor& like = FirstPresent(op, inputs);
+  if (!like.is_gpu()) Fail(op, ": ", kernel, " expected GPU tensors, got ", like.place());
+  const int device = like.place().GetDeviceId();
   DeviceGuard guard(device);  // outputs are allocated on the inputs' device
-  std::vector<paddle::Tensor> outs = EmptyLike<kOut>(ins[0]);
-  const int64_t n = ins[0].numel();
+  std::vector<paddle::Tensor> outs = EmptyLike<kOut>(like);
+  const int64_t n = like.numel();
   if (n == 0) return outs;
+  const cudaStream_t stream = like.stream();
   cudaError_t status = cudaSuccess;
-  Dispatch(DtypeList{}, ins[0].dtype(), op, [&](auto tag) {
+  if (PoisonOutputs()) {
+    for (paddle::Tensor& t : outs) {
+      if (status == cudaSuccess) status = cudaMemsetAsync(t.data(), 0xFF, Bytes(t), stream);
+    }
+  }
+  Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = ConstData<T, int(kIn)>(ins);
     const auto out = MutableData<T, kOut>(outs);
     const Functor<OpMathT<T>> f(attrs...);
-    status = kSchedule == Schedule::kVectorized
-                 ? Launch(f, n, in, out, device, ins[0].stream())
-                 : LaunchNaive(f, n, in, out, device, ins[0].stream());
+    if (status != cudaSuccess) return;
+    status = kSchedule == Schedule::kVectorized ? Launch(f, n, in, out, device, stream)
+                                                : LaunchNaive(f, n, in, out, device, stream);
   });
-  PD_CHECK(status == cudaSuccess, op, ": CUDA kernel '", kernel, "' failed to launch: ",
-           cudaGetErrorString(status));
+  if (status != cudaSuccess) {
+    Fail(op, ": CUDA kernel '", kernel, "' failed to launch: ", cudaGetErrorString(status));
+  }
   return outs;
 }
 

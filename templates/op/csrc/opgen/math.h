@@ -54,25 +54,16 @@ OPGEN_BINARY(pow, ::powf, ::pow)
 #undef OPGEN_UNARY
 #undef OPGEN_BINARY
 
-// min and max: one instruction on the GPU; on the CPU a comparison the compiler vectorizes,
-// where fminf/fmaxf would be library calls (their NaN rules block vectorization).
+// min and max propagate NaN as numpy's minimum and maximum do (fminf/fmaxf return the number, and
+// a bare comparison's result would depend on the argument order). A comparison and a select, on
+// the CPU (where the compiler vectorizes it) and the GPU alike.
 template <typename MT>
 OPGEN_HD MT min(MT a, MT b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<MT, float>) return ::fminf(a, b);
-  else return ::fmin(a, b);
-#else
-  return b < a ? b : a;
-#endif
+  return (a < b || a != a) ? a : b;
 }
 template <typename MT>
 OPGEN_HD MT max(MT a, MT b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<MT, float>) return ::fmaxf(a, b);
-  else return ::fmax(a, b);
-#else
-  return a < b ? b : a;
-#endif
+  return (a > b || a != a) ? a : b;
 }
 
 OPGEN_HD float rsqrt(float x) {

@@ -125,7 +125,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
       for (int k = 0; k < kIn; ++k) {
-        loaded[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + first + u * kThreads * kVec));
+        // An absent input (a missing output gradient) reads as zeros; the test is uniform.
+        loaded[u][k] = in.at[k] ? LoadVec(reinterpret_cast<const V*>(in.at[k] + first +
+                                                                    u * kThreads * kVec))
+                                : V{};
       }
     }
 #pragma unroll
@@ -145,7 +148,7 @@ __global__ void __launch_bounds__(kThreads)
       MT args[kIn];
       MT results[kOut];
 #pragma unroll
-      for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][i]);
+      for (int k = 0; k < kIn; ++k) args[k] = in.at[k] ? static_cast<MT>(in.at[k][i]) : MT(0);
       Apply(f, args, results);
 #pragma unroll
       for (int k = 0; k < kOut; ++k) out.at[k][i] = static_cast<T>(results[k]);
@@ -200,7 +203,8 @@ void LaunchWidth(const F& f, int64_t n, const Pointers<const T, kIn>& in,
 }
 
 // Runs `f` over n elements of `in`, writing `out`, on `device` and `stream`, with the widest
-// vectors the pointers allow. Returns the launch's error (cudaSuccess when n is 0).
+// vectors the pointers allow; a null input pointer reads as zeros. Returns the launch's error
+// (cudaSuccess when n is 0).
 template <typename T, typename F, int kIn, int kOut>
 cudaError_t Launch(const F& f, int64_t n, const Pointers<const T, kIn>& in,
                    const Pointers<T, kOut>& out, int device, cudaStream_t stream) {
@@ -231,7 +235,7 @@ __global__ void NaiveKernel(F f, int64_t n, Pointers<const T, kIn> in, Pointers<
   using MT = OpMathT<T>;
   MT args[kIn];
   MT results[kOut];
-  for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][i]);
+  for (int k = 0; k < kIn; ++k) args[k] = in.at[k] ? static_cast<MT>(in.at[k][i]) : MT(0);
   Apply(f, args, results);
   for (int k = 0; k < kOut; ++k) out.at[k][i] = static_cast<T>(results[k]);
 }
