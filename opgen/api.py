@@ -18,7 +18,7 @@ from types import ModuleType
 
 import yaml
 
-from . import __version__, build, journal, merge
+from . import __version__, build, journal, kinds, merge
 from .errors import DriftError, UsageError, WriteError
 from .merge import BASE_DIR
 from .names import identifier_problem
@@ -46,7 +46,7 @@ def _answers(spec: Spec, spec_bytes: bytes, generated: dict[str, bytes]) -> byte
     data = {
         "_note": "Written by opgen: what generated this op. Do not edit.",
         "opgen_version": __version__,
-        "template": "op",
+        "template": "op",  # the op templates (of the spec's kind), not the team template
         "spec": spec.path.name,
         "spec_sha256": sha256(spec_bytes),
         "base": f"{BASE_DIR}/",  # the last render of the files below, merged with edits next time
@@ -165,8 +165,7 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     problem = identifier_problem(name, what="op")
     if problem:
         raise UsageError(problem)
-    if kind != "elementwise":
-        raise UsageError(f"unknown op kind '{kind}'; available: elementwise")
+    starting_spec = kinds.get(kind).starting_spec
     dest = Path(directory or ".") / name
     spec_path = dest / f"{name}.yaml"
     if dest.exists() and not dest.is_dir():
@@ -180,19 +179,19 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
         result = _write_op(load(spec_path), spec_path.read_bytes(), dest, pretend=pretend)
         return Result(dest, [Change(spec_path.name, Status.KEEP), *result.changes],
                       result.written)
-    text = _scaffold_spec(name, kind)
+    text = _scaffold_spec(name, starting_spec)
     result = _write_op(loads(text, spec_path), text.encode(), dest, pretend=pretend,
                        extra={spec_path.name: text.encode()})
     return Result(dest, [Change(spec_path.name, Status.CREATE), *result.changes], result.written)
 
 
-def _scaffold_spec(name: str, kind: str) -> str:
-    """The starting spec of a new op: the template ``spec/<kind>.yaml.jinja``."""
+def _scaffold_spec(name: str, template: str) -> str:
+    """The starting spec of a new op, from ``template`` (its kind's, under templates/)."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_root())),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return env.get_template(f"spec/{kind}.yaml.jinja").render(name=name)
+    return env.get_template(template).render(name=name)
 
 
 def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = None,

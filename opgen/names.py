@@ -103,6 +103,11 @@ def _c_name_problem(name: str) -> str | None:
     return f"op name '{name}' {why}; use '{alternative}'"
 
 
+def camel_case(name: str) -> str:
+    """The op's C++ prefix: ``fused_gelu`` -> ``FusedGelu`` (``Op`` for a name of underscores)."""
+    return "".join(part.capitalize() for part in name.split("_") if part) or "Op"
+
+
 def identifier_problem(name: object, *, what: str) -> str | None:
     """Why ``name`` cannot name a ``what`` (an input, output, attr or the op), or None if it can."""
     if not isinstance(name, str):
@@ -258,8 +263,6 @@ def one_build_clashes(ops: Iterable[_BuiltOp]) -> list[str]:
     ``csrc/<name>.*`` and the Python module ``<name>`` on disk, and defines C++ functions named
     after ``CamelCase(name)``: two ops may share none of these.
     """
-    from .context import camel_case  # context imports spec, which imports this module
-
     problems: list[str] = []
     # Each namespace maps a key to the op (and the role) that took it first.
     taken: dict[str, dict[str, str]] = {"paddle": {}, "files": {}, "c++": {}}
