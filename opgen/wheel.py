@@ -34,7 +34,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__, toolchain
+from . import __version__, probe
 from .build import BuildConfig
 from .errors import BuildError, UsageError
 
@@ -95,7 +95,7 @@ if _paddle.__version__ != {paddle!r}:
 def build_wheel(config: BuildConfig, library: Path, dest: Path | str, *,
                 version: str | None = None) -> Wheel:
     """Package ``library`` (the compiled build of ``config``) as a wheel in ``dest``."""
-    info = toolchain.paddle_info()
+    info = probe.paddle_info()
     if info is None:
         raise BuildError("Paddle is needed to write the wheel's loader stub")
     check_version(version)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen import codegen, names
+from opgen import codegen, probe
 from opgen.render import render_op
 from opgen.spec import loads
 
@@ -140,7 +140,7 @@ def test_escapers():
 GPP = shutil.which("g++")
 
 
-@pytest.mark.skipif(GPP is None or names.paddle_version() is None,
+@pytest.mark.skipif(GPP is None or probe.paddle_version() is None,
                     reason="needs g++ and Paddle's headers")
 def test_generated_cpp_with_the_oddest_text_compiles(tmp_path):
     """One syntax-only compile of the .cc (which includes the .h) with every odd summary line and
