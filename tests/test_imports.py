@@ -85,3 +85,19 @@ def test_each_module_imports_alone_in_a_fresh_interpreter(name):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A module's ``_names`` are its own: what another module needs is made public where it
+    belongs (wheel once imported doctor's fat binary reader). A private module (_torch_baseline,
+    bench's PyTorch half) is part of the module it serves."""
+    private = []
+    for name, path in MODULES.items():
+        if name.rsplit(".", 1)[-1].startswith("_"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or
+                                                     (node.module or "").startswith("opgen")):
+                private += [f"{name}: {a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not private
