@@ -659,3 +659,35 @@ def test_wheel_refuses_a_library_without_the_requested_arches(op, tmp_path, tiny
     with pytest.raises(BuildError, match="expected sm_"):
         wheel.build_wheel(config, tiny_library, tmp_path / "dist")
     assert not (tmp_path / "dist").exists()
+
+
+@pytest.mark.parametrize("text", ["80,90", "80, 90", " 90 ,80", "sm_80,sm_90", "90,80,90", "86"])
+def test_setup_py_reads_opgen_arch_as_build_reads_arch(text, tmp_path, monkeypatch):
+    """The generated setup.py and `opgen build --arch` agree on what an arch list means."""
+    import runpy
+    import sys
+    import types
+
+    from opgen.render import render_op
+    from opgen.spec import load
+
+    setup_py = tmp_path / "setup.py"
+    setup_py.write_bytes(render_op(load(RELU6 / "relu6.yaml")).files["setup.py"])
+    seen = {}
+    extension = types.ModuleType("paddle.utils.cpp_extension")
+    extension.CUDAExtension = lambda **kwargs: seen.update(kwargs)
+    extension.CppExtension = extension.CUDAExtension
+    extension.setup = lambda **kwargs: None
+    paddle = types.ModuleType("paddle")
+    paddle.device = types.SimpleNamespace(is_compiled_with_cuda=lambda: True)
+    for name, module in (("paddle", paddle), ("paddle.utils", types.ModuleType("paddle.utils")),
+                         ("paddle.utils.cpp_extension", extension)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setenv("OPGEN_ARCH", text)
+    runpy.run_path(str(setup_py))
+    nvcc = seen["extra_compile_args"]["nvcc"]
+    cubins = [int(flag.rsplit("sm_", 1)[1]) for flag in nvcc if "code=sm_" in flag]
+    ptx = [flag.rsplit("compute_", 1)[1] for flag in nvcc if "code=compute_" in flag]
+    arches = build.parse_arches(text)
+    assert cubins == list(arches)
+    assert ptx == [str(max(arches))]
