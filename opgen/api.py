@@ -11,14 +11,15 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import yaml
 
-from . import __version__, build, journal, merge
+from . import __version__, build, journal, kinds, merge
+from . import wheel as wheels
 from .errors import DriftError, UsageError, WriteError
 from .merge import BASE_DIR
 from .names import identifier_problem
@@ -46,7 +47,7 @@ def _answers(spec: Spec, spec_bytes: bytes, generated: dict[str, bytes]) -> byte
     data = {
         "_note": "Written by opgen: what generated this op. Do not edit.",
         "opgen_version": __version__,
-        "template": "op",
+        "template": "op",  # the op templates (of the spec's kind), not the team template
         "spec": spec.path.name,
         "spec_sha256": sha256(spec_bytes),
         "base": f"{BASE_DIR}/",  # the last render of the files below, merged with edits next time
@@ -165,8 +166,7 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     problem = identifier_problem(name, what="op")
     if problem:
         raise UsageError(problem)
-    if kind != "elementwise":
-        raise UsageError(f"unknown op kind '{kind}'; available: elementwise")
+    starting_spec = kinds.get(kind).starting_spec
     dest = Path(directory or ".") / name
     spec_path = dest / f"{name}.yaml"
     if dest.exists() and not dest.is_dir():
@@ -180,28 +180,53 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
         result = _write_op(load(spec_path), spec_path.read_bytes(), dest, pretend=pretend)
         return Result(dest, [Change(spec_path.name, Status.KEEP), *result.changes],
                       result.written)
-    text = _scaffold_spec(name, kind)
+    text = _scaffold_spec(name, starting_spec)
     result = _write_op(loads(text, spec_path), text.encode(), dest, pretend=pretend,
                        extra={spec_path.name: text.encode()})
     return Result(dest, [Change(spec_path.name, Status.CREATE), *result.changes], result.written)
 
 
-def _scaffold_spec(name: str, kind: str) -> str:
-    """The starting spec of a new op: the template ``spec/<kind>.yaml.jinja``."""
+def _scaffold_spec(name: str, template: str) -> str:
+    """The starting spec of a new op, from ``template`` (its kind's, under templates/)."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_root())),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return env.get_template(f"spec/{kind}.yaml.jinja").render(name=name)
+    return env.get_template(template).render(name=name)
+
+
+@dataclass(frozen=True)
+class Build:
+    """What :func:`build_op` did: the configuration, its build, and the wheel when one was asked."""
+
+    config: build.BuildConfig
+    built: build.Built
+    wheel: wheels.Wheel | None
 
 
 def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = None,
-             verbose: bool = False) -> build.BuildConfig:
-    """Compile the op in ``op_dir`` (cached); return the configuration that was built."""
-    op_dir = _op_dir(op_dir)
-    config = build.configure(op_dir, cpu_only=cpu_only, arches=build.parse_arches(arch))
-    build.compile_library(config, verbose=verbose)
-    return config
+             verbose: bool = False, wheel: bool = False, wheel_dir: Path | str | None = None,
+             wheel_version: str | None = None,
+             build_with: Callable[[build.BuildConfig], build.Built] | None = None,
+             status: Callable[[str], AbstractContextManager[object]] | None = None) -> Build:
+    """Compile the op in ``op_dir`` (cached by content) and, with ``wheel``, package it as a
+    wheel in ``wheel_dir`` (default: ``op_dir/dist``) that installs without the sources.
+
+    ``build_with`` compiles (default :func:`opgen.build.ensure_built`; the CLI adds a spinner);
+    ``status(message)`` wraps the packaging, for a caller that shows progress. Wrong wheel flags
+    are refused before anything compiles.
+    """
+    if not wheel and (wheel_dir or wheel_version):
+        raise UsageError("--wheel-dir and --wheel-version go with --wheel")
+    wheels.check_version(wheel_version)  # before a compile, not after
+    config = build.configure(Path(op_dir), cpu_only=cpu_only, arches=build.parse_arches(arch))
+    built = build_with(config) if build_with else build.ensure_built(config, verbose=verbose)
+    if not wheel:
+        return Build(config, built, None)
+    with (status or (lambda _message: nullcontext()))(f"packaging {config.name}..."):
+        package = wheels.build_wheel(config, built.library, wheel_dir or config.op_dir / "dist",
+                                     version=wheel_version)
+    return Build(config, built, package)
 
 
 def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | None = None,

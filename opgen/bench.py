@@ -449,7 +449,7 @@ def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> tuple[Any, s
     import dataclasses
 
     from . import api
-    from .context import build_context
+    from .kinds.elementwise import build_context
     from .render import render_op
     from .writer import apply
 

@@ -30,7 +30,7 @@ from types import ModuleType
 
 from filelock import FileLock
 
-from . import __version__, toolchain
+from . import __version__, probe, toolchain
 from .errors import BuildError, MergeError, OpgenError, ToolchainError, UsageError
 
 BUILD_DIR = "build"
@@ -67,7 +67,7 @@ class BuildConfig:
             if path.is_file():
                 digest.update(path.relative_to(csrc).as_posix().encode() + b"\0")
                 digest.update(path.read_bytes() + b"\0")
-        info = toolchain.paddle_info()
+        info = probe.paddle_info()
         digest.update(json.dumps({
             "sources": [s.name for s in self.sources], "cuda": self.cuda, "arches": self.arches,
             "cxx": self.cxx_flags, "nvcc": self.cuda_flags, "opgen": __version__,
@@ -151,7 +151,7 @@ def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] =
         raise UsageError(f"{op_dir}: no such op folder")
     name = find_op(op_dir)
     refuse_conflicts(op_dir, sorted(p for p in (op_dir / "csrc").rglob("*") if p.is_file()))
-    info = toolchain.paddle_info()
+    info = probe.paddle_info()
     if info is None:
         raise ToolchainError("Paddle is not installed in this Python "
                              f"({sys.executable}): pip install paddlepaddle")

@@ -145,20 +145,13 @@ def build(
 
     One process compiles a given build while others wait for it and load the result.
     """
-    from . import wheel as wheels
-    from .errors import UsageError
-
-    if not wheel and (wheel_dir or wheel_version):
-        raise UsageError("--wheel-dir and --wheel-version go with --wheel")
-    wheels.check_version(wheel_version)  # before a compile, not after
-    config = builder.configure(op_dir, cpu_only=cpu_only, arches=builder.parse_arches(arch))
-    built = _build(config, verbose=verbose)
-    if wheel:
-        with err.status(f"packaging {_e(config.name)}..."):
-            result = wheels.build_wheel(config, built.library, wheel_dir or config.op_dir / "dist",
-                                        version=wheel_version)
-        out.print(f"{config.name}: wheel {result.path} ({result.summary()})", markup=False,
-                  soft_wrap=True)
+    result = api.build_op(op_dir, cpu_only=cpu_only, arch=arch, wheel=wheel, wheel_dir=wheel_dir,
+                          wheel_version=wheel_version,
+                          build_with=lambda config: _build(config, verbose=verbose),
+                          status=lambda message: err.status(_e(message)))
+    if result.wheel is not None:
+        out.print(f"{result.config.name}: wheel {result.wheel.path} ({result.wheel.summary()})",
+                  markup=False, soft_wrap=True)
 
 
 def _build(config: builder.BuildConfig, *, verbose: bool = False) -> builder.Built:

@@ -3,9 +3,9 @@
 Each check is ok / warning / problem with a one-line fix. A *problem* means a build (or the op it
 produces) would fail here; a *warning* means something works less well than it could, or is skipped.
 
-Paddle is never imported into this process: :func:`opgen.toolchain.paddle_info` and
-:func:`paddle_probe` ask it in a subprocess running the same interpreter. Every probe is a plain
-module-level function, so tests replace it (or put fake tools on PATH) to fake a machine.
+Paddle is never imported into this process: :func:`opgen.probe.paddle_info` and
+:func:`opgen.probe.gpu_run` ask it in a subprocess running the same interpreter. Every probe is a
+plain module-level function, so tests replace it (or put fake tools on PATH) to fake a machine.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from . import names, toolchain
+from . import elf, probe, toolchain
 
 Status = Literal["ok", "warning", "problem"]
 
@@ -65,90 +65,6 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     """'12.4' -> (12, 4); None for anything that does not start with a number."""
     match = re.match(r"(\d+(?:\.\d+)*)", version or "")
     return tuple(int(x) for x in match.group(1).split(".")) if match else None
-
-
-@dataclass(frozen=True)
-class PaddleProbe:
-    """What :class:`opgen.toolchain.PaddleInfo` leaves out, asked of Paddle in a subprocess.
-
-    ``smoke`` is None when no GPU run was attempted, else the outputs of ``paddle.ones([4])`` and
-    of ``ones + ones`` on gpu:0 as two lists, or ``smoke_error`` says why the run failed.
-    """
-
-    cudnn_version: str | None
-    cxx11_abi: bool | None
-    smoke: tuple[tuple[float, ...], tuple[float, ...]] | None = None
-    smoke_error: str | None = None
-
-
-_PADDLE_PROBE = r"""
-import json, sys
-import paddle
-info = {"cudnn": None, "cxx11_abi": None}
-try:
-    cudnn = paddle.version.cudnn()
-    info["cudnn"] = None if cudnn in (None, False, "False", "") else str(cudnn)
-except Exception:
-    pass
-try:
-    from paddle.base import libpaddle
-    if hasattr(libpaddle, "_GLIBCXX_USE_CXX11_ABI"):
-        info["cxx11_abi"] = bool(libpaddle._GLIBCXX_USE_CXX11_ABI)
-except Exception:
-    pass
-if info["cxx11_abi"] is None and callable(getattr(paddle, "compiled_with_cxx11_abi", None)):
-    info["cxx11_abi"] = bool(paddle.compiled_with_cxx11_abi())
-print("OPGEN-PROBE" + json.dumps(info), flush=True)
-if "--smoke" in sys.argv:
-    try:
-        paddle.set_device("gpu:0")
-        ones = paddle.ones([4], dtype="float32")
-        twos = ones + ones
-        smoke = {"smoke": [ones.numpy().tolist(), twos.numpy().tolist()]}
-    except Exception as err:
-        lines = [x.strip() for x in str(err).splitlines() if x.strip()]
-        smoke = {"smoke_error": type(err).__name__ + (": " + lines[0][:200] if lines else "")}
-    print("OPGEN-SMOKE" + json.dumps(smoke), flush=True)
-"""
-
-
-def _smoke_rows(value: object) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
-    """The probe's ``[ones, twos]`` as two tuples of floats, or None if it is not that."""
-    if not (isinstance(value, list) and len(value) == 2
-            and all(isinstance(row, list) for row in value)):
-        return None
-    ones, twos = (tuple(float(v) for v in row) for row in value)
-    return ones, twos
-
-
-def paddle_probe(*, smoke: bool) -> PaddleProbe | None:
-    """cuDNN version and C++ ABI of the installed Paddle; with ``smoke``, a tiny run on gpu:0.
-
-    The tiny run exists because a Paddle without kernels for the GPU's arch does not always fail:
-    paddlepaddle-gpu 2.6.2 on an sm_90 H200 returns zeros from every built-in GPU kernel.
-    """
-    env = dict(os.environ, GLOG_minloglevel="3", FLAGS_call_stack_level="0")
-    argv = [sys.executable, "-c", _PADDLE_PROBE] + (["--smoke"] if smoke else [])
-    proc = _run(argv, timeout=300, env=env)
-    if proc is None:
-        return None
-    found: dict[str, object] = {}
-    for line in proc.stdout.splitlines():
-        for tag in ("OPGEN-PROBE", "OPGEN-SMOKE"):
-            if line.startswith(tag):
-                found.update(json.loads(line[len(tag):]))
-    if "cudnn" not in found:
-        return None
-    smoke_values = found.get("smoke")
-    smoke_error = found.get("smoke_error")
-    if smoke and smoke_values is None and smoke_error is None:
-        smoke_error = f"the GPU run crashed (exit code {proc.returncode})"
-    return PaddleProbe(
-        cudnn_version=found["cudnn"] if isinstance(found["cudnn"], str) else None,
-        cxx11_abi=found["cxx11_abi"] if isinstance(found["cxx11_abi"], bool) else None,
-        smoke=_smoke_rows(smoke_values),
-        smoke_error=str(smoke_error) if smoke_error is not None else None,
-    )
 
 
 def paddle_dir() -> Path | None:
@@ -202,61 +118,6 @@ class KernelImage:
         return sorted(sm for sm, n in counts.items() if 2 * n >= self.modules)
 
 
-_FATBIN_MAGIC = 0xBA55ED50
-_FATBIN_MAGIC_BYTES = struct.pack("<I", _FATBIN_MAGIC)
-
-
-def _elf_section(data: mmap.mmap, wanted: str) -> tuple[int, int] | None:
-    """(offset, size) of a section of a 64-bit little-endian ELF file, or None."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return None
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    if not shoff or shstrndx >= shnum or shoff + shnum * shentsize > len(data):
-        return None
-    headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    strtab = headers[shstrndx][4]
-    for name_off, _type, _flags, _addr, offset, size in headers:
-        start = strtab + name_off
-        end = data.find(b"\0", start)
-        if data[start:end] == wanted.encode() and offset + size <= len(data):
-            return offset, size
-    return None
-
-
-def _fatbin_modules(path: Path) -> Iterator[tuple[set[int], set[int]]]:
-    """(cubin arches, PTX arches) of each fat binary in a library's .nv_fatbin section.
-
-    Reads only the headers (a few KiB of a multi-GiB library), so it is fast and needs no CUDA
-    toolkit. Layout: a container header (magic, version, header size, payload size), then
-    entries of (kind: 1 PTX / 2 cubin, flags, header size, payload size, ..., arch at byte 28).
-    """
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        section = _elf_section(data, ".nv_fatbin")
-        if section is None:
-            return
-        pos, end = section[0], section[0] + section[1]
-        while pos + 16 <= end:
-            magic, _version, header_size, payload = struct.unpack_from("<IHHQ", data, pos)
-            if magic != _FATBIN_MAGIC:
-                pos = data.find(_FATBIN_MAGIC_BYTES, pos + 1, end)
-                if pos < 0:
-                    return
-                continue
-            sass: set[int] = set()
-            ptx: set[int] = set()
-            entry, stop = pos + header_size, min(pos + header_size + payload, end)
-            while entry + 32 <= stop:
-                kind, _flags, entry_header, size = struct.unpack_from("<HHIQ", data, entry)
-                (arch,) = struct.unpack_from("<I", data, entry + 28)
-                (sass if kind == 2 else ptx if kind == 1 else set()).add(arch)
-                if entry_header == 0:
-                    break
-                entry += entry_header + size
-            yield sass, ptx
-            pos = stop
-
-
 def cuobjdump_path() -> Path | None:
     """cuobjdump from PATH, else from the CUDA toolkit."""
     found = shutil.which("cuobjdump")
@@ -308,7 +169,7 @@ def kernel_image(root: Path) -> KernelImage | None:
     modules = 0
     for lib in libs:
         try:
-            for lib_sass, lib_ptx in _fatbin_modules(lib):
+            for lib_sass, lib_ptx in elf.fatbin_modules(lib):
                 modules += 1
                 sass.update(lib_sass)
                 ptx.update(lib_ptx)
@@ -421,21 +282,21 @@ class Facts:
 
     @cached_property
     def paddle_version(self) -> str | None:
-        return names.paddle_version()
+        return probe.paddle_version()
 
     @cached_property
-    def paddle(self) -> toolchain.PaddleInfo | None:
-        return toolchain.paddle_info() if self.paddle_version else None
+    def paddle(self) -> probe.PaddleInfo | None:
+        return probe.paddle_info() if self.paddle_version else None
 
     @cached_property
     def paddle_dir(self) -> Path | None:
         return paddle_dir() if self.paddle else None
 
     @cached_property
-    def probe(self) -> PaddleProbe | None:
-        if self.paddle is None:
+    def gpu_run(self) -> probe.GpuRun | None:
+        if self.paddle is None or not (self.paddle.with_cuda and self.paddle.gpu_count > 0):
             return None
-        return paddle_probe(smoke=self.paddle.with_cuda and self.paddle.gpu_count > 0)
+        return probe.gpu_run()
 
     @cached_property
     def driver(self) -> Driver | None:
@@ -510,7 +371,7 @@ def check_paddle_cuda(f: Facts) -> Iterator[Check]:
         else:
             yield Check("Paddle CUDA", "ok", "CPU-only Paddle: ops are built for CPU only", None)
         return
-    cudnn = f.probe.cudnn_version if f.probe else None
+    cudnn = f.paddle.cudnn_version
     yield Check("Paddle CUDA", "ok",
                 f"compiled with CUDA {f.paddle.cuda_version or '?'}, cuDNN {cudnn or '?'}", None)
 
@@ -579,17 +440,16 @@ def check_paddle_kernels(f: Facts) -> Iterator[Check]:
 
 def check_gpu_run(f: Facts) -> Iterator[Check]:
     """A tiny run of built-in GPU kernels: catches Paddles that silently compute nothing."""
-    probe = f.probe
-    if probe is None or (probe.smoke is None and probe.smoke_error is None):
+    run = f.gpu_run
+    if run is None or (run.values is None and run.error is None):
         return
     arch = f.gpu_arches[0] if f.gpu_arches else None
     fix = _no_kernels_fix(arch) if arch else "reinstall paddlepaddle-gpu for this GPU"
-    if probe.smoke_error is not None:
-        yield Check("GPU run", "problem", f"paddle.ones([4]) on gpu:0 failed: {probe.smoke_error}",
-                    fix)
+    if run.error is not None:
+        yield Check("GPU run", "problem", f"paddle.ones([4]) on gpu:0 failed: {run.error}", fix)
         return
-    assert probe.smoke is not None
-    ones, twos = probe.smoke
+    assert run.values is not None
+    ones, twos = run.values
     if list(ones) == [1.0] * 4 and list(twos) == [2.0] * 4:
         yield Check("GPU run", "ok", "paddle.ones([4]) and ones + ones on gpu:0 give 1s and 2s",
                     None)
@@ -728,7 +588,7 @@ def check_abi(f: Facts) -> Iterator[Check]:
     """
     if f.paddle is None or shutil.which(f.cxx) is None:
         return
-    paddle_abi = f.probe.cxx11_abi if f.probe else None
+    paddle_abi = f.paddle.cxx11_abi
     if paddle_abi is None and f.paddle_dir is not None:
         paddle_abi = library_uses_cxx11_abi(f.paddle_dir)
     compiler_abi = cxx_default_abi(f.cxx)

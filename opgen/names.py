@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import keyword
-import os
 import re
-import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from . import probe
 from .errors import ToolchainError, UsageError
 from .expr import FUNCTIONS
 
@@ -103,6 +101,11 @@ def _c_name_problem(name: str) -> str | None:
     return f"op name '{name}' {why}; use '{alternative}'"
 
 
+def camel_case(name: str) -> str:
+    """The op's C++ prefix: ``fused_gelu`` -> ``FusedGelu`` (``Op`` for a name of underscores)."""
+    return "".join(part.capitalize() for part in name.split("_") if part) or "Op"
+
+
 def identifier_problem(name: object, *, what: str) -> str | None:
     """Why ``name`` cannot name a ``what`` (an input, output, attr or the op), or None if it can."""
     if not isinstance(name, str):
@@ -168,64 +171,27 @@ def op_name_problem(name: str) -> str | None:
     return None
 
 
-def paddle_version() -> str | None:
-    """The installed Paddle's version, read from package metadata (no import of paddle)."""
-    for dist in ("paddlepaddle", "paddlepaddle-gpu"):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "opgen"
-
-
-_LIST_OPS = """
-from paddle.base import core
-names = set(core.get_all_op_names())
-names.update(core._get_all_register_op_kernels("phi"))
-print("\\n".join(sorted(names)))
-"""
-
-
-@functools.lru_cache(maxsize=1)
 def paddle_builtin_ops() -> frozenset[str]:
     """Names of every op registered by the installed Paddle, from its own registry.
 
-    Read once per Paddle version (in a subprocess, so this process stays free of Paddle) and cached
-    under ``~/.cache/opgen``. Empty when Paddle is not installed: then nothing can clash.
+    Read by :func:`opgen.probe.ask_paddle` (in a subprocess, so this process stays free of Paddle;
+    cached). Empty when Paddle is not installed: then nothing can clash.
 
     Raises :class:`~opgen.errors.ToolchainError` when Paddle is installed but its registry cannot
     be read (it fails to import, say): an op_name that replaces a built-in op breaks that op for
     every user of the process, so an unchecked name is not let through silently.
     """
-    version = paddle_version()
+    version = probe.paddle_version()
     if version is None:
         return frozenset()
-    cache = _cache_dir() / f"paddle-{version}-ops.txt"
-    if cache.is_file():
-        cached = frozenset(cache.read_text().split())
-        if cached:  # an empty list is no registry: read it again
-            return cached
-    env = dict(os.environ, GLOG_minloglevel="3")
-    proc = subprocess.run([sys.executable, "-c", _LIST_OPS], capture_output=True, text=True,
-                          env=env, check=False)
-    names = frozenset(proc.stdout.split()) if proc.returncode == 0 else frozenset()
-    if not names:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        why = lines[-1].strip() if lines else f"exit code {proc.returncode}, no op names printed"
-        raise ToolchainError(
-            f"cannot read the op registry of the installed Paddle {version} ({sys.executable}) "
-            f"to check op_name against Paddle's built-in ops: {why}; repair the Paddle install "
-            "(or uninstall it to generate without this check)")
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text("\n".join(sorted(names)) + "\n")
-    tmp.replace(cache)
-    return names
+    answer = probe.ask_paddle()
+    if answer.info is not None and answer.info.ops:
+        return answer.info.ops
+    why = (answer.error if answer.info is None else answer.info.ops_error) or "no op names"
+    raise ToolchainError(
+        f"cannot read the op registry of the installed Paddle {version} ({sys.executable}) "
+        f"to check op_name against Paddle's built-in ops: {why}; repair the Paddle install "
+        "(or uninstall it to generate without this check)")
 
 
 def free_op_name(name: str, taken: frozenset[str]) -> str:
@@ -258,8 +224,6 @@ def one_build_clashes(ops: Iterable[_BuiltOp]) -> list[str]:
     ``csrc/<name>.*`` and the Python module ``<name>`` on disk, and defines C++ functions named
     after ``CamelCase(name)``: two ops may share none of these.
     """
-    from .context import camel_case  # context imports spec, which imports this module
-
     problems: list[str] = []
     # Each namespace maps a key to the op (and the role) that took it first.
     taken: dict[str, dict[str, str]] = {"paddle": {}, "files": {}, "c++": {}}

@@ -1,17 +1,16 @@
-"""Rendering: a spec's context through the op templates, into an in-memory :class:`Plan`.
+"""Rendering: a spec through its kind's templates, into an in-memory :class:`Plan`.
 
 Nothing here touches the output folder; :mod:`opgen.writer` applies a plan.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from .context import Context, build_context
+from . import kinds
 from .errors import TemplateError
 from .spec import Spec
 
@@ -22,7 +21,7 @@ def templates_root() -> Path:
     """The ``templates/`` folder: beside the package in a checkout, inside it when installed."""
     here = Path(__file__).resolve().parent
     for candidate in (here.parent / "templates", here / "templates"):
-        if (candidate / "op").is_dir():
+        if (candidate / "spec").is_dir():
             return candidate
     raise TemplateError(f"opgen's templates are missing (looked beside {here})")
 
@@ -46,16 +45,14 @@ def _environment(root: Path) -> jinja2.Environment:
     )
 
 
-def _context_dict(context: Context) -> dict[str, object]:
-    return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
-
-
-def render_op(spec: Spec, template: str = "op", *, naive: bool = False) -> Plan:
-    """Render every file of the op described by ``spec`` (``naive``: the benchmark's copy whose
-    CUDA kernels use the one-element-per-thread launcher)."""
+def render_op(spec: Spec, *, naive: bool = False) -> Plan:
+    """Render every file of the op described by ``spec`` from its kind's template folder
+    (``naive``: the benchmark's copy, whose kernels are the simplest correct ones)."""
+    kind = kinds.get(spec.model.kind)
+    template = kind.templates
     root = templates_root()
     env = _environment(root)
-    variables = _context_dict(build_context(spec, naive=naive))
+    variables = kind.context(spec, naive)
     base = root / template
     files: dict[str, bytes] = {}
     for source in sorted(p for p in base.rglob("*") if p.is_file()):

@@ -34,7 +34,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__, toolchain
+from . import __version__, elf, probe
 from .build import BuildConfig
 from .errors import BuildError, UsageError
 
@@ -95,7 +95,7 @@ if _paddle.__version__ != {paddle!r}:
 def build_wheel(config: BuildConfig, library: Path, dest: Path | str, *,
                 version: str | None = None) -> Wheel:
     """Package ``library`` (the compiled build of ``config``) as a wheel in ``dest``."""
-    info = toolchain.paddle_info()
+    info = probe.paddle_info()
     if info is None:
         raise BuildError("Paddle is needed to write the wheel's loader stub")
     check_version(version)
@@ -210,11 +210,9 @@ def _write_zip(path: Path, files: dict[str, bytes], record_name: str) -> None:
 
 def device_code(library: Path) -> tuple[set[int], set[int]]:
     """The arches ``library`` holds cubins for, and those it holds PTX for (empty for CPU)."""
-    from .doctor import _fatbin_modules
-
     sass: set[int] = set()
     ptx: set[int] = set()
-    for module_sass, module_ptx in _fatbin_modules(library):
+    for module_sass, module_ptx in elf.fatbin_modules(library):
         sass |= module_sass
         ptx |= module_ptx
     return sass, ptx

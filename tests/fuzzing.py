@@ -862,11 +862,11 @@ def attr_syms(draw: st.DrawFn, taken: set[str], want_bool: bool) -> tuple[Sym, .
 
 
 def _generated_other(type_: str, default: Any) -> Any:
-    """The attr value the generated tests run besides the default (opgen.context decides)."""
-    from opgen.context import _other_value
+    """The attr value the generated tests run besides the default (opgen.codegen decides)."""
+    from opgen.codegen import other_value
     from opgen.spec import AttrSpec
 
-    return _other_value(AttrSpec(type=type_, default=default))
+    return other_value(AttrSpec(type=type_, default=default))
 
 
 @dataclass(frozen=True)
@@ -1184,17 +1184,17 @@ def op_from_spec(path: Path | str, *, seed: int = 0, index: int = 0) -> FuzzOp:
     """A spec written by hand (or printed by a failed run) as a :class:`FuzzOp`, so that the same
     checks run on it: its trees are parsed from the expressions; a missing backward is derived.
     Attrs are tested at their default and at the value the generated tests use besides it."""
-    from opgen.context import _other_value
+    from opgen.codegen import other_value
     from opgen.spec import load
 
     spec = load(path)
     m = spec.model
     inputs = tuple(Sym(n, "input", "input", *m.domain.get(n, (-3.0, 3.0)),
                        explicit_domain=n in m.domain) for n in m.inputs)
-    attrs = tuple(Sym(n, "attr", a.type, min(float(a.default), float(_other_value(a)))
+    attrs = tuple(Sym(n, "attr", a.type, min(float(a.default), float(other_value(a)))
                       if a.type != "str" else 0.0,
-                      max(float(a.default), float(_other_value(a))) if a.type != "str" else 0.0,
-                      a.default, _other_value(a)) for n, a in m.attrs.items())
+                      max(float(a.default), float(other_value(a))) if a.type != "str" else 0.0,
+                      a.default, other_value(a)) for n, a in m.attrs.items())
     op = FuzzOp(seed=seed, index=index, name=m.name, op_name=m.op_name, inputs=inputs,
                 attrs=attrs, outputs=tuple(m.outputs), forward=(), backward=(),
                 dtypes=tuple(m.dtypes), styles=(), focus="spec")

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 from conftest import GPU_PYTHON, RELU6, run_opgen
 
-from opgen import api, build, toolchain, wheel
+from opgen import api, build, probe, wheel
 from opgen.errors import BuildError, MergeError
-from opgen.toolchain import PaddleInfo
+from opgen.probe import PaddleInfo
 
 CPU_INFO = PaddleInfo(version="3.3.1", with_cuda=False, cuda_version=None, gpu_count=0,
                       gpu_arches=())
@@ -57,64 +57,12 @@ def fake_config(op: Path, **changes: object) -> build.BuildConfig:
     return dataclasses.replace(config, **changes)
 
 
-# -- the Paddle probe, cached on disk ---------------------------------------------------------
-
-
-@pytest.fixture
-def probe_calls(tmp_path, monkeypatch):
-    """Count real probes; the disk cache lives in a temp dir."""
-    calls: list[int] = []
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(toolchain, "paddle_version", lambda: "3.3.1")
-    monkeypatch.setattr(toolchain, "_paddle_fingerprint",
-                        lambda version: f"{version}-{os.environ.get('CUDA_VISIBLE_DEVICES')}")
-
-    def probe() -> PaddleInfo:
-        calls.append(1)
-        return CPU_INFO
-
-    monkeypatch.setattr(toolchain, "_probe_paddle", probe)
-    toolchain.paddle_info.cache_clear()
-    yield calls
-    toolchain.paddle_info.cache_clear()
-
-
-def test_paddle_probe_is_cached_on_disk(probe_calls, tmp_path, monkeypatch):
-    assert toolchain.paddle_info() == CPU_INFO
-    toolchain.paddle_info.cache_clear()  # a new process
-    assert toolchain.paddle_info() == CPU_INFO
-    assert len(probe_calls) == 1
-    assert list((tmp_path / "cache" / "opgen").glob("paddle-info-*.json"))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # other GPUs: ask again
-    toolchain.paddle_info.cache_clear()
-    toolchain.paddle_info()
-    assert len(probe_calls) == 2
-
-
-def test_damaged_probe_cache_is_probed_again(probe_calls, tmp_path):
-    toolchain.paddle_info()
-    (entry,) = (tmp_path / "cache" / "opgen").glob("paddle-info-*.json")
-    entry.write_text("{not json")
-    toolchain.paddle_info.cache_clear()
-    assert toolchain.paddle_info() == CPU_INFO
-    assert len(probe_calls) == 2
-    assert json.loads(entry.read_text())["version"] == "3.3.1"
-
-
-def test_paddle_fingerprint_follows_the_install(monkeypatch):
-    first = toolchain._paddle_fingerprint("3.3.1")
-    assert first is not None and first == toolchain._paddle_fingerprint("3.3.1")
-    assert toolchain._paddle_fingerprint("3.3.2") != first
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
-    assert toolchain._paddle_fingerprint("3.3.1") != first
-
-
 # -- the cache key ------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def op(tmp_path, monkeypatch):
-    monkeypatch.setattr(toolchain, "paddle_info", lambda: CPU_INFO)
+    monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
     return new_op(tmp_path)
 
 
@@ -144,10 +92,10 @@ def test_key_covers_every_source(op, edit):
 
 def test_key_covers_the_paddle_version_and_compiler(op, monkeypatch):
     before = fake_config(op).key()
-    monkeypatch.setattr(toolchain, "paddle_info",
+    monkeypatch.setattr(probe, "paddle_info",
                         lambda: dataclasses.replace(CPU_INFO, version="3.3.2"))
     assert fake_config(op).key() != before
-    monkeypatch.setattr(toolchain, "paddle_info", lambda: CPU_INFO)
+    monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
     monkeypatch.setenv("CXX", "clang++-does-not-exist")
     assert fake_config(op).key() != before
 
@@ -183,7 +131,7 @@ def test_error_in_a_forward_functor_names_the_spec(op):
 
 
 def test_error_in_a_backward_functor_from_nvcc(tmp_path, monkeypatch):
-    monkeypatch.setattr(toolchain, "paddle_info", lambda: CPU_INFO)
+    monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
     op = new_op(tmp_path, forward="x * x", backward="2 * x * grad_out")
     header = op / "csrc" / "t_op.h"
     line = next(i for i, row in enumerate(header.read_text().splitlines(), 1)
@@ -711,3 +659,35 @@ def test_wheel_refuses_a_library_without_the_requested_arches(op, tmp_path, tiny
     with pytest.raises(BuildError, match="expected sm_"):
         wheel.build_wheel(config, tiny_library, tmp_path / "dist")
     assert not (tmp_path / "dist").exists()
+
+
+@pytest.mark.parametrize("text", ["80,90", "80, 90", " 90 ,80", "sm_80,sm_90", "90,80,90", "86"])
+def test_setup_py_reads_opgen_arch_as_build_reads_arch(text, tmp_path, monkeypatch):
+    """The generated setup.py and `opgen build --arch` agree on what an arch list means."""
+    import runpy
+    import sys
+    import types
+
+    from opgen.render import render_op
+    from opgen.spec import load
+
+    setup_py = tmp_path / "setup.py"
+    setup_py.write_bytes(render_op(load(RELU6 / "relu6.yaml")).files["setup.py"])
+    seen = {}
+    extension = types.ModuleType("paddle.utils.cpp_extension")
+    extension.CUDAExtension = lambda **kwargs: seen.update(kwargs)
+    extension.CppExtension = extension.CUDAExtension
+    extension.setup = lambda **kwargs: None
+    paddle = types.ModuleType("paddle")
+    paddle.device = types.SimpleNamespace(is_compiled_with_cuda=lambda: True)
+    for name, module in (("paddle", paddle), ("paddle.utils", types.ModuleType("paddle.utils")),
+                         ("paddle.utils.cpp_extension", extension)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setenv("OPGEN_ARCH", text)
+    runpy.run_path(str(setup_py))
+    nvcc = seen["extra_compile_args"]["nvcc"]
+    cubins = [int(flag.rsplit("sm_", 1)[1]) for flag in nvcc if "code=sm_" in flag]
+    ptx = [flag.rsplit("compute_", 1)[1] for flag in nvcc if "code=compute_" in flag]
+    arches = build.parse_arches(text)
+    assert cubins == list(arches)
+    assert ptx == [str(max(arches))]

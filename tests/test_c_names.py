@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen import names
+from opgen import names, probe
 
 ROOT = Path(__file__).resolve().parent.parent
 GPP = shutil.which("g++")
@@ -89,7 +89,7 @@ def test_the_cmath_list_is_what_gpp_finds():
     assert headers == _listed("header", "<cmath>")
 
 
-@pytest.mark.skipif(GPP is None or names.paddle_version() is None,
+@pytest.mark.skipif(GPP is None or probe.paddle_version() is None,
                     reason="needs g++ and Paddle's headers")
 def test_the_paddle_extension_list_is_what_gpp_finds():
     clashes, headers = _probe("paddle/extension.h")

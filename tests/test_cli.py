@@ -109,3 +109,24 @@ def test_an_error_echoes_an_odd_path(tmp_path, odd, capsys):
         cli.main(["generate", str(spec)])
     assert info.value.code == 2
     assert capsys.readouterr().err == f"error: {spec}:1: no such spec file\n"
+
+
+def test_build_is_one_call_of_the_api(tmp_path, monkeypatch):
+    """`opgen build` parses its flags into api.build_op and prints what came back."""
+    calls = []
+
+    def build_op(op_dir, **kwargs):
+        calls.append((op_dir, kwargs))
+        return SimpleNamespace(config=SimpleNamespace(name="relu6"),
+                               wheel=SimpleNamespace(path=tmp_path / "r.whl",
+                                                     summary=lambda: "CPU only"))
+
+    monkeypatch.setattr(cli.api, "build_op", build_op)
+    output = _invoke("build", str(tmp_path), "--cpu-only", "--arch", "80, 90", "--wheel",
+                     "--wheel-version", "1.0")
+    ((op_dir, kwargs),) = calls
+    assert op_dir == tmp_path
+    assert {k: kwargs[k] for k in ("cpu_only", "arch", "wheel", "wheel_dir", "wheel_version")} \
+        == {"cpu_only": True, "arch": "80, 90", "wheel": True, "wheel_dir": None,
+            "wheel_version": "1.0"}
+    assert f"relu6: wheel {tmp_path / 'r.whl'} (CPU only)" in output

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from opgen import doctor, names, toolchain
-from opgen.doctor import Check, KernelImage, PaddleProbe
-from opgen.toolchain import PaddleInfo
+from opgen import doctor, probe, toolchain
+from opgen.doctor import Check, KernelImage
+from opgen.probe import GpuRun, PaddleInfo
 
 # The real cached probes, held before any test replaces them on the module.
-_CACHED_PROBES = (toolchain.paddle_info, toolchain.cuda_home, toolchain.nvcc_version)
+_CACHED_PROBES = (probe.ask_paddle, toolchain.cuda_home, toolchain.nvcc_version)
 
 
 def _clear_caches() -> None:
-    for probe in _CACHED_PROBES:
-        probe.cache_clear()
+    for cached in _CACHED_PROBES:
+        cached.cache_clear()
 
 
 class FakeMachine:
@@ -53,9 +53,9 @@ class FakeMachine:
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
     def no_paddle(self) -> None:
-        self.mp.setattr(names, "paddle_version", lambda: None)
-        self.mp.setattr(toolchain, "paddle_info", lambda: None)
-        self.mp.setattr(doctor, "paddle_probe", lambda *, smoke: None)
+        self.mp.setattr(probe, "paddle_version", lambda: None)
+        self.mp.setattr(probe, "paddle_info", lambda: None)
+        self.mp.setattr(probe, "gpu_run", lambda: None)
 
     def paddle(self, version: str = "3.0.0", *, cuda: str | None = "12.6",
                gpus: tuple[int, ...] = (), cxx11_abi: bool | None = True,
@@ -63,14 +63,14 @@ class FakeMachine:
                smoke_error: str | None = None, libs: bool = True) -> None:
         """Install a Paddle: CUDA when ``cuda`` is given, seeing GPUs of the arches ``gpus``."""
         info = PaddleInfo(version=version, with_cuda=cuda is not None, cuda_version=cuda,
-                          gpu_count=len(gpus), gpu_arches=gpus)
+                          gpu_count=len(gpus), gpu_arches=gpus,
+                          cudnn_version="9.5.1" if cuda else None, cxx11_abi=cxx11_abi)
         if gpus and smoke is None and smoke_error is None:
             smoke = ((1.0,) * 4, (2.0,) * 4)
-        probe = PaddleProbe(cudnn_version="9.5.1" if cuda else None, cxx11_abi=cxx11_abi,
-                            smoke=smoke, smoke_error=smoke_error)
-        self.mp.setattr(names, "paddle_version", lambda: version)
-        self.mp.setattr(toolchain, "paddle_info", lambda: info)
-        self.mp.setattr(doctor, "paddle_probe", lambda *, smoke: probe)
+        run = GpuRun(smoke, smoke_error) if gpus else None
+        self.mp.setattr(probe, "paddle_version", lambda: version)
+        self.mp.setattr(probe, "paddle_info", lambda: info)
+        self.mp.setattr(probe, "gpu_run", lambda: run)
         if libs:
             pkg = self.root / "site-packages" / "paddle"
             (pkg / "base").mkdir(parents=True, exist_ok=True)
@@ -295,7 +295,7 @@ def test_missing_paddle_is_a_problem(machine: FakeMachine) -> None:
 
 def test_paddle_that_fails_to_import_is_a_problem(machine: FakeMachine) -> None:
     machine.gxx()
-    machine.mp.setattr(names, "paddle_version", lambda: "2.6.2")
+    machine.mp.setattr(probe, "paddle_version", lambda: "2.6.2")
     paddle = _one(machine.run(), "Paddle")
     assert paddle.status == "problem"
     assert "import paddle" in paddle.detail
@@ -423,29 +423,6 @@ def test_coverage_follows_cuda_compatibility_rules() -> None:
     assert image.coverage(70) == (0.0, 0.0)
 
 
-def test_paddle_probe_runs_paddle_in_a_subprocess(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = tmp_path / "paddle"
-    (fake / "base").mkdir(parents=True)
-    (fake / "__init__.py").write_text(
-        "import types\n"
-        "version = types.SimpleNamespace(cudnn=lambda: '8.6.0')\n"
-        "class _T:\n"
-        "    def __init__(self, v): self.v = v\n"
-        "    def __add__(self, o): return _T([0.0] * 4)\n"
-        "    def numpy(self): return types.SimpleNamespace(tolist=lambda: self.v)\n"
-        "def set_device(name): pass\n"
-        "def ones(shape, dtype=None): return _T([0.0] * shape[0])\n")
-    (fake / "base" / "__init__.py").write_text("")
-    (fake / "base" / "libpaddle.py").write_text("_GLIBCXX_USE_CXX11_ABI = False\n")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert doctor.paddle_probe(smoke=False) == PaddleProbe("8.6.0", False)
-    assert doctor.paddle_probe(smoke=True) == PaddleProbe("8.6.0", False,
-                                                          smoke=((0.0,) * 4, (0.0,) * 4))
-    (fake / "__init__.py").write_text("raise ImportError('broken')\n")
-    assert doctor.paddle_probe(smoke=False) is None
-
-
 def test_report_as_table_and_json() -> None:
     checks = [Check("Paddle", "ok", "3.3.1 in /venv", None),
               Check("g++", "problem", "14.1.0 is newer than nvcc 12.4 accepts", "install g++-13"),
@@ -483,7 +460,7 @@ def test_real_environment() -> None:
     assert all(c.fix for c in checks if c.status != "ok")
     paddle = checks[0]
     assert paddle.name == "Paddle"
-    version = names.paddle_version()
+    version = probe.paddle_version()
     if version is None:
         assert paddle.status == "problem"
     else:

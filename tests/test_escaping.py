@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen import context, names
+from opgen import codegen, probe
 from opgen.render import render_op
 from opgen.spec import loads
 
@@ -129,18 +129,18 @@ def test_readme_shows_the_text_as_written():
 
 
 def test_escapers():
-    assert context.cpp_comment("a\\") == "a\\." and context.cpp_comment("a\nb") == "a\\x0ab"
-    assert context.cpp_string('a"\\?\n\u00e9') == '"a\\"\\\\\\077\\012\\303\\251"'
-    assert context.docstring_text('"a""b"') == '\\"a\\"\\"b\\"'
-    assert context.docstring_text('say "hi" now') == 'say "hi" now'
-    assert context.markdown_code("a``b") == "```a``b```"
-    assert context.markdown_code("`a") == "`` `a ``"
+    assert codegen.cpp_comment("a\\") == "a\\." and codegen.cpp_comment("a\nb") == "a\\x0ab"
+    assert codegen.cpp_string('a"\\?\n\u00e9') == '"a\\"\\\\\\077\\012\\303\\251"'
+    assert codegen.docstring_text('"a""b"') == '\\"a\\"\\"b\\"'
+    assert codegen.docstring_text('say "hi" now') == 'say "hi" now'
+    assert codegen.markdown_code("a``b") == "```a``b```"
+    assert codegen.markdown_code("`a") == "`` `a ``"
 
 
 GPP = shutil.which("g++")
 
 
-@pytest.mark.skipif(GPP is None or names.paddle_version() is None,
+@pytest.mark.skipif(GPP is None or probe.paddle_version() is None,
                     reason="needs g++ and Paddle's headers")
 def test_generated_cpp_with_the_oddest_text_compiles(tmp_path):
     """One syntax-only compile of the .cc (which includes the .h) with every odd summary line and

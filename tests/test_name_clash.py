@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import RELU6, run_opgen, tree_snapshot
 
-from opgen import names
-from opgen.errors import ToolchainError, UsageError
+from opgen import names, probe
+from opgen.errors import UsageError
 from opgen.spec import Spec, loads
 
-pytestmark = pytest.mark.skipif(names.paddle_version() is None, reason="needs Paddle installed")
+pytestmark = pytest.mark.skipif(probe.paddle_version() is None, reason="needs Paddle installed")
 
 
 def _spec_folder(tmp_path: Path, text: str, name: str = "relu6") -> Path:
@@ -109,38 +109,6 @@ def test_an_unreadable_registry_is_an_error_not_a_silent_pass(tmp_path):
     assert result.stderr.startswith("error: cannot read the op registry of the installed Paddle")
     assert "libpaddle.so: cannot open shared object file (simulated)" in result.stderr
     assert tree_snapshot(spec.parent) == before
-
-
-def test_an_empty_cached_registry_is_read_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    version = names.paddle_version()
-    cache = tmp_path / "opgen" / f"paddle-{version}-ops.txt"
-    cache.parent.mkdir(parents=True)
-    cache.write_text("\n")
-    names.paddle_builtin_ops.cache_clear()
-    try:
-        assert "relu6" in names.paddle_builtin_ops()
-        assert "relu6" in cache.read_text().split()
-    finally:
-        names.paddle_builtin_ops.cache_clear()
-
-
-def test_a_failing_registry_is_not_cached(tmp_path, monkeypatch):
-    import subprocess
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-
-    def failing_run(*args, **kwargs):
-        return subprocess.CompletedProcess(args, 1, stdout="", stderr="Traceback...\nOSError: boom")
-
-    monkeypatch.setattr(names.subprocess, "run", failing_run)
-    names.paddle_builtin_ops.cache_clear()
-    try:
-        with pytest.raises(ToolchainError, match="OSError: boom"):
-            names.paddle_builtin_ops()
-    finally:
-        names.paddle_builtin_ops.cache_clear()
-    assert not list(tmp_path.rglob("*.txt"))
 
 
 # ---- ops that cannot share one library -----------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 
 from opgen import spec as spec_module
 from opgen.errors import SpecError
-from opgen.names import free_op_name, identifier_problem, paddle_builtin_ops, paddle_version
+from opgen.names import free_op_name, identifier_problem, paddle_builtin_ops
+from opgen.probe import paddle_version
 from opgen.spec import DTYPES, AttrSpec, OpSpec, Spec, load, loads
 
 RELU6 = """\

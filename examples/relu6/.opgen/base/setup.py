@@ -19,7 +19,9 @@ if (Path(cuda_home) / "include" / "cccl").is_dir():  # CUDA 13 moved thrust/cub 
     include_dirs.append(str(Path(cuda_home) / "include" / "cccl"))
 
 if paddle.device.is_compiled_with_cuda():
-    archs = sorted(os.environ.get("OPGEN_ARCH", "80,90").split(","), key=int)
+    # Read as `opgen build --arch` reads it: "80, 90", "sm_80,sm_90" and "90,80,90" are 80 and 90.
+    arch_list = os.environ.get("OPGEN_ARCH") or "80,90"
+    archs = sorted({int(a.strip().replace("sm_", "")) for a in arch_list.split(",")})
     # Machine code for each arch, plus PTX of the newest so later GPUs can still run the op.
     nvcc = ["-O3", "-std=c++17"] + [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
     nvcc.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")

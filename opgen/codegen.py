@@ -1,0 +1,187 @@
+"""What every kind's template context is made of: spec text escaped for each language it lands
+in, C++ calls wrapped to 100 columns, and attrs in C++, Paddle and Python.
+
+A kind (:mod:`opgen.kinds`) builds its context from these; none of them knows any kind.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .spec import AttrSpec
+
+CPP_DTYPES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "paddle::float16",
+    "bfloat16": "paddle::bfloat16",
+}
+_CPP_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int64_t", "float": "double",
+                   "str": "std::string"}
+_PY_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int", "float": "float", "str": "str"}
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    type: str                # spec type: bool, int, int64, float, str
+    cpp_type: str            # C++ type the CUDA entry points and functor constructors take
+    cpp_param: str           # e.g. "double threshold" or "const std::string& mode"
+    kernel_param: str        # the registered kernel functions' parameter: "int64_t threshold_bits"
+    kernel_decode: str       # the kernel's statement turning that into cpp_param ("" if none)
+    paddle_decl: str         # e.g. "threshold: int64_t", for PD_BUILD_OP(...).Attrs
+    py_type: str
+    py_arg: str              # what the wrapper passes the op: "_float_bits(threshold)"
+    py_default: str          # Python literal of the default
+    py_other: str            # Python literal of a non-default value the tests also run
+    member_type: str         # the functor member's type: MT for numbers, bool for bools
+    doc_default: str         # py_default inside a docstring
+    md_default: str          # py_default inside the README's fenced Python block
+    md_signature: str        # "name: type = default" as a code span in a README table cell
+
+
+
+def _py_literal(value: object) -> str:
+    return repr(value)
+
+
+def other_value(attr: AttrSpec) -> object:
+    """A value different from the default that exercises the attr in the generated tests."""
+    value = attr.default
+    if attr.type == "bool":
+        return not value
+    if attr.type in ("int", "int64"):
+        return int(value) + 1  # type: ignore[call-overload]
+    if attr.type == "float":
+        return float(value) / 2 if value else 0.5  # type: ignore[arg-type]
+    return value
+
+
+def attr(name: str, spec: AttrSpec) -> Attr:
+    """The attr ``name`` of a spec, in every language the generated files use."""
+    cpp_type = _CPP_ATTR_TYPES[spec.type]
+    cpp_param = f"const {cpp_type}& {name}" if spec.type == "str" else f"{cpp_type} {name}"
+    py_default = _py_literal(spec.default)
+    py_type = _PY_ATTR_TYPES[spec.type]
+    # Paddle's float attrs are 32-bit and its double attrs work in eager mode only, so a float
+    # attr's 64 bits travel in an int64 attr: float64 kernels use the value exactly.
+    bits = spec.type == "float"
+    return Attr(
+        name=name,
+        type=spec.type,
+        cpp_type=cpp_type,
+        cpp_param=cpp_param,
+        kernel_param=f"int64_t {name}_bits" if bits else cpp_param,
+        kernel_decode=f"const double {name} = opgen::DoubleFromBits({name}_bits);" if bits else "",
+        paddle_decl=f"{name}: {'int64_t' if bits else cpp_type}",
+        py_type=py_type,
+        py_arg=f"_float_bits({name})" if bits else f"{py_type}({name})",
+        py_default=py_default,
+        py_other=_py_literal(other_value(spec)),
+        member_type="bool" if spec.type == "bool" else "MT",
+        doc_default=docstring_text(py_default),
+        md_default=py_default.replace("`", "\\x60"),  # the same str, with no fence in it
+        md_signature=markdown_code(f"{name}: {spec.type} = {py_default}", table=True),
+    )
+
+
+# -- spec text in the languages it lands in ------------------------------------------------------
+# The summary, the spec's file name and str attr defaults are the user's text. Each is written
+# through one of these, for the place it goes: a C++ comment, a C++ string literal, a Python
+# docstring or string literal, README text. Expressions need none: the checker lets through only
+# names, numbers, operators and parentheses (no strings, comments or backslashes).
+
+def _escape(char: str) -> str:
+    """A backslash escape of ``char`` that C++ comments, Python and README text all show."""
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else \
+        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` on one line: each unprintable character (line breaks, tabs, bidi controls) as a
+    backslash escape."""
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def cpp_comment(text: str) -> str:
+    """``text`` inside a ``//`` comment: one line, which a backslash at its end would splice
+    with the next."""
+    shown = visible(text)
+    return shown + "." if shown.endswith("\\") else shown
+
+
+def cpp_string(text: str) -> str:
+    """``text`` as a C++ string literal of exactly its UTF-8 bytes, in printable ASCII."""
+    out = []
+    for byte in text.encode("utf-8", "surrogateescape"):
+        char = chr(byte)
+        if char in "\\\"":
+            out.append("\\" + char)
+        elif 0x20 <= byte < 0x7F and char != "?":  # no ?? trigraphs, whatever the -std
+            out.append(char)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def docstring_text(text: str) -> str:
+    """``text`` inside a ``\"\"\"`` docstring, reading back as ``text``: backslashes doubled,
+    unprintable characters escaped, and quotes escaped where they could end the docstring
+    (next to another quote, or at either end)."""
+    out = []
+    for i, char in enumerate(text):
+        near_quote = '"' in (text[i - 1:i] or '"') + (text[i + 1:i + 2] or '"')
+        if char == "\\":
+            out.append("\\\\")
+        elif char == '"' and near_quote:
+            out.append('\\"')
+        elif not char.isprintable():
+            out.append(_escape(char))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+_MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>&~|])")
+_MARKDOWN_BLOCK_START = re.compile(r"^(#|>|[-+=]|\d+[.)])")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as one line of README text, shown as written: no emphasis, links, HTML or
+    heading made of it."""
+    escaped = _MARKDOWN_INLINE.sub(r"\\\1", visible(text))
+    return _MARKDOWN_BLOCK_START.sub(r"\\\1", escaped)
+
+
+def markdown_code(text: str, *, table: bool = False) -> str:
+    """``text`` as a code span (in a table cell, with its pipes escaped, as GFM wants)."""
+    shown = visible(text)
+    ticks = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    span = f"{ticks}{pad}{shown}{pad}{ticks}"
+    return span.replace("|", "\\|") if table else span
+
+
+def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
+              width: int = 100) -> str:
+    """``head(arg, ...)tail`` within ``width`` columns, continuation lines aligned after the
+    parenthesis (or, when even that overflows, indented four spaces), as clang-format would."""
+    one_line = f"{head}({', '.join(args)}){tail}"
+    if indent + len(one_line) <= width or not args:
+        return one_line
+    lines, current = [], f"{head}("
+    align = indent + len(current)
+    if align + max(len(a) for a in args) + 2 > width:
+        align = indent + 4
+        lines.append(current)
+        current = " " * 4
+    for i, arg in enumerate(args):
+        piece = arg + (", " if i < len(args) - 1 else f"){tail}")
+        if current.strip() and len(current.rstrip()) + len(piece.rstrip()) + indent > width:
+            lines.append(current.rstrip())
+            current = " " * (align - indent)
+        current += piece
+    lines.append(current)
+    return "\n".join(lines)

@@ -1,0 +1,54 @@
+"""The kinds of op opgen generates, each one module here and one template folder.
+
+A kind turns a checked :class:`~opgen.spec.Spec` into the variables of its templates and names
+the folder under ``templates/`` they live in; :mod:`opgen.render` renders that folder with them.
+Kinds share :mod:`opgen.codegen` (escaping, wrapped calls, attrs) and the rest of opgen (spec
+loading, expressions, writer, build, test helpers), never each other.
+
+Adding a kind: ``opgen/kinds/<kind>.py`` defining ``KIND``, ``templates/<kind>/``, a starting spec
+``templates/spec/<kind>.yaml.jinja`` for ``opgen new``, and its entry in :data:`KINDS` below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..spec import Spec
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of op: what the spec's ``kind:`` names, and how its files are rendered."""
+
+    name: str                    # the spec's `kind:` value
+    templates: str               # its folder under templates/, rendered into the op folder
+    #: (spec, naive) -> the templates' variables; ``naive`` asks for the benchmark's comparison
+    #: copy, whose kernels are the simplest correct ones
+    context: Callable[[Spec, bool], Mapping[str, object]]
+
+    @property
+    def starting_spec(self) -> str:
+        """The template of the spec ``opgen new`` writes, under templates/."""
+        return f"spec/{self.name}.yaml.jinja"
+
+
+def _registry() -> dict[str, Kind]:
+    from . import elementwise
+
+    return {kind.name: kind for kind in (elementwise.KIND,)}
+
+
+KINDS: dict[str, Kind] = _registry()
+
+
+def get(name: str) -> Kind:
+    """The kind called ``name``; :class:`~opgen.errors.UsageError` naming those there are."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise UsageError(f"unknown op kind '{name}'; available: {', '.join(KINDS)}") from None
