@@ -14,7 +14,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from conftest import GPU_PYTHON, ROOT, run_opgen
 
 # max(y, x) is written with x second on purpose: before NaN propagated, the CPU's max returned y
