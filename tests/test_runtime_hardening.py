@@ -16,21 +16,7 @@ import numpy as np
 import pytest
 from conftest import GPU_PYTHON, ROOT, run_opgen
 
-# max(y, x) is written with x second on purpose: before NaN propagated, the CPU's max returned y
-# when x was NaN (and the GPU's fmaxf did so whatever the order).
-PAIR = """\
-name: trig_pair
-kind: elementwise
-summary: A sine and a maximum, to exercise two inputs and two outputs.
-inputs: [x, y]
-outputs: [s, c]
-forward:
-  s: sin(x) * y
-  c: max(y, x)
-backward:
-  x: grad_s * cos(x) * y + where(x > y, grad_c, 0)
-  y: grad_s * sin(x) + where(x > y, 0, grad_c)
-"""
+PAIR = (ROOT / "tests" / "specs" / "trig_pair.yaml").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,9 @@
 #   bench     opgen bench on the GPU: table, JSON, PNG
 #   fuzz      50 fuzzed ops against numpy on the GPU, float32 and float16 (docs/fuzzing.md)
 #   fuzz-memcheck  the same 50 ops under compute-sanitizer memcheck (run `fuzz` first: it builds)
+#   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
+#             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
+#             backward); a copy whose launch skips the last element must fail its tests
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -63,6 +66,23 @@ for stage in "$@"; do
       opgen bench examples/relu6 --device gpu --sizes 2^16,2^20,2^24,2^26,2^28 \
         --json "$OUT/bench-relu6.json" --plot "$OUT/bench-relu6.png" 2>&1 | tee "$OUT/bench-relu6.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    hardening)
+      python3 scripts/gpu/error_cases.py --device gpu --arch 90 --work /tmp/error-cases 2>&1 |
+        tee "$OUT/error-cases.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      rm -rf /tmp/hard && mkdir -p /tmp/hard/trig_pair /tmp/hard/broken
+      cp tests/specs/trig_pair.yaml /tmp/hard/trig_pair/
+      opgen generate /tmp/hard/trig_pair/trig_pair.yaml >/dev/null && opgen build /tmp/hard/trig_pair --arch 90 &&
+        opgen test /tmp/hard/trig_pair --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
+        tee "$OUT/tests-trig-pair.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      cp -r /tmp/hard/trig_pair /tmp/hard/broken/ && rm -rf /tmp/hard/broken/trig_pair/build
+      sed -i 's/Launch(f, n, in, out/Launch(f, n - 1, in, out/' /tmp/hard/broken/trig_pair/csrc/opgen/elementwise.cuh
+      grep -c 'n - 1' /tmp/hard/broken/trig_pair/csrc/opgen/elementwise.cuh
+      opgen build /tmp/hard/broken/trig_pair --arch 90 >/dev/null &&
+        opgen test /tmp/hard/broken/trig_pair --device gpu -- -q -p no:warnings -k "test_forward and float32 and 1000003" 2>&1 |
+        tail -n 8 | tee "$OUT/tests-broken-kernel.txt"
+      [ "${PIPESTATUS[0]}" != 0 ] || { echo "the broken kernel passed its tests"; status=1; } ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done
