@@ -54,6 +54,7 @@ class GradOp:
     params: list[str]            # C++ parameters of the CUDA entry point
     functor: Functor | None      # None: the backward stub
     reads_outputs: bool          # the backward expressions use forward outputs
+    reads_forward: bool          #   or forward inputs (else its own gradient is zero)
     output_grads: list[str]      # outputs whose gradients the grad kernel takes
 
 
@@ -153,6 +154,7 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         params=[f"const paddle::Tensor& {n}" for n in grad_inputs] + [a.cpp_param for a in attrs],
         functor=functor,
         reads_outputs=any(n in m.outputs for n in grad_inputs),
+        reads_forward=any(n in m.outputs or n in m.inputs for n in grad_inputs),
         output_grads=[n[5:] for n in grad_inputs if n.startswith("grad_") and n[5:] in m.outputs],
     )
     functions = set().union(*(e.functions for e in spec.forward.values()))
