@@ -68,6 +68,7 @@ class GradOp:
     params: list[str]            # C++ parameters of the CUDA entry point
     functor: Functor | None      # None: the backward stub
     reads_outputs: bool          # the backward expressions use forward outputs
+    derived: bool = False        # `backward: auto`: derived from the forward by opgen
 
 
 @dataclass(frozen=True)
@@ -317,6 +318,7 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         params=[f"const paddle::Tensor& {n}" for n in grad_inputs] + [a.cpp_param for a in attrs],
         functor=functor,
         reads_outputs=any(n in m.outputs for n in grad_inputs),
+        derived=m.backward == "auto",
     )
     functions = set().union(*(e.functions for e in spec.forward.values()))
     if spec.backward:
