@@ -8,7 +8,7 @@ the backward; the backward reads the forward's intermediates as they are (the ge
 computes them again), and never the outputs, so it reads no more tensors than the forward does.
 
 The partial derivatives are simplified as they are built (constants folded, ``x * 1``, ``x * 0``,
-``x + 0``, ``--x``, ``a * (b / c)`` as ``a * b / c``, a multiplication moved into a
+``x + 0``, ``--x``, ``a * b / b``, ``a * (b / c)`` as ``a * b / c``, a multiplication moved into a
 ``where`` whose other branch is 0) and printed with the fewest parentheses, so the result reads
 like a hand-written ``backward:`` and goes through the same checks and emitters.
 
@@ -261,9 +261,23 @@ def div(a: Expr, b: Expr) -> Expr:
         return num(a.value / b.value)
     if a.op == "neg":
         return neg(div(a.args[0], b))
+    factors = _factors(a)
+    if b.op != "num" and b in factors:  # a * b / b as a
+        factors.remove(b)
+        result = ONE
+        for factor in factors:
+            result = mul(result, factor)
+        return result
     if _is_where(a) and (_is(a.args[1], 0) or _is(a.args[2], 0)):
         return where(a.args[0], div(a.args[1], b), div(a.args[2], b))
     return Expr("div", (a, b))
+
+
+def _factors(e: Expr) -> list[Expr]:
+    """The factors of a product ``p * q * ...`` (``[e]`` for anything else)."""
+    if e.op == "mul":
+        return _factors(e.args[0]) + _factors(e.args[1])
+    return [e]
 
 
 def power(a: Expr, b: Expr) -> Expr:

@@ -143,8 +143,9 @@ def framework_namespace(fw: Any, like: Any, kind: str) -> dict[str, Any]:
         "rsqrt": fw.rsqrt,
     }
     for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "tanh", "sigmoid", "erf", "sin",
-                 "cos", "floor", "ceil"):
+                 "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2"):
         ns[name] = getattr(fw, name)
+    ns["softplus"] = fw.nn.functional.softplus
     return ns
 
 

@@ -128,6 +128,9 @@ def test_operators_conditions_intermediates_outputs(label: str, forward: dict[st
     ({"sp": "softplus(x)", "out": "x * tanh(sp)"},
      {"grad_sp": "grad_out * x * (1 - tanh(sp) ** 2)",
       "x": "grad_out * tanh(sp) + grad_sp * sigmoid(x)", "y": "0"}),
+    ({"out": "y * tanh(x / y) + 1"}, {"x": "grad_out * (1 - tanh(x / y) ** 2)",
+                                      "y": "grad_out * (tanh(x / y) - y * (1 - tanh(x / y) ** 2)"
+                                           " * x / y ** 2)"}),
     ({"out": "x", "out2": "x * y"}, {"x": "grad_out2 * y + grad_out", "y": "grad_out2 * x"}),
 ])
 def test_the_derived_text(forward: dict[str, str], want: dict[str, str]) -> None:
