@@ -143,8 +143,9 @@ def framework_namespace(fw: Any, like: Any, kind: str) -> dict[str, Any]:
         "rsqrt": fw.rsqrt,
     }
     for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "tanh", "sigmoid", "erf", "sin",
-                 "cos", "floor", "ceil"):
+                 "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2"):
         ns[name] = getattr(fw, name)
+    ns["softplus"] = fw.nn.functional.softplus
     return ns
 
 
@@ -456,14 +457,19 @@ def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> tuple[Any, s
     m = spec.model
     grad_inputs = build_context(spec).backward.inputs
     outputs = [f"grad_{i}" for i in m.inputs]
+
+    def renamed(entries: dict[str, Any]) -> dict[str, Any]:  # intermediates keep their names
+        return {f"grad_{k}" if k in m.inputs else k: v for k, v in entries.items()}
+
     model = m.model_copy(update={
         "name": f"{spec.name}_backward", "op_name": f"{spec.op_name}_backward",
         "inputs": grad_inputs, "outputs": outputs,
-        "forward": {f"grad_{i}": m.backward[i] for i in m.inputs}, "backward": None,
+        "forward": renamed(spec.backward_source), "backward": None,
         "domain": {n: m.domain[n] for n in grad_inputs if n in m.domain},
     })
-    derived = dataclasses.replace(spec, model=model, backward=None,
-                                  forward={f"grad_{i}": spec.backward[i] for i in m.inputs})
+    derived = dataclasses.replace(spec, model=model, backward=None, backward_source={},
+                                  forward=renamed(spec.backward),
+                                  forward_source=renamed(spec.backward_source))
     dest = op_dir / "build" / "bench" / model.name
     apply(render_op(derived), dest)
     domains = [tuple(m.domain.get(n, (-3.0, 3.0))) if n in m.inputs or n in m.outputs

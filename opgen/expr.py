@@ -68,7 +68,18 @@ FUNCTIONS: dict[str, Function] = {
     "pow": Function(("num", "num"), "opgen::pow({0}, {1})", "np.power({0}, {1})"),
     "floor": _unary("floor", "np.floor({0})"),
     "ceil": _unary("ceil", "np.ceil({0})"),
+    "softplus": _unary("softplus", "np.logaddexp(0.0, {0})"),
+    "square": _unary("square", "np.square({0})"),
+    "clamp": Function(("num", "num", "num"), "opgen::clamp({0}, {1}, {2})",
+                      "np.clip({0}, {1}, {2})"),
+    "sign": _unary("sign", "np.sign({0})"),
+    "tan": _unary("tan", "np.tan({0})"),
+    "atan": _unary("atan", "np.arctan({0})"),
+    "log2": _unary("log2", "np.log2({0})"),
+    "exp2": _unary("exp2", "np.exp2({0})"),
 }
+#: What each argument of a function is called in messages (``call it as clamp(x, lo, hi)``).
+_PARAMETERS = {"clamp": ("x", "lo", "hi")}
 
 # Precedence of the emitted C++ (and of Python for the numpy text, which agrees on these levels).
 _OR, _AND, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 4, 5, 6, 7, 9
@@ -299,8 +310,7 @@ class _Compiler:
             self._expect(left, "num", node.left, "'**'")
             self._expect(right, "num", node.right, "'**'")
             self.functions.add("pow")
-            return _Node("num", f"opgen::pow({left.cpp}, {right.cpp})", _ATOM,
-                         f"np.power({left.numpy}, {right.numpy})", _ATOM)
+            return _power(left, right, node.right)
         sym, prec = _BINOPS[op]
         self._expect(left, "num", node.left, f"'{sym}'")
         self._expect(right, "num", node.right, f"'{sym}'")
@@ -352,11 +362,13 @@ class _Compiler:
             want = len(fn.args)
             raise ExprError(f"{name}() takes {want} argument{'s' if want != 1 else ''}, "
                             f"got {len(node.args)}", _col(node),
-                            f"call it as {name}({_signature(fn)})")
+                            f"call it as {name}({_signature_of(name, fn)})")
         args = [self.visit(a) for a in node.args]
         for i, (arg, want_type, arg_node) in enumerate(zip(args, fn.args, node.args, strict=True)):
             self._expect(arg, want_type, arg_node, f"argument {i + 1} of {name}()")
         self.functions.add(name)
+        if name == "pow":
+            return _power(args[0], args[1], node.args[1])
         cpp = fn.cpp.format(*(a.cpp for a in args))
         numpy = fn.numpy.format(*(a.numpy for a in args))
         return _Node(fn.result, cpp, _ATOM, numpy, _ATOM)
@@ -410,9 +422,29 @@ _COMPARISON_NAMES: dict[type[ast.cmpop], tuple[str, str]] = {
 }
 
 
+def _power(base: _Node, exponent: _Node, exponent_node: ast.expr) -> _Node:
+    """``base ** exponent``: a square or cube as multiplications (exact to the last bit, and
+    faster than ``pow``), other powers through ``opgen::pow``; numpy's ``np.power`` either way."""
+    numpy = f"np.power({base.numpy}, {exponent.numpy})"
+    literal = exponent_node.value if isinstance(exponent_node, ast.Constant) else None
+    times = int(literal) if isinstance(literal, (int, float)) and not isinstance(literal, bool) \
+        and literal in (2, 3) else 0
+    if not times:
+        return _Node("num", f"opgen::pow({base.cpp}, {exponent.cpp})", _ATOM, numpy, _ATOM)
+    if base.cpp.isidentifier():  # a name: x * x reads as written
+        return _Node("num", " * ".join([base.cpp] * times), _MUL, numpy, _ATOM)
+    # anything else is computed once
+    helper = "square" if times == 2 else "cube"
+    return _Node("num", f"opgen::{helper}({base.cpp})", _ATOM, numpy, _ATOM)
+
+
 def _signature(fn: Function) -> str:
     names = ["x"] if len(fn.args) == 1 else ["a", "b"] if len(fn.args) == 2 else ["a", "b", "c"]
     return ", ".join("cond" if t == "bool" else names.pop(0) for t in fn.args)
+
+
+def _signature_of(name: str, fn: Function) -> str:
+    return ", ".join(_PARAMETERS[name]) if name in _PARAMETERS else _signature(fn)
 
 
 def _number(value: int | float, node: ast.AST) -> _Node:
@@ -466,7 +498,7 @@ BASELINE_FUNCTIONS: dict[str, Function] = {
     "pow": _framework("pow", "num", "num"),
     **{name: _framework(name, "num") for name in (
         "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
-        "cos", "floor", "ceil")},
+        "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2", "softplus")},
 }
 
 

@@ -16,7 +16,7 @@ import difflib
 import math
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -175,13 +175,21 @@ class OpSpec(BaseModel):
     dtypes: list[Dtype] = Field(default_factory=lambda: list(DTYPES), min_length=1)
     domain: dict[StrictStr, Interval] = Field(default_factory=dict)
     forward: dict[StrictStr, Expression] = Field(min_length=1)
-    backward: dict[StrictStr, Expression] | None = None
+    backward: dict[StrictStr, Expression] | Literal["auto"] | None = None
     baseline: StrictStr | None = None
 
 
 @dataclass(frozen=True)
 class Spec:
-    """A loaded, fully checked spec, with its expressions compiled."""
+    """A loaded, fully checked spec, with its expressions compiled.
+
+    ``forward`` holds every entry of the forward in the order it is computed: the intermediates
+    (names that are not outputs) and the outputs. ``backward`` likewise ends with each input's
+    gradient (keyed by the input's name); before them come the forward intermediates that the
+    backward reads (recomputed there) and the backward's own intermediates. With ``backward:
+    auto`` those are the derived ones. ``forward_source`` and ``backward_source`` are the
+    expressions' text, on one line, in the same order.
+    """
 
     path: Path
     model: OpSpec
@@ -189,6 +197,8 @@ class Spec:
     backward: dict[str, Emitted] | None
     lines: dict[Path_, int]
     baseline: ast.Expression | None = None   # the checked tree that `opgen bench` evaluates
+    forward_source: dict[str, str] = field(default_factory=dict)
+    backward_source: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -592,17 +602,23 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         **{n: "outputs can be read only in backward" for n in model.outputs},
         **{g: "output gradients can be read only in backward" for g in grads},
     }
-    forward = _compile_section(model.forward, "forward", model.outputs, "output", fwd_symbols,
-                               fwd_unavailable, path, lines)
-    backward = None
+    taken = {model.name: "the op's name", **{n: _ARTICLE[w] for n, w in seen.items()}}
+    forward = _compile_section(
+        _Section(model.forward, "forward", model.outputs, "output"), fwd_symbols,
+        fwd_unavailable, taken, path, lines)
+    backward: _Compiled | None = None
     if model.backward is not None:
         bwd_symbols: dict[str, Type] = {**fwd_symbols, **{n: "num" for n in model.outputs},
                                         **grads}  # type: ignore[dict-item]
         grad_names = ", ".join(grads)
         bwd_unavailable = {f"grad_{n}": f"backward computes grad_{n} from {grad_names}"
                            for n in model.inputs}
-        backward = _compile_section(model.backward, "backward", model.inputs, "input",
-                                    bwd_symbols, bwd_unavailable, path, lines)
+        derived = model.backward == "auto"
+        section = model.backward if isinstance(model.backward, dict) else \
+            _derived_backward(model, forward, path, lines)
+        backward = _compile_section(
+            _Section(section, "backward", model.inputs, "input", derived=derived),
+            bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward)
 
     baseline = None
     if model.baseline is not None:
@@ -618,36 +634,128 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(where, f"{what} is a Paddle built-in op, and registering it would "
                        f"replace Paddle's own; use '{free_op_name(op_name, builtins)}'")
 
-    return Spec(path=path, model=model, forward=forward, backward=backward, lines=lines,
-                baseline=baseline)
+    return Spec(path=path, model=model, forward=forward.emitted,
+                backward=None if backward is None else backward.emitted, lines=lines,
+                baseline=baseline, forward_source=forward.sources,
+                backward_source={} if backward is None else backward.sources)
 
 
-def _compile_section(section: dict[str, str], title: str, targets: list[str], what: str,
-                     symbols: dict[str, Type], unavailable: dict[str, str], path: Path,
-                     lines: dict[Path_, int]) -> dict[str, Emitted]:
-    for key in section:
-        if key not in targets:
-            raise SpecError(path, _line_of(lines, (title, key)),
-                            f"{title}: '{key}' is not {_ARTICLE[what]} "
-                            f"({what}s: {', '.join(targets)}){_guess(key, targets)}")
-    for target in targets:
-        if target not in section:
-            raise SpecError(path, _line_of(lines, (title,)),
-                            f"{title}: no expression for {what} '{target}'")
+@dataclass(frozen=True)
+class _Section:
+    """A forward or backward section as written (or derived): its entries in order, and which of
+    their names are its targets (the outputs, or the inputs whose gradients it gives)."""
+
+    entries: dict[str, str]
+    title: str                   # forward or backward
+    targets: list[str]
+    what: str                    # output or input
+    derived: bool = False        # written by opgen (backward: auto), not by the user
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    emitted: dict[str, Emitted]  # every entry to compute, in order
+    sources: dict[str, str]      # the expression of each, on one line
+    types: dict[str, Type]       # the type of each
+    intermediates: frozenset[str]  # the section's own entries that are not targets
+
+
+def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: dict[str, str],
+                     taken: dict[str, str], path: Path, lines: dict[Path_, int], *,
+                     outer: _Compiled | None = None) -> _Compiled:
+    """Compile a section's entries in order: a target is an output (or input gradient), any other
+    name an intermediate that later entries of the section read. A backward may also read the
+    forward's intermediates (``outer``): they are computed again there, first."""
+    title, targets, what = section.title, section.targets, section.what
+
+    def line(key: str | None = None) -> int:
+        return _line_of(lines, (title,) if key is None or section.derived else (title, key))
+
+    def not_a_target(key: str, why: str = "") -> SpecError:
+        return SpecError(path, line(key), f"{title}: '{key}' is not {_ARTICLE[what]} "
+                         f"({what}s: {', '.join(targets)}){why}{_guess(key, targets)}")
+
+    known = dict(symbols)
+    if outer is not None:
+        known.update({n: outer.types[n] for n in outer.intermediates})
+    keys = list(section.entries)
+    for key in keys:
+        if key in targets or section.derived:
+            continue
+        if key in taken or key in symbols or key in unavailable:
+            raise not_a_target(key)
+        if outer is not None and key in outer.sources:
+            raise SpecError(path, line(key), f"{title}: '{key}' is already a forward "
+                            "intermediate; the backward reads it as it is: name this one "
+                            "differently")
+        problem = identifier_problem(key, what="intermediate")
+        if problem:
+            raise SpecError(path, line(key), f"{title}: {problem}")
+
     compiled: dict[str, Emitted] = {}
-    for target in targets:
-        source = section[target]
-        where = f"{title}.{target}"
-        line = _line_of(lines, (title, target))
+    types: dict[str, Type] = {}
+    for index, key in enumerate(keys):
+        source = section.entries[key]
+        where = f"{title}.{key}"
+        later = {k: f"'{k}' is defined below, on line {line(k)}: define an intermediate before "
+                 f"the expressions that read it" for k in keys[index:] if k not in targets}
+        scope = {**known, **{k: t for k, t in types.items() if k not in targets}}
         try:
-            emitted = compile_expr(source, symbols, unavailable=unavailable)
+            emitted = compile_expr(source, scope, unavailable={**unavailable, **later})
         except ExprError as exc:
-            raise _expression_error(exc, where, source, path, line) from None
-        if emitted.type != "num":
-            raise SpecError(path, line, f"{where}: {_shown_source(source)} is a condition, not "
-                            "a number; use where(cond, a, b) to choose between numbers")
-        compiled[target] = emitted
-    return compiled
+            raise _expression_error(exc, where, source, path, line(key)) from None
+        if key in targets and emitted.type != "num":
+            raise SpecError(path, line(key), f"{where}: {_shown_source(source)} is a "
+                            "condition, not a number; use where(cond, a, b) to choose between "
+                            "numbers")
+        compiled[key] = emitted
+        types[key] = emitted.type
+
+    read = set().union(*(e.names for e in compiled.values()))
+    for key in keys:
+        if key not in targets and key not in read:
+            raise not_a_target(key, ", and no later expression reads it as an intermediate")
+    for target in targets:
+        if target not in section.entries:
+            raise SpecError(path, line(), f"{title}: no expression for {what} '{target}'")
+
+    emitted_all: dict[str, Emitted] = {}
+    sources: dict[str, str] = {}
+    if outer is not None:  # the forward intermediates the backward reads, first, in their order
+        needed = _needed(read, outer)
+        for name, value in outer.emitted.items():
+            if name in needed:
+                emitted_all[name] = value
+                sources[name] = outer.sources[name]
+    for key in keys:
+        emitted_all[key] = compiled[key]
+        sources[key] = " ".join(section.entries[key].split())
+    return _Compiled(emitted_all, sources, types,
+                     frozenset(k for k in keys if k not in targets))
+
+
+def _needed(read: set[str], outer: _Compiled) -> set[str]:
+    """The intermediates of ``outer`` that ``read`` names, with those they read in turn."""
+    intermediates = outer.intermediates
+    needed: set[str] = set()
+    stack = [n for n in read if n in intermediates]
+    while stack:
+        name = stack.pop()
+        if name not in needed:
+            needed.add(name)
+            stack += [n for n in outer.emitted[name].names if n in intermediates]
+    return needed
+
+
+def _derived_backward(model: OpSpec, forward: _Compiled, path: Path,
+                      lines: dict[Path_, int]) -> dict[str, str]:
+    """``backward: auto``: each input's gradient, derived from the forward."""
+    from .autodiff import AutodiffError, backward_of
+
+    try:
+        return backward_of(forward.sources, model.inputs, model.outputs)
+    except AutodiffError as exc:
+        raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
 
 
 def _compile_baseline(source: str, symbols: dict[str, Type], path: Path,

@@ -6,7 +6,8 @@ How it is built, and why:
 * Specs are drawn by hypothesis as expression *trees* (:class:`Node`), not as text. The tree is
   printed with the fewest parentheses Python needs (so opgen's precedence handling is exercised),
   and evaluated here by :func:`evaluate`, an evaluator that shares no code with opgen's emitters.
-* The backward is derived symbolically from the drawn forward (:func:`derive`), so it is the true
+* The backward is derived symbolically from the drawn forward by opgen's own ``backward: auto``
+  (:mod:`opgen.autodiff`, through :func:`gradient`), so it is the true
   gradient: the op's backward kernel can be checked both against the derived expression and
   against central differences of the op's own forward kernel. (Drawing a backward independently
   would only allow the first check, and finite differences would then be meaningless.)
@@ -141,6 +142,9 @@ _MONOTONE = {
     "exp": math.exp, "log": math.log, "log1p": math.log1p, "expm1": math.expm1, "sqrt": math.sqrt,
     "tanh": math.tanh, "erf": math.erf, "floor": math.floor, "ceil": math.ceil,
     "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0,
+    "softplus": lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x))),
+    "sign": lambda x: float((x > 0) - (x < 0)), "atan": math.atan, "log2": math.log2,
+    "exp2": lambda x: 2.0 ** x, "tan": math.tan,  # tan's argument stays within (-1.25, 1.25)
 }
 
 
@@ -179,10 +183,14 @@ def _interval(kind: str, name: str, args: tuple[Node, ...]) -> tuple[float, floa
             a = args[0]
             return (_safe(lambda x: x**-0.5, a.hi), _safe(lambda x: x**-0.5, a.lo)) \
                 if a.lo > 0 else (-math.inf, math.inf)
-        if name == "abs":
+        if name in ("abs", "square"):
             a = args[0]
             low = 0.0 if a.lo <= 0 <= a.hi else min(abs(a.lo), abs(a.hi))
-            return low, max(abs(a.lo), abs(a.hi))
+            high = max(abs(a.lo), abs(a.hi))
+            return (low, high) if name == "abs" else (low * low, high * high)
+        if name == "clamp":  # non-decreasing in each argument
+            x, lo, hi = args
+            return min(max(x.lo, lo.lo), hi.lo), min(max(x.hi, lo.hi), hi.hi)
         if name in ("sin", "cos"):
             return -1.0, 1.0
         if name in ("min", "max"):
@@ -215,8 +223,6 @@ def var(name: str, type_: str = NUM, lo: float = -math.inf, hi: float = math.inf
     return Node("var", name=name, type=type_, lo=lo, hi=hi)
 
 
-ONE = lit(1)
-ZERO = lit(0)
 
 
 # ---- printing: Python syntax with the fewest parentheses ----------------------------------------
@@ -315,133 +321,42 @@ def parse(text: str, types: dict[str, str]) -> Node:
 
 # ---- symbolic derivatives ------------------------------------------------------------------------
 
-def _add(a: Node | None, b: Node | None) -> Node | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return make("add", a, b)
-
-
-def _mul(a: Node, b: Node) -> Node:
-    if a == ONE:
-        return b
-    if b == ONE:
-        return a
-    return make("mul", a, b)
-
-
-def _scale(factor: Node, d: Node | None) -> Node | None:
-    return None if d is None else _mul(factor, d)
-
-
-def _or_zero(d: Node | None) -> Node:
-    return ZERO if d is None else d
-
-
-def derive(node: Node, wrt: str, value_of: Callable[[Node], Node]) -> Node | None:
-    """d node / d wrt as a tree, or None where it is identically zero.
-
-    ``value_of(n)`` stands for ``n``'s own value in the result: ``n`` itself, or the name of the
-    forward output that ``n`` computes (so backward expressions also read outputs). Kinks (abs,
-    min, max, where) are differentiated branch by branch, as frameworks do; floor and ceil have
-    derivative zero.
-    """
-    kind, args = node.kind, node.args
-
-    def d(n: Node) -> Node | None:
-        return derive(n, wrt, value_of)
-
-    if kind == "var":
-        return ONE if node.name == wrt else None
-    if kind in ("lit", "bool"):
-        return None
-    if kind == "neg":
-        da = d(args[0])
-        return None if da is None else make("neg", da)
-    if kind == "pos":
-        return d(args[0])
-    if kind in ("add", "sub"):
-        da, db = d(args[0]), d(args[1])
-        if kind == "add" or db is None:
-            return _add(da, db)
-        return make("neg", db) if da is None else make("sub", da, db)
-    if kind == "mul":
-        return _add(_scale(args[1], d(args[0])), _scale(args[0], d(args[1])))
-    if kind == "div":
-        a, b = args
-        da, db = d(a), d(b)
-        num = da if db is None else (
-            make("neg", _mul(value_of(node), db)) if da is None else
-            make("sub", da, _mul(value_of(node), db)))
-        return None if num is None else make("div", num, b)
-    if kind == "pow" or (kind == "call" and node.name == "pow"):
-        return _derive_pow(node, d, value_of)
-    if kind != "call":
-        raise AssertionError(f"cannot differentiate {kind}")
-    name = node.name
-    if name == "where":
-        da, db = d(args[1]), d(args[2])
-        if da is None and db is None:
-            return None
-        return make("call", args[0], _or_zero(da), _or_zero(db), name="where")
-    if name in ("min", "max"):
-        da, db = d(args[0]), d(args[1])
-        if da is None and db is None:
-            return None
-        cond = make("cmp", args[0], args[1], name="<=" if name == "min" else ">=")
-        return make("call", cond, _or_zero(da), _or_zero(db), name="where")
-    a = args[0]
-    da = d(a)
-    if da is None or name in ("floor", "ceil"):
-        return None
-    v = value_of(node)
-    if name == "abs":
-        return make("call", make("cmp", a, ZERO, name=">="), da, make("neg", da), name="where")
-    factor = {
-        "exp": lambda: v,
-        "expm1": lambda: make("add", v, ONE),
-        "log": lambda: make("div", ONE, a),
-        "log1p": lambda: make("div", ONE, make("add", ONE, a)),
-        "sqrt": lambda: make("div", lit(0.5), v),
-        "rsqrt": lambda: make("div", make("mul", lit(-0.5), v), a),
-        "tanh": lambda: make("sub", ONE, make("mul", v, v)),
-        "sigmoid": lambda: make("mul", v, make("sub", ONE, v)),
-        "erf": lambda: make("mul", lit(1.1283791670955126),
-                            make("call", make("neg", make("mul", a, a)), name="exp")),
-        "sin": lambda: make("call", a, name="cos"),
-        "cos": lambda: make("neg", make("call", a, name="sin")),
-    }[name]()
-    return _mul(factor, da)
-
-
-def _derive_pow(node: Node, d: Callable[[Node], Node | None],
-                value_of: Callable[[Node], Node]) -> Node | None:
-    a, b = node.args
-    da, db = d(a), d(b)
-    terms: Node | None = None
-    if da is not None:
-        lower = lit(b.value - 1) if b.kind == "lit" else make("sub", b, ONE)
-        power = make("call", a, lower, name="pow") if b.kind != "lit" or b.value - 1 != 1 else a
-        terms = _mul(_mul(b, power), da)
-    if db is not None:
-        terms = _add(terms, _mul(_mul(value_of(node), make("call", a, name="log")), db))
-    return terms
-
-
 def gradient(forward: dict[str, Node], wrt: str, *, read_outputs: bool) -> Node:
-    """The backward expression of input ``wrt``: sum over outputs o of grad_o * d o / d wrt."""
-    roots = {id(tree): name for name, tree in forward.items()} if read_outputs else {}
+    """The backward expression of input ``wrt``: what opgen's ``backward: auto`` derives (sum over
+    outputs o of grad_o * d o / d wrt, with Paddle's conventions at kinks), as a tree.
 
-    def value_of(n: Node) -> Node:
-        return var(roots[id(n)]) if id(n) in roots else n
+    With ``read_outputs``, every subtree that is a whole output's forward expression is read as
+    that output instead, as a hand-written backward may (``1 - out * out`` for tanh).
+    """
+    from opgen.autodiff import backward_of
 
-    total: Node | None = None
-    for name, tree in forward.items():
-        d = derive(tree, wrt, value_of)
-        if d is not None:
-            total = _add(total, _mul(var(f"grad_{name}"), d))
-    return ZERO if total is None else total
+    types = {f"grad_{o}": NUM for o in forward}
+    for tree in forward.values():
+        _collect_types(tree, types)
+    texts = {o: source(tree) for o, tree in forward.items()}
+    derived = parse(backward_of(texts, [wrt], list(forward))[wrt], types)
+    if not read_outputs:
+        return derived
+    outputs = {tree.structure(): name for name, tree in forward.items()
+               if tree.kind not in ("var", "lit")}
+    return _reading_outputs(derived, outputs)
+
+
+def _collect_types(node: Node, types: dict[str, str]) -> None:
+    if node.kind == "var":
+        types[node.name] = node.type
+    for a in node.args:
+        _collect_types(a, types)
+
+
+def _reading_outputs(node: Node, outputs: dict[tuple[Any, ...], str]) -> Node:
+    name = outputs.get(node.structure())
+    if name is not None:
+        return var(name, NUM, node.lo, node.hi)
+    if not node.args:
+        return node
+    args = tuple(_reading_outputs(a, outputs) for a in node.args)
+    return dataclasses.replace(node, args=args)
 
 
 # ---- evaluation with a running error bound -------------------------------------------------------
@@ -525,10 +440,19 @@ _FUNCTIONS: dict[str, tuple[Callable[[np.ndarray], np.ndarray],
     "cos": (np.cos, lambda a: np.ones_like(a)),
     "floor": (np.floor, np.zeros_like),
     "ceil": (np.ceil, np.zeros_like),
+    "sign": (np.sign, np.zeros_like),
+    "softplus": (lambda a: np.logaddexp(0.0, a), _sigmoid),
+    "square": (np.square, lambda a: 2.0 * np.abs(a)),
+    "tan": (np.tan, lambda a: 1.0 + np.tan(a) ** 2),
+    "atan": (np.arctan, lambda a: 1.0 / (1.0 + a * a)),
+    "log2": (np.log2, lambda a: 1.0 / (a * math.log(2.0))),
+    "exp2": (np.exp2, lambda a: np.exp2(a) * math.log(2.0)),
 }
-_EXACT = {"abs", "floor", "ceil"}
+_EXACT = {"abs", "floor", "ceil", "sign"}
+#: Functions whose value jumps: undecided where the argument's error reaches a jump.
+_STEPS = {"floor", "ceil", "sign"}
 # Where a function's argument must stay for the function to be defined (exclusive lower bound).
-_DOMAIN_LOW = {"log": 0.0, "sqrt": 0.0, "rsqrt": 0.0, "log1p": -1.0}
+_DOMAIN_LOW = {"log": 0.0, "sqrt": 0.0, "rsqrt": 0.0, "log1p": -1.0, "log2": 0.0}
 
 
 def evaluate(node: Node, env: dict[str, Val | Cond], ar: Arith, shape: tuple[int, ...]
@@ -603,12 +527,16 @@ def _evaluate(node: Node, env: dict[str, Val | Cond], ar: Arith, shape: tuple[in
         a, b = nums
         v = np.minimum(a.v, b.v) if name == "min" else np.maximum(a.v, b.v)
         return _finish(v, np.maximum(a.e, b.e), amb, ar.tiny)
+    if name == "clamp":
+        x, lo, hi = nums
+        return _finish(np.clip(x.v, lo.v, hi.v), np.maximum.reduce([x.e, lo.e, hi.e]), amb,
+                       ar.tiny)
     fn, deriv = _FUNCTIONS[name]
     a = nums[0]
     if name in _DOMAIN_LOW:
         amb = amb | (a.v - a.e <= _DOMAIN_LOW[name])
     v = fn(a.v)
-    if name in ("floor", "ceil"):
+    if name in _STEPS:
         amb = amb | ((fn(a.v - a.e) != fn(a.v + a.e)) & (a.e > 0))
         return _finish(v, np.zeros(shape), amb, ar.tiny)
     slope = np.maximum.reduce([np.abs(deriv(a.v - a.e)), np.abs(deriv(a.v)),
@@ -676,6 +604,7 @@ class FuzzOp:
     summary: str = ""            # the spec's summary: often with quotes, backslashes, `*/`, ...
     spec_file: str = ""          # the spec's file name (default <name>.yaml): the same
     stub_backward: bool = False  # the spec has no `backward:`: the op gets the backward stub
+    auto_backward: bool = False  # the spec says `backward: auto` (what opgen derives from it)
 
     @property
     def spec_name(self) -> str:
@@ -723,6 +652,9 @@ class FuzzOp:
         for section, texts in (("forward", self.forward_text), ("backward", self.backward_text)):
             if section == "backward" and self.stub_backward:
                 break
+            if section == "backward" and self.auto_backward:
+                lines.append("backward: auto")
+                break
             lines.append(f"{section}:")
             for target, text in texts.items():
                 lines += _yaml_entry(target, text, next(styles))
@@ -759,11 +691,12 @@ def _yaml_entry(key: str, text: str, style: str) -> list[str]:
 # ---- strategies ----------------------------------------------------------------------------------
 
 UNARY = ("abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
-         "cos", "floor", "ceil")
+         "cos", "floor", "ceil", "softplus", "square", "sign", "tan", "atan", "log2", "exp2")
 #: What each drawn op is built around, in turn, so that any 29 consecutive ops cover the language.
 FOCUS: tuple[str, ...] = tuple(sorted(FUNCTIONS)) + (
     "**", "/", "-", "+", "*", "neg", "cmp", "chain", "&", "|", "~")
-assert set(UNARY) | {"min", "max", "where", "pow"} == set(FUNCTIONS), "a function is not drawn"
+assert set(UNARY) | {"min", "max", "where", "pow", "clamp"} == set(FUNCTIONS), \
+    "a function is not drawn"
 
 PLAIN_NAMES = ("x", "y", "z", "a", "b", "c", "t", "u", "v", "w", "p", "q", "alpha", "beta",
                "scale", "bias", "gamma", "eps", "lo", "hi", "k", "n", "m")
@@ -968,7 +901,7 @@ def bounded(draw: st.DrawFn, node: Node, lo: float, hi: float) -> Node:
 
 
 _NUM_KINDS = ("neg", "add", "sub", "mul", "div", "pow", "**", "ipow", "unary", "min", "max",
-              "where", "pos")
+              "where", "pos", "clamp")
 
 
 @st.composite
@@ -992,7 +925,7 @@ def _maybe_paren(draw: st.DrawFn, node: Node) -> Node:
 @st.composite
 def _num_node(draw: st.DrawFn, scope: Scope, depth: int, focus: str | None) -> Node:
     kinds = {"**": "**", "/": "div", "-": "sub", "+": "add", "*": "mul", "neg": "neg",
-             "pow": "pow", "min": "min", "max": "max", "where": "where",
+             "pow": "pow", "min": "min", "max": "max", "where": "where", "clamp": "clamp",
              "cmp": "where", "chain": "where", "&": "where", "|": "where", "~": "where"}
     if focus in UNARY:
         kind, fn = "unary", focus
@@ -1016,6 +949,13 @@ def _num_node(draw: st.DrawFn, scope: Scope, depth: int, focus: str | None) -> N
         return make(kind, a, b)
     if kind == "div":
         return make("div", sub(), draw(away_from_zero(sub())))
+    if kind == "clamp":  # bounds near the argument's values, usually in order, sometimes not
+        a = sub()
+        bounds = [draw(literals(near=(a.lo, a.hi))) if draw(st.integers(0, 2)) else sub()
+                  for _ in range(2)]
+        if draw(st.integers(0, 4)) and bounds[0].lo > bounds[1].hi:
+            bounds.reverse()
+        return make("call", a, *bounds, name="clamp")
     if kind in ("pow", "**"):
         base = draw(above(sub(), 0.0))
         exponent = sub() if draw(st.booleans()) else draw(literals())
@@ -1039,12 +979,14 @@ def _num_node(draw: st.DrawFn, scope: Scope, depth: int, focus: str | None) -> N
         return make("call", cond, sub(), sub(), name="where")
     # a unary function, its argument inside the function's domain
     arg = sub()
-    if fn in ("log", "sqrt", "rsqrt"):
+    if fn in ("log", "sqrt", "rsqrt", "log2"):
         arg = draw(above(arg, 0.0))
     elif fn == "log1p":
         arg = draw(above(arg, -1.0))
-    elif fn in ("exp", "expm1"):
+    elif fn in ("exp", "expm1", "exp2"):
         arg = draw(bounded(arg, -20.0, 8.0))
+    elif fn == "tan":  # away from its poles at +-pi/2
+        arg = draw(bounded(arg, -1.25, 1.25))
     return make("call", arg, name=fn)
 
 
@@ -1146,10 +1088,12 @@ def fuzz_ops(draw: st.DrawFn, *, seed: int = 0, index: int = 0, focus: str | Non
     summary = draw(summaries()) if draw(st.integers(0, 2)) else ""
     spec_file = draw(spec_files()) if draw(st.integers(0, 2)) else ""
     stub_backward = draw(st.integers(0, 5)) == 0
+    auto_backward = not read_outputs and not stub_backward and draw(st.integers(0, 2)) == 0
     return FuzzOp(seed=seed, index=index, name=name, op_name=op_name, inputs=inputs, attrs=attrs,
                   outputs=tuple(outputs), forward=tuple(forward), backward=tuple(backward),
                   dtypes=dtypes, styles=styles, focus=focus, summary=summary,
-                  spec_file=spec_file, stub_backward=stub_backward)
+                  spec_file=spec_file, stub_backward=stub_backward,
+                  auto_backward=auto_backward)
 
 
 def draw_op(seed: int, index: int, *, dtypes: tuple[str, ...] = ("float32", "float64")
@@ -1712,6 +1656,8 @@ def coverage(op: FuzzOp) -> set[str]:
         walk(tree)
     if op.stub_backward:
         seen.add("backward stub")
+    if op.auto_backward:
+        seen.add("backward: auto")
     if op.spec_file:
         seen.add("odd spec file name")
     if op.summary:

@@ -99,3 +99,16 @@ def test_bench_evaluates_the_checked_tree_with_paddle():
 def test_the_torch_subprocess_is_given_the_symbols_to_check_again():
     spec = load(RELU6 / "relu6.yaml")
     assert bench.baseline_symbols(spec) == {"x": "num", "threshold": "num"}
+
+
+def test_the_baseline_functions_added_with_autodiff_run_in_paddle():
+    paddle = pytest.importorskip("paddle")
+    x = np.linspace(-1.2, 1.2, 9)
+    like = paddle.to_tensor(x)
+    source = "softplus(x) + square(x) + sign(x) * tan(x) + atan(x) + log2(abs(x) + 1)"
+    got = bench.evaluate_baseline(bench.compile_baseline(check_baseline(source, {"x": "num"})),
+                                  bench.framework_namespace(paddle, like, "paddle"), {},
+                                  {"x": like})
+    want = np.logaddexp(0, x) + x * x + np.sign(x) * np.tan(x) + np.arctan(x) + \
+        np.log2(np.abs(x) + 1)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)

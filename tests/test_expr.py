@@ -59,9 +59,14 @@ def test_relu6_backward_emits_cpp_and_numpy() -> None:
     ("- -x", "-(-x)"),                         # not C++'s decrement operator
     ("x - -y", "x - -y"),
     ("+x", "x"),
-    ("x ** 2", "opgen::pow(x, MT(2))"),
-    ("-x ** 2", "-opgen::pow(x, MT(2))"),      # Python: -(x ** 2)
-    ("(-x) ** 2", "opgen::pow(-x, MT(2))"),
+    ("x ** 2", "x * x"),                       # squares and cubes: multiplications
+    ("-x ** 2", "-(x * x)"),                   # Python: -(x ** 2)
+    ("y / x ** 3", "y / (x * x * x)"),
+    ("pow(x, 2.0)", "x * x"),
+    ("(-x) ** 2", "opgen::square(-x)"),        # computed once
+    ("(x + y) ** 3", "opgen::cube(x + y)"),
+    ("x ** 4", "opgen::pow(x, MT(4))"),
+    ("x ** -2", "opgen::pow(x, MT(-2))"),
     ("x ** y ** z", "opgen::pow(x, opgen::pow(y, z))"),
     ("x + y > z", "x + y > z"),
 ])
@@ -165,7 +170,8 @@ def test_every_function_refuses_a_wrong_arity(name: str, delta: int) -> None:
 def test_function_list_is_the_spec_format() -> None:
     assert set(FUNCTIONS) == {"abs", "min", "max", "where", "exp", "log", "log1p", "expm1",
                               "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "pow",
-                              "floor", "ceil"}
+                              "floor", "ceil", "softplus", "square", "clamp", "sign", "tan",
+                              "atan", "log2", "exp2"}
 
 
 # -- numpy emission against hand-computed values -------------------------------------------------
@@ -243,6 +249,8 @@ inline double max(double a, double b) { return std::fmax(a, b); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 template <typename MT> MT where(bool c, MT a, MT b) { return c ? a : b; }
+template <typename MT> MT square(MT x) { return x * x; }
+template <typename MT> MT cube(MT x) { return x * x * x; }
 }  // namespace opgen
 using MT = double;
 """
@@ -253,6 +261,7 @@ CPP_CASES = [
     "where((x > 0) | (y > 0) & (z > 0), 1, 0)", "where(~(x > y) & (y != z), x, y)",
     "min(max(x, 0), 6) * sigmoid(y) + rsqrt(z)", "where(x < y < z, 2.5, -2.5)",
     "erf(x) + tanh(y) - expm1(z) / log1p(abs(x))", "floor(x * 2) + ceil(y / 3)",
+    "x ** 2 - y ** 3 + (x - y) ** 2 / (z + x) ** 3", "pow(x, 3.0) * -y ** 2",
 ]
 CPP_POINTS = [(0.5, 1.5, 2.0), (-1.25, 0.75, 3.0), (2.0, -0.5, 0.25), (1.0, 2.0, 3.0)]
 
@@ -287,7 +296,7 @@ def test_cpp_emission_computes_what_numpy_emission_computes(tmp_path: Path) -> N
     ("x +", "invalid syntax"),
     ("min(x, y", "invalid syntax: '(' was never closed"),
     ("w + 1", "unknown name 'w'"),
-    ("clamp(x, 0, 1)", "unknown function 'clamp'"),
+    ("clip(x, 0, 1)", "unknown function 'clip'"),
     ("x(1)", "'x' is not a function"),
     ("exp", "unknown name 'exp'"),
     ("x.real", "attribute access is not allowed"),
@@ -365,3 +374,51 @@ def test_error_column_points_at_the_culprit() -> None:
     with pytest.raises(ExprError) as info:
         emit("x + min(y, w)")
     assert info.value.col == len("x + min(y, ")
+
+
+# -- the functions of the runtime's math.h against numpy ------------------------------------------
+
+MATH_H = Path(__file__).resolve().parent.parent / "templates" / "op" / "csrc" / "opgen" / "math.h"
+#: The functions added with autodiff, over points that include NaN, infinities, zeros and ties.
+MATH_CASES = ["softplus(x)", "square(x)", "sign(x)", "tan(x)", "atan(x)", "log2(x)", "exp2(x)",
+              "clamp(x, y, z)", "(x + y) ** 3", "x ** 2"]
+MATH_POINTS = [(0.5, -1.0, 2.0), (-3.0, -1.0, 2.0), (7.0, -1.0, 2.0), (2.0, 2.0, 2.0),
+               (0.0, 3.0, 1.0), (-0.0, -1.0, 1.0), (800.0, 0.0, 1.0), (-800.0, 0.0, 1.0),
+               (math.nan, 0.0, 1.0), (0.5, math.nan, 1.0), (0.5, 0.0, math.nan),
+               (math.inf, 0.0, 1.0), (-math.inf, -math.inf, math.inf), (-2.0, 0.5, 4.0)]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++")
+@pytest.mark.parametrize("mt", ["double", "float"])
+def test_math_h_functions_agree_with_numpy_nan_included(tmp_path: Path, mt: str) -> None:
+    """The runtime header's own functions, compiled, against the numpy emission: values, and NaN
+    wherever numpy gives NaN."""
+    program = [f'#include "{MATH_H}"', "#include <cstdio>", "#include <limits>",
+               f"using MT = {mt};", "int main() {", "  MT x, y, z;"]
+    for point in MATH_POINTS:
+        values = ", ".join(f"MT({v!r})" if math.isfinite(v) else
+                           ("std::numeric_limits<MT>::quiet_NaN()" if math.isnan(v) else
+                            f"{'-' if v < 0 else ''}std::numeric_limits<MT>::infinity()")
+                           for v in point)
+        program.append(f"  {{ MT v[] = {{{values}}}; x = v[0]; y = v[1]; z = v[2]; }}")
+        for source in MATH_CASES:
+            program.append(f'  std::printf("%.17g\\n", static_cast<double>({emit(source).cpp}));')
+    program += ["  return 0;", "}"]
+    (tmp_path / "math.cc").write_text("\n".join(program) + "\n")
+    subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Werror", "math.cc", "-o", "math"],
+                   cwd=tmp_path, check=True, capture_output=True, text=True)
+    printed = subprocess.run([str(tmp_path / "math")], check=True, capture_output=True,
+                             text=True).stdout.split()
+    got = iter(float(v) for v in printed)
+    dtype = np.float64 if mt == "double" else np.float32
+    rel = 1e-13 if mt == "double" else 1e-6
+    with np.errstate(all="ignore"):
+        for point in MATH_POINTS:
+            x, y, z = (dtype(v) for v in point)
+            for source in MATH_CASES:
+                want = float(dtype(evaluate(source, x=x, y=y, z=z)))
+                value = next(got)
+                if math.isnan(want):
+                    assert math.isnan(value), (source, point, value)
+                else:
+                    assert value == pytest.approx(want, rel=rel, abs=1e-300), (source, point)

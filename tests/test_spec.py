@@ -9,6 +9,7 @@ import pytest
 
 from opgen import spec as spec_module
 from opgen.errors import SpecError
+from opgen.kinds.elementwise import build_context
 from opgen.names import free_op_name, identifier_problem, paddle_builtin_ops
 from opgen.probe import paddle_version
 from opgen.spec import DTYPES, AttrSpec, OpSpec, Spec, load, loads
@@ -168,7 +169,9 @@ def test_sections_may_list_targets_in_any_order() -> None:
           d: a - b
           s: a + b
         """)
-    assert list(spec.forward) == ["s", "d"]  # in the order of outputs
+    assert list(spec.forward) == ["d", "s"]  # computed in the order written
+    params = build_context(spec).forward.params
+    assert params == ["MT a", "MT b", "MT& s", "MT& d"]  # in the order of outputs
     assert spec.forward["d"].cpp == "a - b"
 
 
@@ -312,3 +315,55 @@ def test_identifier_problem(name: str, problem: str | None) -> None:
 
 def test_op_names_may_start_with_grad() -> None:
     assert identifier_problem("grad_clip", what="op") is None
+
+
+# -- intermediates --------------------------------------------------------------------------------
+
+MISH_WITH_INTERMEDIATES = """\
+    name: mish
+    kind: elementwise
+    inputs: [x]
+    outputs: [out]
+    forward:
+      sp: softplus(x)
+      inside: (x > -20) & (x < 20)
+      out: where(inside, x * tanh(sp), 0)
+    backward:
+      t: tanh(sp)
+      x: grad_out * (t + x * (1 - t ** 2) * sigmoid(x))
+    """
+
+
+def test_names_that_are_not_targets_are_intermediates_computed_once() -> None:
+    spec = spec_of(MISH_WITH_INTERMEDIATES)
+    assert list(spec.forward) == ["sp", "inside", "out"]
+    assert spec.forward["inside"].type == "bool"
+    # The backward computes the forward intermediates it reads again, first.
+    assert list(spec.backward or {}) == ["sp", "t", "x"]
+    assert spec.backward_source["sp"] == "softplus(x)"
+    context = build_context(spec)
+    assert context.forward.body == [
+        "const MT sp = opgen::softplus(x);",
+        "const bool inside = x > MT(-20) && x < MT(20);",
+        "out = opgen::where(inside, x * opgen::tanh(sp), MT(0));",
+    ]
+    assert context.forward.params == ["MT x", "MT& out"]
+    assert context.backward.functor is not None
+    assert context.backward.functor.body == [
+        "const MT sp = opgen::softplus(x);",
+        "const MT t = opgen::tanh(sp);",
+        "grad_x = grad_out * (t + x * (MT(1) - t * t) * opgen::sigmoid(x));",
+    ]
+    assert context.backward.inputs == ["x", "grad_out"]
+    assert context.backward.functor.numpy_lines[0] == ("sp", "np.logaddexp(0.0, x)")
+
+
+def test_intermediates_appear_in_the_generated_header_and_reference() -> None:
+    from opgen.render import render_op
+
+    files = render_op(spec_of(MISH_WITH_INTERMEDIATES)).files
+    header = files["csrc/mish.h"].decode()
+    assert "// sp = softplus(x)\n" in header
+    assert "    const MT sp = opgen::softplus(x);\n" in header
+    tests = files["test_mish.py"].decode()
+    assert "    sp = np.logaddexp(0.0, x)\n" in tests

@@ -43,7 +43,8 @@ class Functor:
     constructor: str             # the explicit constructor taking those attrs
     params: list[str]            # operator() parameters, inputs by value then outputs by ref
     call_args: str               # arguments of the launcher call: {inputs}, attrs...
-    lines: list[tuple[str, str, str]]  # (target, C++ expression, spec source) per output
+    lines: list[tuple[str, str, str]]  # (name, C++ expression, spec source) per entry, in order
+    body: list[str]              # the C++ statements: an intermediate is a local computed once
     numpy_lines: list[tuple[str, str]]  # (target, numpy expression)
 
 
@@ -56,6 +57,7 @@ class GradOp:
     reads_outputs: bool          # the backward expressions use forward outputs
     reads_forward: bool          #   or forward inputs (else its own gradient is zero)
     output_grads: list[str]      # outputs whose gradients the grad kernel takes
+    derived: bool = False        # `backward: auto`: derived from the forward by opgen
 
 
 @dataclass(frozen=True)
@@ -110,20 +112,25 @@ class Context:
 
 def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
              args: list[str], out_names: dict[str, str], attrs: list[Attr]) -> Functor:
+    """The functor computing ``emitted`` in order: each target (a key of ``out_names``) into its
+    output parameter, every other entry (an intermediate) into a local computed once."""
     used = set().union(*(e.names for e in emitted.values()))
     members = [a for a in attrs if a.name in used]
     inits = [f"{a.name}(static_cast<MT>({a.name}))" if a.member_type == "MT" else
              f"{a.name}({a.name})" for a in members]
     constructor = wrap_call(struct, [a.cpp_param for a in members], indent=11)
     constructor += "\n      : " + ", ".join(inits) + " {}"
+    local_type = {"num": "const MT", "bool": "const bool"}
     return Functor(
         struct=struct,
         attrs=members,
         constructor=constructor,
         call_args=", ".join(["{" + ", ".join(args) + "}"] + [a.name for a in members]),
-        params=[f"MT {a}" for a in args] + [f"MT& {out_names[t]}" for t in emitted],
-        lines=[(out_names[t], e.cpp, " ".join(sources[t].split())) for t, e in emitted.items()],
-        numpy_lines=[(out_names[t], e.numpy) for t, e in emitted.items()],
+        params=[f"MT {a}" for a in args] + [f"MT& {n}" for n in out_names.values()],
+        lines=[(out_names.get(t, t), e.cpp, sources[t]) for t, e in emitted.items()],
+        body=[f"{out_names[t]} = {e.cpp};" if t in out_names else
+              f"{local_type[e.type]} {t} = {e.cpp};" for t, e in emitted.items()],
+        numpy_lines=[(out_names.get(t, t), e.numpy) for t, e in emitted.items()],
     )
 
 
@@ -132,17 +139,17 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
     m = spec.model
     camel = camel_case(m.name)
     attrs = [attr(n, a) for n, a in m.attrs.items()]
-    forward = _functor("Forward", spec.forward, m.forward, m.inputs,
+    forward = _functor("Forward", spec.forward, spec.forward_source, m.inputs,
                        {o: o for o in m.outputs}, attrs)
 
-    if spec.backward is not None and m.backward is not None:
+    if spec.backward is not None:
         used = set().union(*(e.names for e in spec.backward.values()))
         grad_inputs = [n for n in m.inputs if n in used] + [n for n in m.outputs if n in used]
         grad_inputs += [f"grad_{n}" for n in m.outputs if f"grad_{n}" in used]
         if not grad_inputs:  # constant gradients still need a tensor to take the shape from
             grad_inputs = [f"grad_{m.outputs[0]}"]
         functor: Functor | None = _functor(
-            "Backward", spec.backward, m.backward, grad_inputs,
+            "Backward", spec.backward, spec.backward_source, grad_inputs,
             {i: f"grad_{i}" for i in m.inputs}, attrs)
     else:
         grad_inputs = [f"grad_{n}" for n in m.outputs]
@@ -156,6 +163,7 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         reads_outputs=any(n in m.outputs for n in grad_inputs),
         reads_forward=any(n in m.outputs or n in m.inputs for n in grad_inputs),
         output_grads=[n[5:] for n in grad_inputs if n.startswith("grad_") and n[5:] in m.outputs],
+        derived=m.backward == "auto",
     )
     functions = set().union(*(e.functions for e in spec.forward.values()))
     if spec.backward:

@@ -87,6 +87,42 @@ OPGEN_HD MT where(bool condition, MT a, MT b) {
   return condition ? a : b;
 }
 
+// softplus, square, clamp, sign, tan, atan, log2, exp2; and cube, which x ** 3 is emitted as.
+// NaN in any argument gives NaN, as in numpy.
+OPGEN_HD float tan(float x) { return ::tanf(x); }
+OPGEN_HD double tan(double x) { return ::tan(x); }
+OPGEN_HD float atan(float x) { return ::atanf(x); }
+OPGEN_HD double atan(double x) { return ::atan(x); }
+OPGEN_HD float log2(float x) { return ::log2f(x); }
+OPGEN_HD double log2(double x) { return ::log2(x); }
+OPGEN_HD float exp2(float x) { return ::exp2f(x); }
+OPGEN_HD double exp2(double x) { return ::exp2(x); }
+// log(1 + exp(x)) without overflow for large x or loss of exp(x) for very negative x.
+OPGEN_HD float softplus(float x) {
+  return x > 0.0f ? x + ::log1pf(::expf(-x)) : ::log1pf(::expf(x));
+}
+OPGEN_HD double softplus(double x) { return x > 0.0 ? x + ::log1p(::exp(-x)) : ::log1p(::exp(x)); }
+template <typename MT>
+OPGEN_HD MT square(MT x) {
+  return x * x;
+}
+template <typename MT>
+OPGEN_HD MT cube(MT x) {
+  return x * x * x;
+}
+// numpy's clip: max(x, lo), then min(that, hi), so hi wins when lo > hi; a NaN anywhere is kept
+// (each comparison with it is false).
+template <typename MT>
+OPGEN_HD MT clamp(MT x, MT lo, MT hi) {
+  const MT above = (x > lo || x != x) ? x : lo;
+  return (above < hi || above != above) ? above : hi;
+}
+// -1, 0 or 1; NaN stays NaN (and -0 stays -0).
+template <typename MT>
+OPGEN_HD MT sign(MT x) {
+  return x > MT(0) ? MT(1) : (x < MT(0) ? MT(-1) : x);
+}
+
 // ---- calling a functor with its inputs and outputs as separate arguments ---------------------
 // A functor reads `operator()(MT in0, ..., MT& out0, ...)`; the launchers hold arrays.
 template <typename F, typename MT, int kIn, int kOut, std::size_t... I, std::size_t... O>

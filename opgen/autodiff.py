@@ -1,0 +1,496 @@
+"""Symbolic derivatives of the spec's expressions: what ``backward: auto`` writes.
+
+The forward's entries (intermediates and outputs, in order) are differentiated in reverse: each
+output's gradient ``grad_<output>`` flows back through the entries, and every input gets the sum,
+over the entries that read it, of the incoming gradient times the entry's partial derivative.
+An intermediate that receives a gradient gets one of its own, ``grad_<intermediate>``, a local of
+the backward; the backward reads the forward's intermediates as they are (the generated backward
+computes them again), and never the outputs, so it reads no more tensors than the forward does.
+
+The partial derivatives are simplified as they are built (constants folded, ``x * 1``, ``x * 0``,
+``x + 0``, ``--x``, ``a * b / b``, ``a * (b / c)`` as ``a * b / c``, a multiplication moved into a
+``where`` whose other branch is 0) and printed with the fewest parentheses, so the result reads
+like a hand-written ``backward:`` and goes through the same checks and emitters.
+
+Kinks follow Paddle's own kernels (Paddle 3.3.1, ``paddle/phi/kernels/funcs/elementwise_functor.h``
+``MaxGradXFunctor``/``MinGradXFunctor``, ``paddle/phi/kernels/funcs/complex_functors.h``
+``AbsGradFunctor``, ``paddle/phi/kernels/impl/clip_grad_kernel_impl.h`` ``ClipGradFunctor``):
+``min``/``max`` give the whole gradient to the argument that wins and half to each at a tie;
+``abs`` has gradient 0 at 0 (``sign``); ``clamp(x, lo, hi)`` passes the gradient to ``x`` on
+the closed interval ``lo <= x <= hi``; ``floor``, ``ceil``, ``sign`` and comparisons have
+gradient 0; ``where`` passes it to the branch it takes. docs/spec.md lists them.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .expr import parse_expr
+
+
+class AutodiffError(Exception):
+    """The forward cannot be differentiated (an expression outside the language)."""
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A node: ``op`` is num, name, bool, neg, not, add, sub, mul, div, pow, cmp, and, or or
+    call; ``name`` is the variable, the function or the comparison operator."""
+
+    op: str
+    args: tuple[Expr, ...] = ()
+    name: str = ""
+    value: float = 0.0
+
+
+def num(value: float) -> Expr:
+    return Expr("num", value=float(value))
+
+
+def var(name: str) -> Expr:
+    return Expr("name", name=name)
+
+
+ZERO, ONE, HALF = num(0), num(1), num(0.5)
+_LN2 = math.log(2.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _is(e: Expr, value: float) -> bool:
+    return e.op == "num" and e.value == value
+
+
+# -- from Python's ast ----------------------------------------------------------------------------
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+           ast.BitAnd: "and", ast.BitOr: "or"}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+           ast.NotEq: "!="}
+
+
+def parse(source: str) -> Expr:
+    """A checked expression of the language as a tree (comparison chains become ``&``)."""
+    return _from_ast(parse_expr(source).body)
+
+
+def _from_ast(node: ast.AST) -> Expr:
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool):
+            return Expr("bool", value=float(node.value))
+        return num(node.value)
+    if isinstance(node, ast.Name):
+        return var(node.id)
+    if isinstance(node, ast.UnaryOp):
+        operand = _from_ast(node.operand)
+        if isinstance(node.op, ast.USub):
+            return neg(operand)
+        if isinstance(node.op, ast.UAdd):
+            return operand
+        return Expr("not", (operand,))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return Expr(_BINOPS[type(node.op)], (_from_ast(node.left), _from_ast(node.right)))
+    if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
+        operands = [_from_ast(o) for o in [node.left, *node.comparators]]
+        parts = [Expr("cmp", (a, b), name=_CMPOPS[type(o)])
+                 for o, a, b in zip(node.ops, operands, operands[1:], strict=False)]
+        result = parts[0]
+        for part in parts[1:]:
+            result = Expr("and", (result, part))
+        return result
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        args = tuple(_from_ast(a) for a in node.args)
+        if node.func.id == "pow":
+            return Expr("pow", args)
+        return call(node.func.id, *args)
+    raise AutodiffError(f"cannot differentiate {ast.unparse(node)!r}")
+
+
+# -- printing: Python syntax with the fewest parentheses ------------------------------------------
+
+_CMP, _BOR, _BAND, _ADD, _MUL, _UNARY, _POW, _ATOM = 3, 4, 5, 6, 7, 8, 9, 10
+_PREC = {"or": _BOR, "and": _BAND, "cmp": _CMP, "add": _ADD, "sub": _ADD, "mul": _MUL,
+         "div": _MUL, "neg": _UNARY, "not": _UNARY, "pow": _POW}
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|"}
+
+
+def _prec(e: Expr) -> int:
+    if e.op == "num":
+        return _UNARY if e.value < 0 or (e.value == 0 and math.copysign(1, e.value) < 0) \
+            else _ATOM
+    return _PREC.get(e.op, _ATOM)
+
+
+def _number(value: float) -> str:
+    if value.is_integer() and abs(value) < 2**31:
+        return str(int(value))
+    return repr(value)
+
+
+def source(e: Expr) -> str:
+    """``e`` as expression text."""
+    def operand(child: Expr, needed: int) -> str:
+        text = source(child)
+        return text if _prec(child) >= needed else f"({text})"
+
+    op = e.op
+    if op == "num":
+        return _number(e.value)
+    if op == "name":
+        return e.name
+    if op == "bool":
+        return "True" if e.value else "False"
+    if op == "neg":
+        return "-" + operand(e.args[0], _UNARY)
+    if op == "not":
+        return "~" + operand(e.args[0], _UNARY)
+    if op == "pow":
+        return f"{operand(e.args[0], _POW + 1)} ** {operand(e.args[1], _UNARY)}"
+    if op == "cmp":
+        return f"{operand(e.args[0], _BOR)} {e.name} {operand(e.args[1], _BOR)}"
+    if op in _SYMBOL:
+        prec = _PREC[op]
+        return f"{operand(e.args[0], prec)} {_SYMBOL[op]} {operand(e.args[1], prec + 1)}"
+    return f"{e.name}({', '.join(source(a) for a in e.args)})"
+
+
+# -- building with simplification ----------------------------------------------------------------
+
+def neg(a: Expr) -> Expr:
+    if a.op == "num":
+        return num(-a.value) if a.value else ZERO
+    if a.op == "neg":
+        return a.args[0]
+    if a.op == "sub":
+        return sub(a.args[1], a.args[0])
+    if a.op in ("mul", "div") and _lead(a).op in ("num", "name", "neg"):  # -(2 * x): -2 * x
+        return Expr(a.op, (neg(a.args[0]), a.args[1]))
+    return Expr("neg", (a,))
+
+
+def _lead(e: Expr) -> Expr:
+    """The first factor of a product or quotient (``e`` itself otherwise)."""
+    while e.op in ("mul", "div"):
+        e = e.args[0]
+    return e
+
+
+def add(a: Expr, b: Expr) -> Expr:
+    if _is(a, 0):
+        return b
+    if _is(b, 0):
+        return a
+    if a.op == "num" and b.op == "num":
+        return num(a.value + b.value)
+    if b.op == "neg":
+        return sub(a, b.args[0])
+    if a.op == "neg":
+        return sub(b, a.args[0])
+    if _negative(b):
+        return sub(a, neg(b))
+    if _negative(a):  # -0.5 + x as x - 0.5
+        return sub(b, neg(a))
+    return Expr("add", (a, b))
+
+
+def _negative(e: Expr) -> bool:
+    """A negation, a negative number, or a product or quotient led by one (-0.5 * x)."""
+    lead = _lead(e)
+    return lead.op == "neg" or (lead.op == "num" and lead.value < 0)
+
+
+def sub(a: Expr, b: Expr) -> Expr:
+    if _is(b, 0):
+        return a
+    if _is(a, 0):
+        return neg(b)
+    if a.op == "num" and b.op == "num":
+        return num(a.value - b.value)
+    if b.op == "neg":
+        return add(a, b.args[0])
+    return Expr("sub", (a, b))
+
+
+def _cheap(e: Expr) -> bool:
+    """A name or number: copying it into both branches of a where costs nothing."""
+    return e.op in ("name", "num")
+
+
+def mul(a: Expr, b: Expr) -> Expr:
+    if _is(a, 0) or _is(b, 0):
+        return ZERO
+    if _is(a, 1):
+        return b
+    if _is(b, 1):
+        return a
+    if a.op == "num" and b.op == "num":
+        return num(a.value * b.value)
+    if _is(a, -1):
+        return neg(b)
+    if _is(b, -1):
+        return neg(a)
+    if a.op == "neg":
+        return neg(mul(a.args[0], b))
+    if b.op == "neg":
+        return neg(mul(a, b.args[0]))
+    if b.op == "num":  # constants first: 2 * x
+        return mul(b, a)
+    if _is_where(b) and (_cheap(a) or _is(b.args[1], 0) or _is(b.args[2], 0)):
+        return where(b.args[0], mul(a, b.args[1]), mul(a, b.args[2]))
+    if _is_where(a) and (_cheap(b) or _is(a.args[1], 0) or _is(a.args[2], 0)):
+        return where(a.args[0], mul(a.args[1], b), mul(a.args[2], b))
+    if a.op == "num" and b.op in ("mul", "div") and b.args[0].op == "num":
+        return Expr(b.op, (num(a.value * b.args[0].value), b.args[1]))
+    if b.op == "mul":  # a * (p * q) as a * p * q
+        return mul(mul(a, b.args[0]), b.args[1])
+    if b.op == "div":  # a * (p / q) as a * p / q
+        return div(mul(a, b.args[0]), b.args[1])
+    if a.op == "div" and _is(a.args[0], 1):  # 1 / q * b as b / q
+        return div(b, a.args[1])
+    return Expr("mul", (a, b))
+
+
+def div(a: Expr, b: Expr) -> Expr:
+    if _is(a, 0):
+        return ZERO
+    if _is(b, 1):
+        return a
+    if a.op == "num" and b.op == "num" and b.value:
+        return num(a.value / b.value)
+    if a.op == "neg":
+        return neg(div(a.args[0], b))
+    factors = _factors(a)
+    if b.op != "num" and b in factors:  # a * b / b as a
+        factors.remove(b)
+        result = ONE
+        for factor in factors:
+            result = mul(result, factor)
+        return result
+    if _is_where(a) and (_is(a.args[1], 0) or _is(a.args[2], 0)):
+        return where(a.args[0], div(a.args[1], b), div(a.args[2], b))
+    return Expr("div", (a, b))
+
+
+def _factors(e: Expr) -> list[Expr]:
+    """The factors of a product ``p * q * ...`` (``[e]`` for anything else)."""
+    if e.op == "mul":
+        return _factors(e.args[0]) + _factors(e.args[1])
+    return [e]
+
+
+def power(a: Expr, b: Expr) -> Expr:
+    if _is(b, 1):
+        return a
+    if _is(b, 0):
+        return ONE
+    if a.op == "num" and b.op == "num":
+        folded = _fold(lambda: math.pow(a.value, b.value))
+        if folded is not None:
+            return folded
+    return Expr("pow", (a, b))
+
+
+def _is_where(e: Expr) -> bool:
+    return e.op == "call" and e.name == "where"
+
+
+def where(cond: Expr, a: Expr, b: Expr) -> Expr:
+    if cond.op == "bool":
+        return a if cond.value else b
+    if a == b:
+        return a
+    if _is_where(a) and a.args[2] == b:  # where(c, where(k, p, z), z) = where(c & k, p, z)
+        return where(Expr("and", (cond, a.args[0])), a.args[1], b)
+    return Expr("call", (cond, a, b), name="where")
+
+
+def call(name: str, *args: Expr) -> Expr:
+    if all(a.op == "num" for a in args) and name in _MATH:
+        folded = _fold(lambda: _MATH[name](*(a.value for a in args)))
+        if folded is not None:
+            return folded
+    return Expr("call", args, name=name)
+
+
+def cmp(a: Expr, op: str, b: Expr) -> Expr:
+    return Expr("cmp", (a, b), name=op)
+
+
+def both(a: Expr, b: Expr) -> Expr:
+    return Expr("and", (a, b))
+
+
+def _fold(compute: Callable[[], float]) -> Expr | None:
+    """A constant computed now, where it is finite."""
+    try:
+        value = compute()
+    except (ArithmeticError, ValueError):
+        return None
+    return num(value) if math.isfinite(value) else None
+
+
+_MATH: dict[str, Callable[..., float]] = {
+    "exp": math.exp, "log": math.log, "log1p": math.log1p, "expm1": math.expm1,
+    "sqrt": math.sqrt, "tanh": math.tanh, "erf": math.erf, "sin": math.sin, "cos": math.cos,
+    "tan": math.tan, "atan": math.atan, "log2": math.log2, "exp2": lambda x: 2.0 ** x,
+    "abs": abs, "square": lambda x: x * x,
+}
+
+
+# -- partial derivatives --------------------------------------------------------------------------
+
+def partial(e: Expr, wrt: str) -> Expr:
+    """d e / d wrt, simplified (:data:`ZERO` where it is identically zero)."""
+    op, args = e.op, e.args
+
+    def d(child: Expr) -> Expr:
+        return partial(child, wrt)
+
+    if op == "name":
+        return ONE if e.name == wrt else ZERO
+    if op in ("num", "bool", "cmp", "and", "or", "not"):
+        return ZERO
+    if op == "neg":
+        return neg(d(args[0]))
+    if op == "add":
+        return add(d(args[0]), d(args[1]))
+    if op == "sub":
+        return sub(d(args[0]), d(args[1]))
+    if op == "mul":
+        a, b = args
+        return add(mul(d(a), b), mul(a, d(b)))
+    if op == "div":
+        a, b = args
+        da, db = d(a), d(b)
+        return sub(div(da, b), div(mul(a, db), power(b, num(2))))
+    if op == "pow":
+        return _partial_pow(e, d)
+    if op != "call":
+        raise AutodiffError(f"cannot differentiate {source(e)!r}")
+    if e.name == "where":
+        return where(args[0], d(args[1]), d(args[2]))
+    if e.name in ("min", "max"):
+        return _partial_min_max(e.name, args[0], args[1], d(args[0]), d(args[1]))
+    if e.name == "clamp":
+        return _partial_clamp(*args, *(d(a) for a in args))
+    u = args[0]
+    du = d(u)
+    if _is(du, 0) or e.name in ("floor", "ceil", "sign"):
+        return ZERO
+    return mul(_DERIVATIVES[e.name](u, e), du)
+
+
+def _partial_pow(e: Expr, d: Callable[[Expr], Expr]) -> Expr:
+    a, b = e.args
+    da, db = d(a), d(b)
+    result = ZERO
+    if not _is(da, 0):  # b * a ** (b - 1)
+        result = mul(mul(b, power(a, sub(b, ONE))), da)
+    if not _is(db, 0):  # a ** b * log(a)
+        result = add(result, mul(mul(e, call("log", a)), db))
+    return result
+
+
+def _partial_min_max(name: str, a: Expr, b: Expr, da: Expr, db: Expr) -> Expr:
+    """Paddle's MinGrad/MaxGrad functors: the argument that wins gets the gradient, half each at
+    a tie, none where either is NaN."""
+    wins = "<" if name == "min" else ">"
+    loses = ">" if name == "min" else "<"
+    tie = cmp(a, "==", b)
+    if _is(db, 0):
+        return where(cmp(a, wins, b), da, where(tie, mul(HALF, da), ZERO))
+    if _is(da, 0):
+        return where(cmp(a, loses, b), db, where(tie, mul(HALF, db), ZERO))
+    return where(cmp(a, wins, b), da,
+                 where(cmp(a, loses, b), db, where(tie, mul(HALF, add(da, db)), ZERO)))
+
+
+def _partial_clamp(x: Expr, lo: Expr, hi: Expr, dx: Expr, dlo: Expr, dhi: Expr) -> Expr:
+    """Paddle's ClipGradFunctor for x (the closed interval); the bound that is the result gets the
+    rest (hi where lo > hi, as numpy's clip returns hi there)."""
+    result = where(both(cmp(x, ">=", lo), cmp(x, "<=", hi)), dx, ZERO)
+    if not _is(dlo, 0):
+        result = add(result, where(both(cmp(x, "<", lo), cmp(lo, "<=", hi)), dlo, ZERO))
+    if not _is(dhi, 0):
+        above = Expr("or", (both(cmp(x, ">", hi), cmp(lo, "<=", hi)), cmp(lo, ">", hi)))
+        result = add(result, where(above, dhi, ZERO))
+    return result
+
+
+#: f'(u) of each function of one argument, from u and f(u) itself.
+_DERIVATIVES: dict[str, Callable[[Expr, Expr], Expr]] = {
+    "abs": lambda u, f: call("sign", u),
+    "exp": lambda u, f: f,
+    "log": lambda u, f: div(ONE, u),
+    "log1p": lambda u, f: div(ONE, add(ONE, u)),
+    "expm1": lambda u, f: call("exp", u),
+    "sqrt": lambda u, f: div(HALF, f),
+    "rsqrt": lambda u, f: div(mul(num(-0.5), f), u),
+    "tanh": lambda u, f: sub(ONE, power(f, num(2))),
+    "sigmoid": lambda u, f: mul(f, sub(ONE, f)),
+    "erf": lambda u, f: mul(num(_TWO_OVER_SQRT_PI), call("exp", neg(power(u, num(2))))),
+    "sin": lambda u, f: call("cos", u),
+    "cos": lambda u, f: neg(call("sin", u)),
+    "softplus": lambda u, f: call("sigmoid", u),
+    "square": lambda u, f: mul(num(2), u),
+    "tan": lambda u, f: add(ONE, power(f, num(2))),
+    "atan": lambda u, f: div(ONE, add(ONE, power(u, num(2)))),
+    "log2": lambda u, f: div(num(1.0 / _LN2), u),
+    "exp2": lambda u, f: mul(f, num(_LN2)),
+}
+
+
+def names(e: Expr) -> list[str]:
+    """The names ``e`` reads, in the order they first appear."""
+    found: dict[str, None] = {}
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if node.op == "name":
+            found.setdefault(node.name)
+        stack.extend(reversed(node.args))
+    return list(found)
+
+
+# -- the backward of a forward --------------------------------------------------------------------
+
+def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequence[str]
+                ) -> dict[str, str]:
+    """The backward section of a checked ``forward`` (its entries in order: intermediates and
+    outputs): ``grad_<intermediate>`` locals, then each input's gradient, as expression text.
+
+    The gradient of input i is the sum over outputs o of ``grad_o * d o / d i``, through the
+    intermediates; an input the outputs do not depend on gets ``0``.
+    """
+    entries = {name: parse(text) for name, text in forward.items()}
+    intermediates = [n for n in entries if n not in outputs]
+    differentiable = set(inputs) | set(intermediates)
+    incoming: dict[str, list[Expr]] = {n: [] for n in [*inputs, *intermediates]}
+    for o in outputs:
+        incoming[o] = [var(f"grad_{o}")]
+    section: dict[str, str] = {}
+    for name in reversed(list(entries)):
+        gradient = _sum(incoming[name])
+        if _is(gradient, 0):
+            continue
+        if name in intermediates and gradient.op != "name":
+            section[f"grad_{name}"] = source(gradient)
+            gradient = var(f"grad_{name}")
+        expr = entries[name]
+        for read in names(expr):
+            if read in differentiable:
+                term = mul(gradient, partial(expr, read))
+                if not _is(term, 0):
+                    incoming[read].append(term)
+    for i in inputs:
+        section[i] = source(_sum(incoming[i]))
+    return section
+
+
+def _sum(terms: list[Expr]) -> Expr:
+    total = ZERO
+    for term in terms:
+        total = add(total, term)
+    return total

@@ -1,0 +1,182 @@
+"""``backward: auto``: the derived gradient of every function and operator of the language against
+central differences in numpy float64, its kinks against Paddle's own kernels, and its text."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pytest
+
+from opgen.autodiff import backward_of, parse, partial, source
+from opgen.expr import FUNCTIONS
+from opgen.spec import Spec, loads
+
+NUMPY = {"np": np, "_erf": np.vectorize(math.erf, otypes=[np.float64])}
+
+#: For each function of one argument, where its argument u is sampled (away from poles and kinks).
+UNARY_DOMAINS: dict[str, tuple[float, float]] = {
+    "abs": (-2, 2), "exp": (-2, 2), "log": (0.2, 3), "log1p": (-0.6, 3), "expm1": (-2, 2),
+    "sqrt": (0.2, 3), "rsqrt": (0.2, 3), "tanh": (-2, 2), "sigmoid": (-4, 4), "erf": (-2, 2),
+    "sin": (-3, 3), "cos": (-3, 3), "floor": (-3, 3), "ceil": (-3, 3), "softplus": (-5, 5),
+    "square": (-2, 2), "sign": (-2, 2), "tan": (-1.2, 1.2), "atan": (-3, 3), "log2": (0.2, 3),
+    "exp2": (-3, 3),
+}
+OTHER_FUNCTIONS = {"min", "max", "pow", "where", "clamp"}
+#: Forwards over x and y in [lo, hi] that cover the rest of the language: operators, the
+#: functions of several arguments, conditions, intermediates and several outputs.
+CASES: list[tuple[str, dict[str, str], tuple[float, float]]] = [
+    ("arithmetic", {"out": "x * y - x / y + -x + +y - 2 * (x - y) / 3"}, (0.5, 2)),
+    ("powers", {"out": "x ** 2 + x ** 3 * y + pow(x, y) + y ** -1.5 + 2 ** x"}, (0.5, 2)),
+    ("min-max", {"out": "min(x, y) * 2 + max(x * y, 0.7) + min(x, 1) + max(-x, y)"}, (-2, 2)),
+    ("clamp", {"out": "clamp(x, -0.5, 0.5) + clamp(x * y, y - 1, y + 0.5) + clamp(y, x, 0.3)"},
+     (-2, 2)),
+    ("where", {"out": "where((x > y) & ~(y < -1) | (x < -1.5), x * y, exp(y)) + "
+                      "where(-1 < x <= y, y, 0)"}, (-2, 2)),
+    ("intermediates", {"s": "x * y", "c": "s > 0", "t": "tanh(s) + s",
+                       "out": "where(c, t * x, s) + t"}, (-2, 2)),
+    ("two outputs", {"e": "exp(x)", "out": "e * y", "out2": "e / (1 + y * y) + x"}, (-1, 1)),
+    ("mish", {"sp": "softplus(x)", "out": "x * tanh(sp)"}, (-3, 3)),
+]
+
+
+def test_every_function_is_covered() -> None:
+    assert set(UNARY_DOMAINS) | OTHER_FUNCTIONS == set(FUNCTIONS)
+    covered = {name for _, forward, _ in CASES for text in forward.values()
+               for name in FUNCTIONS if f"{name}(" in text}
+    assert covered >= OTHER_FUNCTIONS
+
+
+def _spec(forward: dict[str, str], outputs: list[str]) -> Spec:
+    lines = "\n".join(f"  {k}: {v!r}" if "'" not in v else f'  {k}: "{v}"'
+                      for k, v in forward.items())
+    return loads(textwrap.dedent(f"""\
+        name: derived
+        kind: elementwise
+        inputs: [x, y]
+        outputs: [{', '.join(outputs)}]
+        forward:
+        """) + lines + "\nbackward: auto\n", check_builtins=False)
+
+
+def _run(section: dict, env: dict[str, np.ndarray], targets: tuple[str, ...] = ()
+         ) -> dict[str, np.ndarray]:
+    """Evaluate a section's numpy emissions in order; a target ``x`` lands in ``grad_x``."""
+    env = dict(env)
+    with np.errstate(all="ignore"):
+        for name, emitted in section.items():
+            value = eval(emitted.numpy, NUMPY, env)  # noqa: S307
+            shape = next(iter(env.values())).shape
+            env[f"grad_{name}" if name in targets else name] = np.broadcast_to(value, shape)
+    return env
+
+
+def _check_against_differences(forward: dict[str, str], domain: tuple[float, float]) -> None:
+    outputs = [k for k in forward if k.startswith("out")]
+    spec = _spec(forward, outputs)
+    rng = np.random.default_rng(0)
+    x, y = (rng.uniform(*domain, size=400) for _ in range(2))
+    grads = {f"grad_{o}": rng.uniform(-1, 1, size=400) for o in outputs}
+
+    def loss(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        values = _run(spec.forward, {"x": x, "y": y})
+        return sum(grads[f"grad_{o}"] * values[o] for o in outputs)
+
+    got = _run(spec.backward or {}, {"x": x, "y": y, **grads}, ("x", "y"))
+    h = 1e-6
+    for name, (dx, dy) in (("x", (h, 0)), ("y", (0, h))):
+        numeric = (loss(x + dx, y + dy) - loss(x - dx, y - dy)) / (2 * h)
+        coarse = (loss(x + 2 * dx, y + 2 * dy) - loss(x - 2 * dx, y - 2 * dy)) / (4 * h)
+        smooth = np.abs(numeric - coarse) <= 1e-4 * (1 + np.abs(numeric))  # no kink within 2h
+        assert smooth.mean() > 0.9, (name, forward)
+        np.testing.assert_allclose(got[f"grad_{name}"][smooth], numeric[smooth], rtol=1e-5,
+                                   atol=1e-6, err_msg=f"d/d{name}: {spec.backward_source}")
+
+
+@pytest.mark.parametrize("name", sorted(UNARY_DOMAINS))
+def test_each_function_against_central_differences(name: str) -> None:
+    lo, hi = UNARY_DOMAINS[name]
+    # u = (x + y) / 2 stays in the domain; the chain and product rules are exercised too
+    _check_against_differences({"out": f"{name}((x + y) / 2) * (y - 2.5 * x) + {name}(x)"},
+                               (lo, hi))
+
+
+@pytest.mark.parametrize(("label", "forward", "domain"), CASES, ids=[c[0] for c in CASES])
+def test_operators_conditions_intermediates_outputs(label: str, forward: dict[str, str],
+                                                    domain: tuple[float, float]) -> None:
+    _check_against_differences(forward, domain)
+
+
+# -- the text: it reads like a hand-written backward -----------------------------------------------
+
+@pytest.mark.parametrize(("forward", "want"), [
+    ({"out": "tanh(x)"}, {"x": "grad_out * (1 - tanh(x) ** 2)", "y": "0"}),
+    ({"out": "x * y + 1"}, {"x": "grad_out * y", "y": "grad_out * x"}),
+    ({"out": "x / y"}, {"x": "grad_out / y", "y": "-grad_out * x / y ** 2"}),
+    ({"out": "x - y * 1 + 0"}, {"x": "grad_out", "y": "-grad_out"}),
+    ({"out": "exp(-x)"}, {"x": "-grad_out * exp(-x)", "y": "0"}),
+    ({"out": "clamp(x, 0, 6)"}, {"x": "where((x >= 0) & (x <= 6), grad_out, 0)", "y": "0"}),
+    ({"out": "where(x > 0, x, y * expm1(x))"},
+     {"x": "where(x > 0, grad_out, grad_out * y * exp(x))",
+      "y": "where(x > 0, 0, grad_out * expm1(x))"}),
+    ({"out": "max(x, y)"}, {"x": "where(x > y, grad_out, where(x == y, 0.5 * grad_out, 0))",
+                            "y": "where(x < y, grad_out, where(x == y, 0.5 * grad_out, 0))"}),
+    ({"out": "abs(x) + floor(y) + sign(y)"}, {"x": "grad_out * sign(x)", "y": "0"}),
+    ({"out": "2 ** x + x ** 3"}, {"x": "grad_out * (0.6931471805599453 * 2 ** x + 3 * x ** 2)",
+                                  "y": "0"}),
+    ({"sp": "softplus(x)", "out": "x * tanh(sp)"},
+     {"grad_sp": "grad_out * x * (1 - tanh(sp) ** 2)",
+      "x": "grad_out * tanh(sp) + grad_sp * sigmoid(x)", "y": "0"}),
+    ({"out": "y * tanh(x / y) + 1"}, {"x": "grad_out * (1 - tanh(x / y) ** 2)",
+                                      "y": "grad_out * (tanh(x / y) - y * (1 - tanh(x / y) ** 2)"
+                                           " * x / y ** 2)"}),
+    ({"out": "x", "out2": "x * y"}, {"x": "grad_out2 * y + grad_out", "y": "grad_out2 * x"}),
+])
+def test_the_derived_text(forward: dict[str, str], want: dict[str, str]) -> None:
+    outputs = [k for k in forward if k.startswith("out")]
+    assert backward_of(forward, ["x", "y"], outputs) == want
+
+
+@pytest.mark.parametrize(("text", "wrt", "want"), [
+    ("x * 1 + 0 * y", "x", "1"),
+    ("log(2) * x", "x", "0.6931471805599453"),
+    ("x ** 1", "x", "1"),
+    ("sqrt(x)", "x", "0.5 / sqrt(x)"),
+    ("rsqrt(x)", "x", "-0.5 * rsqrt(x) / x"),
+    ("erf(x)", "x", "1.1283791670955126 * exp(-x ** 2)"),
+    ("log2(x)", "x", "1.4426950408889634 / x"),
+    ("(-2) ** x", "x", "(-2) ** x * log(-2)"),
+    ("y ** 2", "x", "0"),
+])
+def test_simplification(text: str, wrt: str, want: str) -> None:
+    assert source(partial(parse(text), wrt)) == want
+
+
+# -- kinks: Paddle's own kernels -------------------------------------------------------------------
+
+KINKS = [
+    ("max", "max(x, y)", lambda p, x, y: p.maximum(x, y), [(1.0, 1.0), (2.0, 1.0), (0.5, 3.0)]),
+    ("min", "min(x, y)", lambda p, x, y: p.minimum(x, y), [(1.0, 1.0), (2.0, 1.0), (0.5, 3.0)]),
+    ("abs", "abs(x) + 0 * y", lambda p, x, y: p.abs(x) + 0 * y, [(0.0, 0.0), (-1.0, 0.0)]),
+    ("clamp", "clamp(x, -1, 2) + 0 * y", lambda p, x, y: p.clip(x, -1.0, 2.0) + 0 * y,
+     [(-1.0, 0.0), (2.0, 0.0), (3.0, 0.0), (-2.0, 0.0), (0.5, 0.0)]),
+    ("floor", "floor(x) + ceil(y)", lambda p, x, y: p.floor(x) + p.ceil(y), [(1.0, 2.0)]),
+    ("sign", "sign(x) + y", lambda p, x, y: p.sign(x) + y, [(0.0, 1.0), (-2.0, 1.0)]),
+]
+
+
+@pytest.mark.parametrize(("label", "text", "paddle_fn", "points"), KINKS,
+                         ids=[k[0] for k in KINKS])
+def test_kinks_follow_paddle(label, text, paddle_fn, points) -> None:
+    paddle = pytest.importorskip("paddle")
+    xs, ys = (np.array(p, dtype=np.float64) for p in zip(*points, strict=True))
+    spec = _spec({"out": text}, ["out"])
+    g = np.linspace(0.5, 1.5, len(xs))
+    ours = _run(spec.backward or {}, {"x": xs, "y": ys, "grad_out": g}, ("x", "y"))
+    tx, ty = (paddle.to_tensor(a, stop_gradient=False) for a in (xs, ys))
+    theirs = paddle.grad([paddle_fn(paddle, tx, ty)], [tx, ty],
+                         grad_outputs=[paddle.to_tensor(g)], allow_unused=True)
+    for name, value in zip("xy", theirs, strict=True):
+        want = np.zeros_like(xs) if value is None else value.numpy()
+        np.testing.assert_array_equal(ours[f"grad_{name}"], want, err_msg=f"{label}: d/d{name}")
