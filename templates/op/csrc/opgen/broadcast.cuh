@@ -829,7 +829,8 @@ void LaunchRowBackward(const F& f, const BroadcastPlan<kIn>& plan,
 template <int kIn>
 struct ScalarPass {
   int64_t n;
-  bool scalar[kIn];  // one-element inputs; the others are full. Gradient g is summed iff input g is.
+  // One-element inputs; the others are full. Gradient g is summed iff input g is.
+  bool scalar[kIn];
 };
 
 // Blocks stride over tiles of kReduceThreads * kVec elements, writing the full gradients and
@@ -1081,7 +1082,8 @@ std::size_t BroadcastBackwardWorkspaceBytes(const BroadcastPlan<kIn>& plan, int 
   switch (plan.pattern) {
     case BroadcastPattern::kTrailingVector: {
       const View2d<kIn> view = ViewAs2d(plan);
-      const ColumnGeometry g = ColumnPassGeometry<T>(view.rows, view.cols, 16 / static_cast<int>(sizeof(T)),
+      const int widest = 16 / static_cast<int>(sizeof(T));
+      const ColumnGeometry g = ColumnPassGeometry<T>(view.rows, view.cols, widest,
                                                      detail::MaxResidentReduceBlocks(device));
       elements = reduced * g.row_blocks * view.cols;
       break;
