@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The broadcasting launcher on the GPU machine, no Paddle needed: builds
+# scripts/gpu/broadcast_bench.cu once per set of launcher knobs (in parallel), checks every path
+# against the host (with outputs past 2^31 elements unless LARGE=0), then times each pattern
+# against cudaMemcpy; then reads DRAM counters with ncu for the bias kernels of the first
+# variant (its --profile run). Output under $OUT; exits non-zero when any variant finds a mismatch.
+#   bash scripts/gpu/broadcast.sh                      # the default knobs
+#   bash scripts/gpu/broadcast.sh "" "-DOPGEN_BCAST_COLUMN_LANES=32" "-DOPGEN_THREADS=256"
+set -uo pipefail
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+OUT=${OUT:-/tmp/opgen-out}
+mkdir -p "$OUT" /tmp/broadcast
+nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.memory --format=csv |
+  tee "$OUT/broadcast-gpu.txt"
+[ $# -gt 0 ] || set -- ""
+i=0
+for flags in "$@"; do
+  i=$((i + 1))
+  nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc $flags scripts/gpu/broadcast_bench.cu \
+    -o /tmp/broadcast/v$i 2>&1 | tee "$OUT/broadcast-build-v$i.txt" &
+done
+wait
+status=0
+i=0
+for flags in "$@"; do
+  i=$((i + 1))
+  echo "== v$i ${flags:-default}" | tee -a "$OUT/broadcast.txt"
+  if [ ! -x /tmp/broadcast/v$i ]; then
+    echo "v$i did not build" | tee -a "$OUT/broadcast.txt"
+    status=1
+    continue
+  fi
+  large=--large
+  [ "${LARGE:-1}" = 1 ] && [ $i = 1 ] || large=
+  /tmp/broadcast/v$i $large 2>&1 | tee -a "$OUT/broadcast.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
+if command -v ncu >/dev/null && [ "${NCU:-1}" = 1 ] && [ -x /tmp/broadcast/v1 ]; then
+  metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+  metrics+=,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active
+  metrics+=,launch__registers_per_thread,launch__grid_size
+  ncu --metrics "$metrics" --kernel-name regex:'Broadcast2dKernel|ColumnPassKernel|SumPartials' \
+    /tmp/broadcast/v1 --profile 2>&1 | grep -v '^==PROF==' > "$OUT/broadcast-ncu.txt"
+fi
+exit $status
