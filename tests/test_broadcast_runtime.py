@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CSRC = ROOT / "templates" / "op" / "csrc"
+CSRC = ROOT / "templates" / "elementwise" / "csrc"
 DRIVER = ROOT / "tests" / "cpp" / "broadcast_runtime.cc"
 BENCH = ROOT / "scripts" / "gpu" / "broadcast_bench.cu"
 GPP = shutil.which("g++")
