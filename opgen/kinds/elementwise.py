@@ -58,6 +58,7 @@ class GradOp:
     reads_forward: bool          #   or forward inputs (else its own gradient is zero)
     output_grads: list[str]      # outputs whose gradients the grad kernel takes
     derived: bool = False        # `backward: auto`: derived from the forward by opgen
+    broadcast: bool = False      # the inputs broadcast: gradients are summed to their shapes
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ class Context:
 def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
              args: list[str], out_names: dict[str, str], attrs: list[Attr]) -> Functor:
     """The functor computing ``emitted`` in order: each target (a key of ``out_names``) into its
-    output parameter, every other entry (an intermediate) into a local computed once."""
+    output parameter, every other entry (an intermediate) into a local computed once. An
+    argument it does not read keeps its place, unnamed (the launcher reads nothing for it)."""
     used = set().union(*(e.names for e in emitted.values()))
     members = [a for a in attrs if a.name in used]
     inits = [f"{a.name}(static_cast<MT>({a.name}))" if a.member_type == "MT" else
@@ -126,7 +128,8 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
         attrs=members,
         constructor=constructor,
         call_args=", ".join(["{" + ", ".join(args) + "}"] + [a.name for a in members]),
-        params=[f"MT {a}" for a in args] + [f"MT& {n}" for n in out_names.values()],
+        params=[f"MT {a}" if a in used else f"MT /*{a}*/" for a in args] +
+               [f"MT& {n}" for n in out_names.values()],
         lines=[(out_names.get(t, t), e.cpp, sources[t]) for t, e in emitted.items()],
         body=[f"{out_names[t]} = {e.cpp};" if t in out_names else
               f"{local_type[e.type]} {t} = {e.cpp};" for t, e in emitted.items()],
@@ -142,15 +145,26 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
     forward = _functor("Forward", spec.forward, spec.forward_source, m.inputs,
                        {o: o for o in m.outputs}, attrs)
 
+    # Inputs of more than one input broadcast; the backward then takes every forward input (each
+    # gradient has its input's shape) and reads only those its expressions use.
+    broadcast = len(m.inputs) > 1
+    reads: list[str] = []
     if spec.backward is not None:
         used = set().union(*(e.names for e in spec.backward.values()))
-        grad_inputs = [n for n in m.inputs if n in used] + [n for n in m.outputs if n in used]
-        grad_inputs += [f"grad_{n}" for n in m.outputs if f"grad_{n}" in used]
-        if not grad_inputs:  # constant gradients still need a tensor to take the shape from
-            grad_inputs = [f"grad_{m.outputs[0]}"]
+        reads = [n for n in m.inputs if n in used]
+        rest = [n for n in m.outputs if n in used]
+        rest += [f"grad_{n}" for n in m.outputs if f"grad_{n}" in used]
+        if not rest and (broadcast or not reads):  # a tensor of the output's shape is needed
+            rest = [f"grad_{m.outputs[0]}"]
+        grad_inputs = (list(m.inputs) if broadcast else reads) + rest
         functor: Functor | None = _functor(
             "Backward", spec.backward, spec.backward_source, grad_inputs,
             {i: f"grad_{i}" for i in m.inputs}, attrs)
+        if broadcast:
+            flags = ", ".join("true" if n in used else "false" for n in m.inputs)
+            functor = dataclasses.replace(functor, call_args=", ".join(
+                ["{" + ", ".join(m.inputs) + "}", f"/*reads=*/{{{flags}}}",
+                 "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
     else:
         grad_inputs = [f"grad_{n}" for n in m.outputs]
         functor = None
@@ -161,9 +175,10 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         params=[f"const paddle::Tensor& {n}" for n in grad_inputs] + [a.cpp_param for a in attrs],
         functor=functor,
         reads_outputs=any(n in m.outputs for n in grad_inputs),
-        reads_forward=any(n in m.outputs or n in m.inputs for n in grad_inputs),
+        reads_forward=bool(reads) or any(n in m.outputs for n in grad_inputs),
         output_grads=[n[5:] for n in grad_inputs if n.startswith("grad_") and n[5:] in m.outputs],
         derived=m.backward == "auto",
+        broadcast=broadcast,
     )
     functions = set().union(*(e.functions for e in spec.forward.values()))
     if spec.backward:
