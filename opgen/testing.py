@@ -65,6 +65,36 @@ def devices() -> list[Any]:
     return params
 
 
+#: Shape pairs of two broadcasting inputs the generated tests run (numpy's rules): a trailing
+#: vector (aligned and not), a leading vector, a scalar tensor, 0-D, size-1 and empty dims, and
+#: the general N-d case; each pair also runs reversed.
+BROADCAST_PAIRS: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
+    ((33, 1024), (1024,)), ((257, 129), (129,)), ((65, 7), (65, 1)), ((4, 9), ()),
+    ((1000003,), (1,)), ((3, 1, 7), (1, 5, 1)), ((8, 1, 64), (1, 16, 64)), ((2, 0, 3), (3,)),
+    ((4, 1), (0,)), ((1, 1), (1,)),
+]
+
+
+def broadcast_cases(inputs: int) -> list[tuple[tuple[int, ...], ...]]:
+    """The shapes of ``inputs`` broadcasting inputs per case: each pair of BROADCAST_PAIRS and its
+    reverse, the inputs after the first two alternating between the pair's shapes."""
+    cases = []
+    for a, b in BROADCAST_PAIRS:
+        for first, second in ((a, b), (b, a)):
+            cases.append(tuple(first if k % 2 == 0 else second for k in range(inputs)))
+    return cases
+
+
+def sum_to(grad: np.ndarray, shape: Sequence[int], out_shape: Sequence[int]) -> np.ndarray:
+    """The gradient of an input of ``shape`` broadcast to ``out_shape``: ``grad`` (elementwise,
+    broadcast to ``out_shape``) summed over the dims the input was stretched along."""
+    full = np.broadcast_to(np.asarray(grad, np.float64), tuple(out_shape))
+    extra = full.ndim - len(shape)
+    summed = full.sum(axis=tuple(range(extra))) if extra else full
+    stretched = tuple(d for d, n in enumerate(shape) if n == 1 and summed.shape[d] != 1)
+    return summed.sum(axis=stretched, keepdims=True) if stretched else np.array(summed)
+
+
 #: Values :func:`sample` puts into a few elements of every tensor of more than this many elements.
 SPECIAL_VALUES = (np.nan, np.inf, -np.inf)
 SPECIAL_MIN_SIZE = 8
@@ -77,8 +107,10 @@ def sample(rng: np.random.Generator, shape: Sequence[int], dtype: str, device: s
 
     With ``special`` (the default), tensors of more than ``SPECIAL_MIN_SIZE`` elements also hold
     NaN, +inf and -inf, once each at random places, so every function's NaN and infinity rules
-    are compared with numpy's. The reference runs on the rounded values, so a float16 input that
-    rounds onto a kink of the op is compared against the reference at that same point.
+    are compared with numpy's. Output gradients are drawn without them: inf times a derivative
+    that is 0 in float32 but tiny in float64 is NaN in one and inf in the other. The reference
+    runs on the rounded values, so a float16 input that rounds onto a kink of the op is compared
+    against the reference at that same point.
     """
     data = rng.uniform(low, high, size=tuple(shape))
     if special and data.size > SPECIAL_MIN_SIZE:

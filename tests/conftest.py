@@ -11,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RELU6 = ROOT / "examples" / "relu6"
+BIAS_GELU = ROOT / "examples" / "bias_gelu"
 GPU_PYTHON = ROOT / ".venv-gpu" / "bin" / "python"
 
 

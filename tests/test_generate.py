@@ -6,12 +6,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import RELU6, run_opgen, tree_snapshot
+from conftest import BIAS_GELU, RELU6, run_opgen, tree_snapshot
 
 from opgen import api, journal, writer
 from opgen.errors import DriftError, WriteError
 
-RENDERED = ["README.md", "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h",
+RENDERED = ["README.md", "csrc/opgen/broadcast.cuh", "csrc/opgen/broadcast.h",
+            "csrc/opgen/divider.h", "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h",
+            "csrc/opgen/error.h",
             "csrc/opgen/launch.cuh", "csrc/opgen/math.h",
             "csrc/relu6.cc", "csrc/relu6.cu", "csrc/relu6.h", "relu6.py", "setup.py",
             "test_relu6.py"]
@@ -19,8 +21,10 @@ RENDERED = ["README.md", "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h
 GENERATED = [*RENDERED, ".opgen-answers.yml", *(f".opgen/base/{rel}" for rel in RENDERED)]
 
 
-def test_relu6_example_has_no_drift():
-    result = run_opgen("generate", "--check", str(RELU6 / "relu6.yaml"))
+@pytest.mark.parametrize("spec", [RELU6 / "relu6.yaml", BIAS_GELU / "bias_gelu.yaml"],
+                         ids=lambda p: p.stem)
+def test_examples_have_no_drift(spec):
+    result = run_opgen("generate", "--check", str(spec))
     assert result.returncode == 0, result.stderr
     assert "up to date" in result.stdout
 

@@ -1,0 +1,1158 @@
+// opgen broadcasting launcher: runs an op's functor over inputs that numpy-broadcast to the output,
+// forward and backward, from a plan made by opgen/broadcast.h. Plain CUDA with no Paddle in it,
+// so it can be checked and timed on its own (scripts/gpu/broadcast_bench.cu in opgen's
+// repository). Every launcher returns the launch's error and never aborts.
+//
+// Forward. Same-shape calls go to opgen::cuda::Launch (opgen/launch.cuh). Plans of at most two
+// dims (a bias [N, C] + [C], a per-row scale [N, C] * [N, 1], a scalar operand, an outer
+// product) go to one kernel that loads the full inputs in 16-byte vectors, and the [C] inputs
+// in the same vectors when no vector straddles two rows. Everything else goes to a kernel that
+// turns each output index into every input's offset with precomputed divisions (IntDivider),
+// in vectors along the innermost dim when it allows. Index math is 32-bit below 2^31 output
+// elements, 64-bit from there on.
+//
+// Backward. The gradient of a broadcast input is the sum of its elementwise gradient over the
+// dims it is broadcast along. It is summed in OpMathT (float; double for double), in an order
+// fixed by the plan and the device, without atomics, so two runs give the same bits:
+//   [N, C] with [C]      one pass over the big tensors writes the full gradients and each row
+//                        block's column sums to the workspace; a small kernel adds the row
+//                        blocks' sums in order;
+//   [N, C] with [N, 1]   a group of lanes (part of a warp, a warp, or a block) per row;
+//   scalar operand       one pass writes the full gradients and a sum per block; one block per
+//                        gradient adds those;
+//   anything else        the elementwise gradient goes to the workspace, then each input element
+//                        sums its broadcast dims in order.
+// The caller allocates the workspace (BroadcastBackwardWorkspaceBytes; the Paddle side takes it
+// from paddle::empty, whose allocations are 256-byte aligned).
+// Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "opgen/broadcast.h"
+#include "opgen/divider.h"
+#include "opgen/launch.cuh"
+#include "opgen/math.h"
+
+namespace opgen {
+namespace cuda {
+
+// Threads of the backward kernels' blocks, and how many of them a [C] gradient's pass lays
+// across the columns (the rest go down the rows). Settable with -D like launch.cuh's knobs.
+#ifndef OPGEN_BCAST_REDUCE_THREADS
+#define OPGEN_BCAST_REDUCE_THREADS 256
+#endif
+#ifndef OPGEN_BCAST_COLUMN_LANES
+#define OPGEN_BCAST_COLUMN_LANES 64
+#endif
+constexpr int kReduceThreads = OPGEN_BCAST_REDUCE_THREADS;
+constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;
+static_assert((kReduceThreads & (kReduceThreads - 1)) == 0 && kReduceThreads >= 32,
+              "OPGEN_BCAST_REDUCE_THREADS must be a power of two of at least a warp");
+static_assert((kColumnLanes & (kColumnLanes - 1)) == 0 && kColumnLanes <= kReduceThreads,
+              "OPGEN_BCAST_COLUMN_LANES must be a power of two of at most the block");
+// A row of at least this many vectors gets a block of its own in the [N, 1] gradient's pass;
+// shorter rows share a warp.
+constexpr int64_t kBlockPerRowVectors = 1024;
+// Rows a thread loads before it computes in the [C] gradient's pass: bytes in flight.
+constexpr int kRowUnroll = 4;
+
+namespace detail {
+
+inline bool AlignedTo(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+// The widest vector (at most 16 bytes) for which `fits(width)` holds.
+template <typename T, typename Fits>
+int WidestVector(Fits fits) {
+  int width = 16 / static_cast<int>(sizeof(T));
+  while (width > 1 && !fits(width)) width /= 2;
+  return width;
+}
+
+// Calls `body(std::integral_constant<int, width>{})`: the run-time width as a compile-time one.
+template <typename T, typename Body>
+void WithVectorWidth(int width, Body&& body) {
+  constexpr int kMax = 16 / static_cast<int>(sizeof(T));
+  if constexpr (kMax >= 8) {
+    if (width == 8) return body(std::integral_constant<int, 8>{});
+  }
+  if constexpr (kMax >= 4) {
+    if (width == 4) return body(std::integral_constant<int, 4>{});
+  }
+  if constexpr (kMax >= 2) {
+    if (width == 2) return body(std::integral_constant<int, 2>{});
+  }
+  body(std::integral_constant<int, 1>{});
+}
+
+// Calls `body(I{})` with the index type for `n` elements: IntDivider<uint32_t> is exact below
+// 2^31.
+template <typename Body>
+void WithIndexType(int64_t n, Body&& body) {
+  if (n <= int64_t{INT32_MAX}) {
+    body(uint32_t{});
+  } else {
+    body(uint64_t{});
+  }
+}
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline int64_t PowerOfTwoAtLeast(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;
+
+// Blocks of kReduceThreads the device can hold at once, at most: the bound the workspace is
+// sized for (a kernel's own occupancy, asked at launch, can only be lower).
+inline int64_t MaxResidentReduceBlocks(int device) {
+  constexpr int kMaxDevices = 64;
+  static int cache[kMaxDevices] = {};
+  const int slot = device >= 0 && device < kMaxDevices ? device : 0;
+  if (cache[slot] == 0) {
+    int threads = 0;
+    cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device);
+    cache[slot] = threads >= kReduceThreads ? threads / kReduceThreads : 1;
+  }
+  return int64_t{cache[slot]} * MultiprocessorCount(device);
+}
+
+// Blocks of kKernel (kReduceThreads each) resident on the device at once (per multiprocessor
+// asked once per kernel).
+template <auto kKernel>
+int64_t ResidentBlocks(int device) {
+  static const int per_sm = [] {
+    int count = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kKernel, kReduceThreads, 0);
+    return count > 0 ? count : 1;
+  }();
+  return int64_t{per_sm} * MultiprocessorCount(device);
+}
+
+template <int kIn, int kOut>
+int ReducedGradients(const BroadcastPlan<kIn>& plan) {
+  int count = 0;
+  for (int g = 0; g < kOut; ++g) count += plan.IsFull(g) ? 0 : 1;
+  return count;
+}
+
+}  // namespace detail
+
+// ---- forward, plans of at most two dims ------------------------------------------------------
+// What an input of a 2-d plan [rows, cols] is, by its strides.
+enum class Operand2d : uint8_t {
+  kFull,       // [rows, cols]: strides (cols, 1)
+  kPerColumn,  // [cols], one value per column (a bias): strides (0, 1)
+  kPerRow,     // [rows, 1], one value per row: strides (1, 0)
+  kScalar,     // strides (0, 0)
+};
+
+template <int kIn>
+struct View2d {
+  int64_t rows = 1;
+  int64_t cols = 1;
+  Operand2d kind[kIn];
+};
+
+// A plan of one or two dims as [rows, cols]; one dim is a single row.
+template <int kIn>
+View2d<kIn> ViewAs2d(const BroadcastPlan<kIn>& plan) {
+  View2d<kIn> view;
+  const bool two = plan.rank == 2;
+  view.rows = two ? plan.dims[0] : 1;
+  view.cols = plan.dims[two ? 1 : 0];
+  for (int k = 0; k < kIn; ++k) {
+    const bool along_cols = plan.strides[k][two ? 1 : 0] != 0;
+    const bool along_rows = two && plan.strides[k][0] != 0;
+    if (!two) {
+      view.kind[k] = along_cols ? Operand2d::kFull : Operand2d::kScalar;
+    } else if (along_cols) {
+      view.kind[k] = along_rows ? Operand2d::kFull : Operand2d::kPerColumn;
+    } else {
+      view.kind[k] = along_rows ? Operand2d::kPerRow : Operand2d::kScalar;
+    }
+  }
+  return view;
+}
+
+template <typename I, int kIn>
+struct Params2d {
+  I n;                  // rows * cols
+  IntDivider<I> cols;   // an index's row and column
+  Operand2d kind[kIn];
+};
+
+// kVec values of input `p` for the kVec outputs from `first`, whose row and column are `at`.
+// kWholeRows: the kVec outputs lie in one row (cols is a multiple of kVec, or there is one row)
+// and a [cols] input is aligned for a vector at any multiple of kVec.
+template <int kVec, bool kWholeRows, typename I, typename T>
+__device__ __forceinline__ void Load2d(const T* p, Operand2d kind, I first, DivMod<I> at, I cols,
+                                       OpMathT<T> (&values)[kVec]) {
+  using MT = OpMathT<T>;
+  using V = Vec<T, kVec>;
+  switch (kind) {
+    case Operand2d::kFull: {
+      const V v = LoadVec(reinterpret_cast<const V*>(p + first));
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) values[j] = static_cast<MT>(v.v[j]);
+      return;
+    }
+    case Operand2d::kPerColumn:
+      if constexpr (kWholeRows) {
+        const V v = *reinterpret_cast<const V*>(p + at.mod);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) values[j] = static_cast<MT>(v.v[j]);
+      } else {
+        I col = at.mod;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          values[j] = static_cast<MT>(p[col]);
+          if (++col == cols) col = 0;
+        }
+      }
+      return;
+    case Operand2d::kPerRow:
+      if constexpr (kWholeRows) {
+        const MT v = static_cast<MT>(p[at.div]);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) values[j] = v;
+      } else {
+        I row = at.div, col = at.mod;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          values[j] = static_cast<MT>(p[row]);
+          if (++col == cols) {
+            col = 0;
+            ++row;
+          }
+        }
+      }
+      return;
+    case Operand2d::kScalar: {
+      const MT v = static_cast<MT>(p[0]);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) values[j] = v;
+      return;
+    }
+  }
+}
+
+// Calls `f` on kVec elements' values and stores the kOut results as vectors at `first`.
+template <int kVec, typename T, typename F, int kIn, int kOut>
+__device__ __forceinline__ void ApplyAndStore(const F& f, const OpMathT<T> (&values)[kIn][kVec],
+                                              const Pointers<T, kOut>& out, int64_t first) {
+  using MT = OpMathT<T>;
+  using V = Vec<T, kVec>;
+  V results[kOut];
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    MT args[kIn];
+    MT r[kOut];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) args[k] = values[k][j];
+    Apply(f, args, r);
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) results[o].v[j] = static_cast<T>(r[o]);
+  }
+#pragma unroll
+  for (int o = 0; o < kOut; ++o) StoreVec(reinterpret_cast<V*>(out.at[o] + first), results[o]);
+}
+
+// Tiles of kThreads * kVec outputs, one block per tile (blocks stride when the grid is capped);
+// the partial tile at the end element by element, by the block that would take the next tile.
+template <int kVec, bool kWholeRows, typename I, typename T, typename F, int kIn, int kOut>
+__global__ void __launch_bounds__(kThreads)
+    Broadcast2dKernel(F f, Params2d<I, kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
+  using MT = OpMathT<T>;
+  constexpr I kTile = I{kThreads} * kVec;
+  const I cols = p.cols.divisor();
+  const I full_tiles = p.n / kTile;
+  for (I tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+    const I first = tile * kTile + static_cast<I>(threadIdx.x) * kVec;
+    const DivMod<I> at = p.cols.Divide(first);
+    MT values[kIn][kVec];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) {
+      Load2d<kVec, kWholeRows>(in.at[k], p.kind[k], first, at, cols, values[k]);
+    }
+    ApplyAndStore<kVec, T>(f, values, out, static_cast<int64_t>(first));
+  }
+  if (blockIdx.x == full_tiles % gridDim.x) {
+    for (I i = full_tiles * kTile + threadIdx.x; i < p.n; i += kThreads) {
+      const DivMod<I> at = p.cols.Divide(i);
+      MT values[kIn][1];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) Load2d<1, true>(in.at[k], p.kind[k], i, at, cols, values[k]);
+      ApplyAndStore<1, T>(f, values, out, static_cast<int64_t>(i));
+    }
+  }
+}
+
+template <int kVec, bool kWholeRows, typename I, typename T, typename F, int kIn, int kOut>
+void Launch2dWith(const F& f, const Params2d<I, kIn>& p, const Pointers<const T, kIn>& in,
+                  const Pointers<T, kOut>& out, cudaStream_t stream) {
+  constexpr int64_t kTile = int64_t{kThreads} * kVec;
+  int64_t grid = detail::CeilDiv(static_cast<int64_t>(p.n), kTile);
+  if (grid > detail::kMaxGrid) grid = detail::kMaxGrid;
+  Broadcast2dKernel<kVec, kWholeRows, I, T, F, kIn, kOut>
+      <<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(f, p, in, out);
+}
+
+template <typename T, typename F, int kIn, int kOut>
+void Launch2d(const F& f, const BroadcastPlan<kIn>& plan, const Pointers<const T, kIn>& in,
+              const Pointers<T, kOut>& out, cudaStream_t stream) {
+  const View2d<kIn> view = ViewAs2d(plan);
+  // Full inputs and the outputs are read and written at the output's index: they set the width.
+  const int width = detail::WidestVector<T>([&](int w) {
+    const std::size_t bytes = w * sizeof(T);
+    bool aligned = true;
+    for (int k = 0; k < kIn; ++k) {
+      if (view.kind[k] == Operand2d::kFull) aligned = aligned && detail::AlignedTo(in.at[k], bytes);
+    }
+    for (int o = 0; o < kOut; ++o) aligned = aligned && detail::AlignedTo(out.at[o], bytes);
+    return aligned;
+  });
+  bool whole_rows = view.rows == 1 || view.cols % width == 0;
+  for (int k = 0; k < kIn; ++k) {
+    if (view.kind[k] == Operand2d::kPerColumn) {
+      whole_rows = whole_rows && detail::AlignedTo(in.at[k], width * sizeof(T));
+    }
+  }
+  detail::WithIndexType(plan.numel, [&](auto index) {
+    using I = decltype(index);
+    Params2d<I, kIn> p;
+    p.n = static_cast<I>(plan.numel);
+    p.cols = IntDivider<I>(static_cast<I>(view.cols));
+    for (int k = 0; k < kIn; ++k) p.kind[k] = view.kind[k];
+    detail::WithVectorWidth<T>(width, [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      if constexpr (kVec == 1) {
+        Launch2dWith<1, true>(f, p, in, out, stream);
+      } else if (whole_rows) {
+        Launch2dWith<kVec, true>(f, p, in, out, stream);
+      } else {
+        Launch2dWith<kVec, false>(f, p, in, out, stream);
+      }
+    });
+  });
+}
+
+// ---- forward, any plan -----------------------------------------------------------------------
+// Each input's offset for an output index: the index's digits in the output's dims (innermost
+// first, by precomputed division) times the input's strides.
+template <typename I, int kIn>
+struct OffsetCalculator {
+  int rank;
+  IntDivider<I> sizes[kMaxBroadcastRank];  // innermost first
+  I strides[kMaxBroadcastRank][kIn];       // innermost first; strides[0][k] is 0 or 1
+
+  __device__ __forceinline__ void Offsets(I linear, I (&offsets)[kIn]) const {
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) offsets[k] = 0;
+#pragma unroll
+    for (int d = 0; d < kMaxBroadcastRank; ++d) {
+      if (d == rank) break;
+      const DivMod<I> digit = sizes[d].Divide(linear);
+      linear = digit.div;
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) offsets[k] += digit.mod * strides[d][k];
+    }
+  }
+};
+
+template <typename I, int kIn>
+OffsetCalculator<I, kIn> MakeOffsetCalculator(const BroadcastPlan<kIn>& plan) {
+  OffsetCalculator<I, kIn> calc;
+  calc.rank = plan.rank;
+  for (int d = 0; d < plan.rank; ++d) {
+    const int from = plan.rank - 1 - d;
+    calc.sizes[d] = IntDivider<I>(static_cast<I>(plan.dims[from]));
+    for (int k = 0; k < kIn; ++k) calc.strides[d][k] = static_cast<I>(plan.strides[k][from]);
+  }
+  return calc;
+}
+
+// As ElementwiseKernel, each input read at its own offset. With kVec > 1 the innermost dim is a
+// multiple of kVec, so a vector of outputs reads a vector of an input that runs along that dim
+// and one value of an input broadcast along it.
+template <int kVec, typename I, typename T, typename F, int kIn, int kOut>
+__global__ void __launch_bounds__(kThreads)
+    BroadcastNdKernel(F f, I n, OffsetCalculator<I, kIn> calc, Pointers<const T, kIn> in,
+                      Pointers<T, kOut> out) {
+  using MT = OpMathT<T>;
+  using V = Vec<T, kVec>;
+  constexpr I kTile = I{kThreads} * kVec;
+  const I full_tiles = n / kTile;
+  for (I tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+    const I first = tile * kTile + static_cast<I>(threadIdx.x) * kVec;
+    I offsets[kIn];
+    calc.Offsets(first, offsets);
+    MT values[kIn][kVec];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) {
+      if (calc.strides[0][k] != 0) {
+        const V v = LoadVec(reinterpret_cast<const V*>(in.at[k] + offsets[k]));
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) values[k][j] = static_cast<MT>(v.v[j]);
+      } else {
+        const MT v = static_cast<MT>(in.at[k][offsets[k]]);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) values[k][j] = v;
+      }
+    }
+    ApplyAndStore<kVec, T>(f, values, out, static_cast<int64_t>(first));
+  }
+  if (blockIdx.x == full_tiles % gridDim.x) {
+    for (I i = full_tiles * kTile + threadIdx.x; i < n; i += kThreads) {
+      I offsets[kIn];
+      calc.Offsets(i, offsets);
+      MT values[kIn][1];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) values[k][0] = static_cast<MT>(in.at[k][offsets[k]]);
+      ApplyAndStore<1, T>(f, values, out, static_cast<int64_t>(i));
+    }
+  }
+}
+
+template <typename T, typename F, int kIn, int kOut>
+void LaunchNd(const F& f, const BroadcastPlan<kIn>& plan, const Pointers<const T, kIn>& in,
+              const Pointers<T, kOut>& out, cudaStream_t stream) {
+  const int inner = plan.rank - 1;
+  const int width = detail::WidestVector<T>([&](int w) {
+    const std::size_t bytes = w * sizeof(T);
+    bool fits = plan.dims[inner] % w == 0;
+    for (int k = 0; k < kIn; ++k) {
+      if (plan.strides[k][inner] != 0) fits = fits && detail::AlignedTo(in.at[k], bytes);
+    }
+    for (int o = 0; o < kOut; ++o) fits = fits && detail::AlignedTo(out.at[o], bytes);
+    return fits;
+  });
+  detail::WithIndexType(plan.numel, [&](auto index) {
+    using I = decltype(index);
+    const OffsetCalculator<I, kIn> calc = MakeOffsetCalculator<I>(plan);
+    detail::WithVectorWidth<T>(width, [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      constexpr int64_t kTile = int64_t{kThreads} * kVec;
+      int64_t grid = detail::CeilDiv(plan.numel, kTile);
+      if (grid > detail::kMaxGrid) grid = detail::kMaxGrid;
+      BroadcastNdKernel<kVec, I, T, F, kIn, kOut><<<static_cast<unsigned>(grid), kThreads, 0,
+                                                    stream>>>(
+          f, static_cast<I>(plan.numel), calc, in, out);
+    });
+  });
+}
+
+// Runs `f` over the plan's output: kOut outputs of the output's shape (contiguous), each input
+// read where it broadcasts to, on `device` and `stream`. Returns the launch's error (cudaSuccess
+// for an empty output).
+template <typename T, typename F, int kIn, int kOut>
+cudaError_t LaunchBroadcast(const F& f, const BroadcastPlan<kIn>& plan,
+                            const Pointers<const T, kIn>& in, const Pointers<T, kOut>& out,
+                            int device, cudaStream_t stream) {
+  if (plan.pattern == BroadcastPattern::kEmpty) return cudaSuccess;
+  if (plan.pattern == BroadcastPattern::kSameShape) {
+    return Launch(f, plan.numel, in, out, device, stream);
+  }
+  DeviceGuard guard(device);
+  if (plan.rank <= 2) {
+    Launch2d(f, plan, in, out, stream);
+  } else {
+    LaunchNd(f, plan, in, out, stream);
+  }
+  return cudaGetLastError();
+}
+
+// ---- backward: shared pieces -----------------------------------------------------------------
+// The sum of `value` over the block (1-d, kReduceThreads), in a fixed order: a butterfly within
+// each warp, then the warps' sums in order by thread 0, which alone gets the result.
+template <typename MT>
+__device__ __forceinline__ MT BlockSum(MT value, MT* warp_sums) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
+  __syncthreads();
+  MT total = 0;
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < kReduceThreads / 32; ++w) total += warp_sums[w];
+  }
+  __syncthreads();
+  return total;
+}
+
+// out[c] = the sum over b of partials[b][c], b in [0, count), in a fixed order: threadIdx.y
+// takes b = y, y + blockDim.y, ..., then a tree over y. blockDim.y is a power of two.
+template <typename T>
+__global__ void __launch_bounds__(kReduceThreads)
+    SumPartialsKernel(const OpMathT<T>* partials, int64_t count, int64_t cols, T* out) {
+  using MT = OpMathT<T>;
+  __shared__ MT shared[kReduceThreads];
+  const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  MT sum = 0;
+  if (c < cols) {
+    for (int64_t b = threadIdx.y; b < count; b += blockDim.y) sum += partials[b * cols + c];
+  }
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  shared[tid] = sum;
+  __syncthreads();
+  for (int s = blockDim.y / 2; s > 0; s /= 2) {
+    if (threadIdx.y < s) shared[tid] += shared[tid + s * blockDim.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < cols) out[c] = static_cast<T>(shared[tid]);
+}
+
+template <typename T>
+void LaunchSumPartials(const OpMathT<T>* partials, int64_t count, int64_t cols, T* out,
+                       cudaStream_t stream) {
+  const int lanes_x = static_cast<int>(detail::PowerOfTwoAtLeast(cols < 32 ? cols : 32));
+  const dim3 block(lanes_x, kReduceThreads / lanes_x);
+  const int64_t grid = detail::CeilDiv(cols, lanes_x);
+  SumPartialsKernel<T><<<static_cast<unsigned>(grid), block, 0, stream>>>(partials, count, cols,
+                                                                          out);
+}
+
+// ---- backward, [N, C] with [C] ---------------------------------------------------------------
+template <int kIn>
+struct ColumnPass {
+  int64_t rows;
+  int64_t cols;
+  int64_t rows_per_block;
+  bool per_column[kIn];  // [C] inputs; the others are full. Gradient g is summed iff input g is.
+};
+
+// The [C] gradients' pass: block (x, y) takes columns [x * lanes_x * kVec, ...) of the rows
+// [y * rows_per_block, ...); each thread runs down its vector of columns, writes the full
+// gradients and sums the [C] ones in registers; the block adds its threads' sums down the rows
+// (a fixed tree in shared memory) and writes them as row y of its gradient's partials.
+template <int kVec, typename T, typename F, int kIn, int kOut>
+__global__ void __launch_bounds__(kReduceThreads)
+    ColumnPassKernel(F f, ColumnPass<kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> grads,
+                     OpMathT<T>* partials) {
+  using MT = OpMathT<T>;
+  using V = Vec<T, kVec>;
+  const int64_t col = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kVec;
+  const int64_t first_row = int64_t{blockIdx.y} * p.rows_per_block;
+  const int64_t end_row = first_row + p.rows_per_block < p.rows ? first_row + p.rows_per_block
+                                                                 : p.rows;
+  MT sums[kOut][kVec];
+#pragma unroll
+  for (int g = 0; g < kOut; ++g) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) sums[g][j] = 0;
+  }
+  if (col < p.cols) {
+    MT fixed[kIn][kVec];  // the [C] inputs' values, the same on every row
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) {
+      if (!p.per_column[k]) continue;
+      const V v = *reinterpret_cast<const V*>(in.at[k] + col);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) fixed[k][j] = static_cast<MT>(v.v[j]);
+    }
+    const int64_t step = blockDim.y;
+    for (int64_t row0 = first_row + threadIdx.y; row0 < end_row; row0 += kRowUnroll * step) {
+      V loaded[kRowUnroll][kIn];
+#pragma unroll
+      for (int u = 0; u < kRowUnroll; ++u) {
+        const int64_t row = row0 + u * step;
+        if (row >= end_row) break;
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) {
+          if (!p.per_column[k]) {
+            loaded[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + row * p.cols + col));
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kRowUnroll; ++u) {
+        const int64_t row = row0 + u * step;
+        if (row >= end_row) break;
+        V results[kOut];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          MT args[kIn];
+          MT r[kOut];
+#pragma unroll
+          for (int k = 0; k < kIn; ++k) {
+            args[k] = p.per_column[k] ? fixed[k][j] : static_cast<MT>(loaded[u][k].v[j]);
+          }
+          Apply(f, args, r);
+#pragma unroll
+          for (int g = 0; g < kOut; ++g) {
+            if (p.per_column[g]) {
+              sums[g][j] += r[g];
+            } else {
+              results[g].v[j] = static_cast<T>(r[g]);
+            }
+          }
+        }
+#pragma unroll
+        for (int g = 0; g < kOut; ++g) {
+          if (!p.per_column[g]) {
+            StoreVec(reinterpret_cast<V*>(grads.at[g] + row * p.cols + col), results[g]);
+          }
+        }
+      }
+    }
+  }
+  // Down the rows of the block: element j of thread t at shared[j][t], a tree over threadIdx.y.
+  __shared__ MT shared[kVec][kReduceThreads];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  int slot = 0;
+#pragma unroll
+  for (int g = 0; g < kOut; ++g) {
+    if (!p.per_column[g]) continue;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) shared[j][tid] = sums[g][j];
+    __syncthreads();
+    for (int s = blockDim.y / 2; s > 0; s /= 2) {
+      if (threadIdx.y < s) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) shared[j][tid] += shared[j][tid + s * blockDim.x];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.y == 0 && col < p.cols) {
+      MT* row = partials + (int64_t{slot} * gridDim.y + blockIdx.y) * p.cols + col;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) row[j] = shared[j][tid];
+    }
+    __syncthreads();
+    ++slot;
+  }
+}
+
+struct ColumnGeometry {
+  int lanes_x;  // threads across the columns; kReduceThreads / lanes_x down the rows
+  int64_t col_blocks;
+  int64_t row_blocks;
+  int64_t rows_per_block;
+};
+
+// The grid of the [C] gradients' pass: vectors of `width` elements, row blocks enough for
+// `resident` blocks in all. Row blocks are counted as if the widest vector were used, so the
+// workspace size does not depend on the pointers' alignment (a narrower vector only adds column
+// blocks).
+template <typename T>
+ColumnGeometry ColumnPassGeometry(int64_t rows, int64_t cols, int width, int64_t resident) {
+  auto lanes_for = [](int64_t vectors) {
+    return static_cast<int>(
+        detail::PowerOfTwoAtLeast(vectors < kColumnLanes ? vectors : kColumnLanes));
+  };
+  const int64_t widest_vectors = detail::CeilDiv(cols, 16 / static_cast<int64_t>(sizeof(T)));
+  const int64_t widest_col_blocks = detail::CeilDiv(widest_vectors, lanes_for(widest_vectors));
+  int64_t row_blocks = detail::CeilDiv(resident, widest_col_blocks);
+  if (row_blocks > rows) row_blocks = rows;
+  if (row_blocks < 1) row_blocks = 1;
+  ColumnGeometry g;
+  const int64_t vectors = cols / width;
+  g.lanes_x = lanes_for(vectors);
+  g.col_blocks = detail::CeilDiv(vectors, g.lanes_x);
+  g.rows_per_block = detail::CeilDiv(rows, row_blocks);
+  g.row_blocks = detail::CeilDiv(rows, g.rows_per_block);
+  return g;
+}
+
+template <typename T, typename F, int kIn, int kOut>
+void LaunchColumnBackward(const F& f, const BroadcastPlan<kIn>& plan,
+                          const Pointers<const T, kIn>& in, const Pointers<T, kOut>& grads,
+                          OpMathT<T>* partials, int device, cudaStream_t stream) {
+  const View2d<kIn> view = ViewAs2d(plan);
+  ColumnPass<kIn> p;
+  p.rows = view.rows;
+  p.cols = view.cols;
+  for (int k = 0; k < kIn; ++k) p.per_column[k] = view.kind[k] == Operand2d::kPerColumn;
+  const int width = detail::WidestVector<T>([&](int w) {
+    bool fits = view.cols % w == 0;
+    for (int k = 0; k < kIn; ++k) fits = fits && detail::AlignedTo(in.at[k], w * sizeof(T));
+    for (int g = 0; g < kOut; ++g) {
+      if (!p.per_column[g]) fits = fits && detail::AlignedTo(grads.at[g], w * sizeof(T));
+    }
+    return fits;
+  });
+  detail::WithVectorWidth<T>(width, [&](auto vec) {
+    constexpr int kVec = decltype(vec)::value;
+    constexpr auto kernel = ColumnPassKernel<kVec, T, F, kIn, kOut>;
+    const ColumnGeometry g = ColumnPassGeometry<T>(p.rows, p.cols, kVec,
+                                                   detail::ResidentBlocks<kernel>(device));
+    p.rows_per_block = g.rows_per_block;
+    const dim3 grid(static_cast<unsigned>(g.col_blocks), static_cast<unsigned>(g.row_blocks));
+    const dim3 block(g.lanes_x, kReduceThreads / g.lanes_x);
+    kernel<<<grid, block, 0, stream>>>(f, p, in, grads, partials);
+    int slot = 0;
+    for (int k = 0; k < kOut; ++k) {
+      if (!p.per_column[k]) continue;
+      LaunchSumPartials(partials + slot * g.row_blocks * p.cols, g.row_blocks, p.cols,
+                        grads.at[k], stream);
+      ++slot;
+    }
+  });
+}
+
+// ---- backward, [N, C] with [N, 1] ------------------------------------------------------------
+template <int kIn>
+struct RowPass {
+  int64_t rows;
+  int64_t cols;
+  int lanes;          // threads per row: a power of two up to a warp, or the block
+  bool per_row[kIn];  // [N, 1] inputs; the others are full. Gradient g is summed iff input g is.
+};
+
+// `lanes` threads per row run along it, writing the full gradients and summing the [N, 1] ones;
+// a butterfly over the row's lanes (and, for a block per row, the warps' sums in order) adds
+// them up.
+template <int kVec, bool kBlockPerRow, typename T, typename F, int kIn, int kOut>
+__global__ void __launch_bounds__(kReduceThreads)
+    RowPassKernel(F f, RowPass<kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> grads) {
+  using MT = OpMathT<T>;
+  using V = Vec<T, kVec>;
+  __shared__ MT warp_sums[kReduceThreads / 32];
+  const int lanes = kBlockPerRow ? kReduceThreads : p.lanes;
+  const int rows_per_block = kReduceThreads / lanes;
+  const int lane = threadIdx.x % lanes;
+  const int64_t vectors = p.cols / kVec;
+  // Every thread of the block runs the same iterations: the shuffles and barriers need them all.
+  for (int64_t base = int64_t{blockIdx.x} * rows_per_block; base < p.rows;
+       base += int64_t{gridDim.x} * rows_per_block) {
+    const int64_t row = base + threadIdx.x / lanes;
+    const bool valid = row < p.rows;
+    MT sums[kOut];
+#pragma unroll
+    for (int g = 0; g < kOut; ++g) sums[g] = 0;
+    if (valid) {
+      MT fixed[kIn];  // the [N, 1] inputs' values for this row
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) fixed[k] = p.per_row[k] ? static_cast<MT>(in.at[k][row]) : 0;
+      for (int64_t v = lane; v < vectors; v += lanes) {
+        const int64_t at = row * p.cols + v * kVec;
+        MT values[kIn][kVec];
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) {
+          if (p.per_row[k]) {
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) values[k][j] = fixed[k];
+          } else {
+            const V x = LoadVec(reinterpret_cast<const V*>(in.at[k] + at));
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) values[k][j] = static_cast<MT>(x.v[j]);
+          }
+        }
+        V results[kOut];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          MT args[kIn];
+          MT r[kOut];
+#pragma unroll
+          for (int k = 0; k < kIn; ++k) args[k] = values[k][j];
+          Apply(f, args, r);
+#pragma unroll
+          for (int g = 0; g < kOut; ++g) {
+            if (p.per_row[g]) {
+              sums[g] += r[g];
+            } else {
+              results[g].v[j] = static_cast<T>(r[g]);
+            }
+          }
+        }
+#pragma unroll
+        for (int g = 0; g < kOut; ++g) {
+          if (!p.per_row[g]) StoreVec(reinterpret_cast<V*>(grads.at[g] + at), results[g]);
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kOut; ++g) {
+      if (!p.per_row[g]) continue;
+      MT sum;
+      if constexpr (kBlockPerRow) {
+        sum = BlockSum(sums[g], warp_sums);
+      } else {
+        sum = sums[g];
+        for (int offset = lanes / 2; offset > 0; offset /= 2) {
+          sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        }
+      }
+      if (valid && lane == 0) grads.at[g][row] = static_cast<T>(sum);
+    }
+  }
+}
+
+template <typename T, typename F, int kIn, int kOut>
+void LaunchRowBackward(const F& f, const BroadcastPlan<kIn>& plan,
+                       const Pointers<const T, kIn>& in, const Pointers<T, kOut>& grads,
+                       cudaStream_t stream) {
+  const View2d<kIn> view = ViewAs2d(plan);
+  RowPass<kIn> p;
+  p.rows = view.rows;
+  p.cols = view.cols;
+  for (int k = 0; k < kIn; ++k) p.per_row[k] = view.kind[k] == Operand2d::kPerRow;
+  const int width = detail::WidestVector<T>([&](int w) {
+    bool fits = view.cols % w == 0;
+    for (int k = 0; k < kIn; ++k) {
+      if (!p.per_row[k]) fits = fits && detail::AlignedTo(in.at[k], w * sizeof(T));
+    }
+    for (int g = 0; g < kOut; ++g) {
+      if (!p.per_row[g]) fits = fits && detail::AlignedTo(grads.at[g], w * sizeof(T));
+    }
+    return fits;
+  });
+  detail::WithVectorWidth<T>(width, [&](auto vec) {
+    constexpr int kVec = decltype(vec)::value;
+    const int64_t vectors = p.cols / kVec;
+    const bool block_per_row = vectors >= kBlockPerRowVectors;
+    p.lanes = block_per_row ? kReduceThreads
+                            : static_cast<int>(detail::PowerOfTwoAtLeast(vectors < 32 ? vectors
+                                                                                      : 32));
+    const int64_t row_groups = detail::CeilDiv(p.rows, kReduceThreads / p.lanes);
+    const unsigned grid =
+        static_cast<unsigned>(row_groups < detail::kMaxGrid ? row_groups : detail::kMaxGrid);
+    if (block_per_row) {
+      RowPassKernel<kVec, true, T><<<grid, kReduceThreads, 0, stream>>>(f, p, in, grads);
+    } else {
+      RowPassKernel<kVec, false, T><<<grid, kReduceThreads, 0, stream>>>(f, p, in, grads);
+    }
+  });
+}
+
+// ---- backward, scalar operands ---------------------------------------------------------------
+template <int kIn>
+struct ScalarPass {
+  int64_t n;
+  // One-element inputs; the others are full. Gradient g is summed iff input g is.
+  bool scalar[kIn];
+};
+
+// Blocks stride over tiles of kReduceThreads * kVec elements, writing the full gradients and
+// summing the scalars' ones; each block writes its sums to partials[slot][blockIdx.x].
+template <int kVec, typename T, typename F, int kIn, int kOut>
+__global__ void __launch_bounds__(kReduceThreads)
+    ScalarPassKernel(F f, ScalarPass<kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> grads,
+                     OpMathT<T>* partials) {
+  using MT = OpMathT<T>;
+  using V = Vec<T, kVec>;
+  __shared__ MT warp_sums[kReduceThreads / 32];
+  MT fixed[kIn];
+#pragma unroll
+  for (int k = 0; k < kIn; ++k) fixed[k] = p.scalar[k] ? static_cast<MT>(in.at[k][0]) : 0;
+  MT sums[kOut];
+#pragma unroll
+  for (int g = 0; g < kOut; ++g) sums[g] = 0;
+  constexpr int64_t kTile = int64_t{kReduceThreads} * kVec;
+  const int64_t full_tiles = p.n / kTile;
+  for (int64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+    const int64_t first = tile * kTile + int64_t{threadIdx.x} * kVec;
+    MT values[kIn][kVec];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) {
+      if (p.scalar[k]) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) values[k][j] = fixed[k];
+      } else {
+        const V x = LoadVec(reinterpret_cast<const V*>(in.at[k] + first));
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) values[k][j] = static_cast<MT>(x.v[j]);
+      }
+    }
+    V results[kOut];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      MT args[kIn];
+      MT r[kOut];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) args[k] = values[k][j];
+      Apply(f, args, r);
+#pragma unroll
+      for (int g = 0; g < kOut; ++g) {
+        if (p.scalar[g]) {
+          sums[g] += r[g];
+        } else {
+          results[g].v[j] = static_cast<T>(r[g]);
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kOut; ++g) {
+      if (!p.scalar[g]) StoreVec(reinterpret_cast<V*>(grads.at[g] + first), results[g]);
+    }
+  }
+  if (blockIdx.x == full_tiles % gridDim.x) {
+    for (int64_t i = full_tiles * kTile + threadIdx.x; i < p.n; i += kReduceThreads) {
+      MT args[kIn];
+      MT r[kOut];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) args[k] = p.scalar[k] ? fixed[k] : static_cast<MT>(in.at[k][i]);
+      Apply(f, args, r);
+#pragma unroll
+      for (int g = 0; g < kOut; ++g) {
+        if (p.scalar[g]) {
+          sums[g] += r[g];
+        } else {
+          grads.at[g][i] = static_cast<T>(r[g]);
+        }
+      }
+    }
+  }
+  int slot = 0;
+#pragma unroll
+  for (int g = 0; g < kOut; ++g) {
+    if (!p.scalar[g]) continue;
+    const MT total = BlockSum(sums[g], warp_sums);
+    if (threadIdx.x == 0) partials[int64_t{slot} * gridDim.x + blockIdx.x] = total;
+    ++slot;
+  }
+}
+
+template <typename T, typename F, int kIn, int kOut>
+void LaunchScalarBackward(const F& f, const BroadcastPlan<kIn>& plan,
+                          const Pointers<const T, kIn>& in, const Pointers<T, kOut>& grads,
+                          OpMathT<T>* partials, int device, cudaStream_t stream) {
+  ScalarPass<kIn> p;
+  p.n = plan.numel;
+  for (int k = 0; k < kIn; ++k) p.scalar[k] = !plan.IsFull(k);
+  const int width = detail::WidestVector<T>([&](int w) {
+    bool aligned = true;
+    for (int k = 0; k < kIn; ++k) {
+      if (!p.scalar[k]) aligned = aligned && detail::AlignedTo(in.at[k], w * sizeof(T));
+    }
+    for (int g = 0; g < kOut; ++g) {
+      if (!p.scalar[g]) aligned = aligned && detail::AlignedTo(grads.at[g], w * sizeof(T));
+    }
+    return aligned;
+  });
+  detail::WithVectorWidth<T>(width, [&](auto vec) {
+    constexpr int kVec = decltype(vec)::value;
+    constexpr auto kernel = ScalarPassKernel<kVec, T, F, kIn, kOut>;
+    const int64_t tiles = detail::CeilDiv(p.n, int64_t{kReduceThreads} * kVec);
+    int64_t blocks = detail::ResidentBlocks<kernel>(device);
+    if (blocks > tiles) blocks = tiles;
+    kernel<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(f, p, in, grads,
+                                                                       partials);
+    int slot = 0;
+    for (int g = 0; g < kOut; ++g) {
+      if (!p.scalar[g]) continue;
+      LaunchSumPartials(partials + slot * blocks, blocks, 1, grads.at[g], stream);
+      ++slot;
+    }
+  });
+}
+
+// ---- backward, any plan ----------------------------------------------------------------------
+// One element per thread: full gradients written at the output's index, the others' elementwise
+// values to their slot of the workspace (at the output's index as well).
+template <typename I, typename T, typename F, int kIn, int kOut>
+__global__ void __launch_bounds__(kReduceThreads)
+    NdBackwardKernel(F f, I n, OffsetCalculator<I, kIn> calc, Pointers<const T, kIn> in,
+                     Pointers<T, kOut> grads, Pointers<OpMathT<T>, kOut> elementwise) {
+  using MT = OpMathT<T>;
+  const I stride = static_cast<I>(gridDim.x) * kReduceThreads;
+  for (I i = static_cast<I>(blockIdx.x) * kReduceThreads + threadIdx.x; i < n; i += stride) {
+    I offsets[kIn];
+    calc.Offsets(i, offsets);
+    MT args[kIn];
+    MT r[kOut];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][offsets[k]]);
+    Apply(f, args, r);
+#pragma unroll
+    for (int g = 0; g < kOut; ++g) {
+      if (elementwise.at[g] != nullptr) {
+        elementwise.at[g][i] = r[g];
+      } else {
+        grads.at[g][i] = static_cast<T>(r[g]);
+      }
+    }
+  }
+}
+
+// Where an input's element e gathers its gradient from: e's digits in the dims the input keeps
+// give the base offset in the output, and the dims it is broadcast along are walked from there.
+template <typename I>
+struct ReduceMap {
+  I count;          // elements of the input
+  I reduced_count;  // output elements each of them sums
+  int kept_rank;
+  int reduced_rank;
+  IntDivider<I> kept_sizes[kMaxBroadcastRank];  // innermost first
+  I kept_strides[kMaxBroadcastRank];            // the output's strides over those dims
+  IntDivider<I> reduced_sizes[kMaxBroadcastRank];
+  I reduced_strides[kMaxBroadcastRank];
+};
+
+template <typename I, int kIn>
+ReduceMap<I> MakeReduceMap(const BroadcastPlan<kIn>& plan, int input) {
+  ReduceMap<I> map;
+  map.count = static_cast<I>(plan.in_numel[input]);
+  map.reduced_count = 1;
+  map.kept_rank = map.reduced_rank = 0;
+  int64_t out_stride = 1;
+  for (int d = plan.rank - 1; d >= 0; --d) {
+    const I size = static_cast<I>(plan.dims[d]);
+    if (plan.strides[input][d] != 0) {
+      map.kept_sizes[map.kept_rank] = IntDivider<I>(size);
+      map.kept_strides[map.kept_rank++] = static_cast<I>(out_stride);
+    } else {
+      map.reduced_sizes[map.reduced_rank] = IntDivider<I>(size);
+      map.reduced_strides[map.reduced_rank++] = static_cast<I>(out_stride);
+      map.reduced_count *= size;
+    }
+    out_stride *= plan.dims[d];
+  }
+  return map;
+}
+
+// One thread per input element sums its elementwise gradients in the output's order.
+template <typename I, typename T>
+__global__ void __launch_bounds__(kReduceThreads)
+    SumBroadcastDimsKernel(const OpMathT<T>* elementwise, ReduceMap<I> map, T* grad) {
+  using MT = OpMathT<T>;
+  const I stride = static_cast<I>(gridDim.x) * kReduceThreads;
+  for (I e = static_cast<I>(blockIdx.x) * kReduceThreads + threadIdx.x; e < map.count;
+       e += stride) {
+    I base = 0, rest = e;
+    for (int d = 0; d < map.kept_rank; ++d) {
+      const DivMod<I> digit = map.kept_sizes[d].Divide(rest);
+      base += digit.mod * map.kept_strides[d];
+      rest = digit.div;
+    }
+    MT sum = 0;
+    for (I j = 0; j < map.reduced_count; ++j) {
+      I at = base;
+      rest = j;
+      for (int d = 0; d < map.reduced_rank; ++d) {
+        const DivMod<I> digit = map.reduced_sizes[d].Divide(rest);
+        at += digit.mod * map.reduced_strides[d];
+        rest = digit.div;
+      }
+      sum += elementwise[at];
+    }
+    grad[e] = static_cast<T>(sum);
+  }
+}
+
+// A grid of kReduceThreads-thread blocks for n elements, a thread each, capped so that the
+// grid-stride loops' index never passes 2^32 in 32-bit math.
+inline unsigned ElementGrid(int64_t n) {
+  const int64_t cap = (int64_t{1} << 31) / kReduceThreads;
+  const int64_t blocks = detail::CeilDiv(n, kReduceThreads);
+  return static_cast<unsigned>(blocks < cap ? blocks : cap);
+}
+
+template <typename T, typename F, int kIn, int kOut>
+void LaunchNdBackward(const F& f, const BroadcastPlan<kIn>& plan,
+                      const Pointers<const T, kIn>& in, const Pointers<T, kOut>& grads,
+                      OpMathT<T>* workspace, cudaStream_t stream) {
+  using MT = OpMathT<T>;
+  Pointers<MT, kOut> elementwise;
+  int slot = 0;
+  for (int g = 0; g < kOut; ++g) {
+    elementwise.at[g] = plan.IsFull(g) ? nullptr : workspace + slot++ * plan.numel;
+  }
+  detail::WithIndexType(plan.numel, [&](auto index) {
+    using I = decltype(index);
+    NdBackwardKernel<I, T><<<ElementGrid(plan.numel), kReduceThreads, 0, stream>>>(
+        f, static_cast<I>(plan.numel), MakeOffsetCalculator<I>(plan), in, grads, elementwise);
+    for (int g = 0; g < kOut; ++g) {
+      if (elementwise.at[g] == nullptr) continue;
+      SumBroadcastDimsKernel<I, T><<<ElementGrid(plan.in_numel[g]), kReduceThreads, 0, stream>>>(
+          elementwise.at[g], MakeReduceMap<I>(plan, g), grads.at[g]);
+    }
+  });
+}
+
+// ---- backward: the entry points --------------------------------------------------------------
+// Workspace bytes LaunchBroadcastBackward needs for a plan of the backward functor's inputs, the
+// first kOut of which get gradients, on `device`; 0 when the pattern needs none.
+template <typename T, int kOut, int kIn>
+std::size_t BroadcastBackwardWorkspaceBytes(const BroadcastPlan<kIn>& plan, int device) {
+  static_assert(kOut <= kIn, "the gradients belong to the first kOut inputs of the plan");
+  using MT = OpMathT<T>;
+  const int64_t reduced = detail::ReducedGradients<kIn, kOut>(plan);
+  int64_t elements = 0;
+  switch (plan.pattern) {
+    case BroadcastPattern::kTrailingVector: {
+      const View2d<kIn> view = ViewAs2d(plan);
+      const int widest = 16 / static_cast<int>(sizeof(T));
+      const ColumnGeometry g = ColumnPassGeometry<T>(view.rows, view.cols, widest,
+                                                     detail::MaxResidentReduceBlocks(device));
+      elements = reduced * g.row_blocks * view.cols;
+      break;
+    }
+    case BroadcastPattern::kScalarOperand:
+      elements = reduced * detail::MaxResidentReduceBlocks(device);
+      break;
+    case BroadcastPattern::kGeneral:
+      elements = reduced * plan.numel;
+      break;
+    default:
+      break;
+  }
+  return static_cast<std::size_t>(elements) * sizeof(MT);
+}
+
+// Runs the backward functor `f` over the plan of its inputs (the forward inputs first, then the
+// output gradients and whatever else it reads) and writes grads.at[g], the gradient of input g,
+// in input g's shape: directly when input g is full, else summed over the dims it is broadcast
+// along (see the top of this file). `workspace` holds at least
+// BroadcastBackwardWorkspaceBytes<T, kOut>(plan, device) bytes, aligned for OpMathT<T>; it may
+// be null when that is 0. Returns the first launch error, cudaErrorInvalidValue for a workspace
+// too small or misaligned.
+template <typename T, typename F, int kIn, int kOut>
+cudaError_t LaunchBroadcastBackward(const F& f, const BroadcastPlan<kIn>& plan,
+                                    const Pointers<const T, kIn>& in,
+                                    const Pointers<T, kOut>& grads, void* workspace,
+                                    std::size_t workspace_bytes, int device,
+                                    cudaStream_t stream) {
+  static_assert(kOut <= kIn, "the gradients belong to the first kOut inputs of the plan");
+  using MT = OpMathT<T>;
+  if (workspace_bytes < BroadcastBackwardWorkspaceBytes<T, kOut>(plan, device) ||
+      !detail::AlignedTo(workspace, alignof(MT))) {
+    return cudaErrorInvalidValue;
+  }
+  auto* partials = static_cast<MT*>(workspace);
+  switch (plan.pattern) {
+    case BroadcastPattern::kEmpty: {
+      // Nothing flows back to a broadcast input through an empty output: its gradient is 0.
+      DeviceGuard guard(device);
+      for (int g = 0; g < kOut; ++g) {
+        if (plan.IsFull(g)) continue;
+        const cudaError_t status =
+            cudaMemsetAsync(grads.at[g], 0, plan.in_numel[g] * sizeof(T), stream);
+        if (status != cudaSuccess) return status;
+      }
+      return cudaSuccess;
+    }
+    case BroadcastPattern::kSameShape:
+      return Launch(f, plan.numel, in, grads, device, stream);
+    default:
+      break;
+  }
+  DeviceGuard guard(device);
+  switch (plan.pattern) {
+    case BroadcastPattern::kTrailingVector:
+      LaunchColumnBackward(f, plan, in, grads, partials, device, stream);
+      break;
+    case BroadcastPattern::kLeadingVector:
+      LaunchRowBackward(f, plan, in, grads, stream);
+      break;
+    case BroadcastPattern::kScalarOperand:
+      LaunchScalarBackward(f, plan, in, grads, partials, device, stream);
+      break;
+    default:
+      LaunchNdBackward(f, plan, in, grads, partials, stream);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace opgen

@@ -1,0 +1,341 @@
+// opgen elementwise runtime, Paddle side: dtype dispatch, input checks, broadcasting, output
+// allocation and the CPU loops. The op's math (opgen/math.h) and the launchers (opgen/launch.cuh,
+// opgen/broadcast.h and .cuh) do not see Paddle; this header and opgen/elementwise.cuh connect
+// them to paddle::Tensor. Errors go through
+// opgen/error.h (never PD_CHECK or PD_THROW, see there).
+// Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "paddle/extension.h"
+
+#include "opgen/broadcast.h"
+#include "opgen/error.h"
+#include "opgen/math.h"
+
+namespace opgen {
+
+// A float attr's value. Paddle's float attrs are 32-bit and its double attrs work in eager mode
+// only, so opgen registers a float attr as an int64 attr holding the double's bits. Functors that
+// compute in double use it exactly; those computing in float round it as Paddle rounds float attrs.
+inline double DoubleFromBits(int64_t bits) {
+  static_assert(sizeof(double) == sizeof(int64_t), "a double must be 64 bits");
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// The data of each tensor of `tensors`, as T; null for an absent tensor (a missing output
+// gradient), which the loops read as zeros.
+template <typename T, int N>
+Pointers<const T, N> ConstData(const std::vector<paddle::Tensor>& tensors) {
+  Pointers<const T, N> data;
+  for (int k = 0; k < N; ++k) {
+    data.at[k] = tensors[k].defined() ? tensors[k].template data<T>() : nullptr;
+  }
+  return data;
+}
+template <typename T, int N>
+Pointers<T, N> MutableData(std::vector<paddle::Tensor>& tensors) {
+  Pointers<T, N> data;
+  for (int k = 0; k < N; ++k) data.at[k] = tensors[k].template data<T>();
+  return data;
+}
+
+// ---- dtypes ----------------------------------------------------------------------------------
+template <typename... Ts>
+struct Dtypes {};
+
+template <typename T>
+constexpr paddle::DataType DataTypeOf();
+template <>
+constexpr paddle::DataType DataTypeOf<float>() { return paddle::DataType::FLOAT32; }
+template <>
+constexpr paddle::DataType DataTypeOf<double>() { return paddle::DataType::FLOAT64; }
+template <>
+constexpr paddle::DataType DataTypeOf<paddle::float16>() { return paddle::DataType::FLOAT16; }
+template <>
+constexpr paddle::DataType DataTypeOf<paddle::bfloat16>() { return paddle::DataType::BFLOAT16; }
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls `body(TypeTag<T>{})` for the T of `dtype` among the op's dtypes, or fails naming them.
+template <typename... Ts, typename Body>
+void Dispatch(Dtypes<Ts...>, paddle::DataType dtype, const char* op, Body&& body) {
+  const bool found = ((dtype == DataTypeOf<Ts>() && (body(TypeTag<Ts>{}), true)) || ...);
+  if (!found) {
+    std::string supported;
+    ((supported += std::string(supported.empty() ? "" : ", ") + DtypeName(DataTypeOf<Ts>())), ...);
+    Fail(op, ": dtype ", dtype, " is not supported; supported: ", supported);
+  }
+}
+
+// ---- tensors ---------------------------------------------------------------------------------
+// Paddle 3 tensors may be strided views; Paddle 2.6 has no contiguous() (and no strided views
+// reach custom ops). Pick whichever this Paddle offers.
+template <typename Tensor>
+auto Contiguous(const Tensor& t, int) -> decltype(t.contiguous()) {
+  return t.is_contiguous() ? t : t.contiguous();
+}
+template <typename Tensor>
+Tensor Contiguous(const Tensor& t, long) {
+  return t;
+}
+
+// The first input that is present: Paddle passes an undefined tensor for the gradient of an
+// output that the loss does not use.
+template <std::size_t kIn>
+const paddle::Tensor& FirstPresent(const char* op, const paddle::Tensor (&inputs)[kIn]) {
+  for (const paddle::Tensor& t : inputs) {
+    if (t.defined()) return t;
+  }
+  Fail(op, ": every input is missing");
+}
+
+// Elementwise inputs share one dtype and device; their shapes broadcast (see PlanOf). Returns
+// them contiguous; an absent input (see FirstPresent) stays absent and reads as zeros, without
+// being materialized.
+template <std::size_t kIn>
+std::vector<paddle::Tensor> CheckInputs(const char* op, const paddle::Tensor (&inputs)[kIn]) {
+  std::vector<paddle::Tensor> checked;
+  checked.reserve(kIn);
+  const paddle::Tensor& first = FirstPresent(op, inputs);
+  std::size_t first_index = 0;
+  while (&inputs[first_index] != &first) ++first_index;
+  for (std::size_t i = 0; i < kIn; ++i) {
+    const paddle::Tensor& t = inputs[i];
+    if (!t.defined()) {
+      checked.push_back(t);
+      continue;
+    }
+    if (t.numel() != 0 && !t.initialized()) Fail(op, ": input #", i, " holds no data");
+    if (t.dtype() != first.dtype()) {
+      Fail(op, ": input #", i, " is ", t.dtype(), " but input #", first_index, " is ",
+           first.dtype(), "; elementwise inputs must share one dtype");
+    }
+    if (t.place() != first.place()) {
+      Fail(op, ": input #", i, " is on ", t.place(), " but input #", first_index, " is on ",
+           first.place(), "; elementwise inputs must be on one device");
+    }
+    checked.push_back(t.numel() == 0 ? t : Contiguous(t, 0));
+  }
+  return checked;
+}
+
+// How the inputs broadcast (numpy's rules) to the output; an absent input counts as shaped like
+// `absent_like`. Fails naming the op and the shapes when they do not broadcast.
+template <int kIn>
+BroadcastPlan<kIn> PlanOf(const char* op, const std::vector<paddle::Tensor>& inputs,
+                          const std::vector<int64_t>& absent_like) {
+  std::vector<int64_t> shapes[kIn];
+  for (int k = 0; k < kIn; ++k) {
+    shapes[k] = inputs[k].defined() ? inputs[k].shape() : absent_like;
+  }
+  BroadcastPlan<kIn> plan;
+  const std::string error = MakeBroadcastPlan(shapes, &plan);
+  if (!error.empty()) Fail(op, ": ", error);
+  return plan;
+}
+
+// The output shape for InferShape: numpy's broadcast of `shapes`, where -1 is a dim not known
+// until run time (it broadcasts with 1 to -1, and with anything else to that).
+template <std::size_t kIn>
+std::vector<int64_t> InferBroadcastShape(const char* op,
+                                         const std::vector<int64_t> (&shapes)[kIn]) {
+  std::size_t rank = 0;
+  for (const std::vector<int64_t>& shape : shapes) rank = std::max(rank, shape.size());
+  std::vector<int64_t> out(rank, 1);
+  for (std::size_t k = 0; k < kIn; ++k) {
+    const std::size_t missing = rank - shapes[k].size();
+    for (std::size_t d = 0; d < shapes[k].size(); ++d) {
+      const int64_t size = shapes[k][d];
+      int64_t& result = out[missing + d];
+      if (size == 1 || size == result) continue;
+      if (result == 1 || result == -1) {
+        result = size;
+      } else if (size != -1) {
+        Fail(op, ": input #", k, " has shape ", ShapeString(shapes[k]),
+             ", which does not broadcast with the other inputs to ", ShapeString(out));
+      }
+    }
+  }
+  return out;
+}
+
+// Outputs are filled with 0xFF bytes (NaN in every float dtype) before the kernel runs when the
+// environment sets OPGEN_POISON_OUTPUTS=1, as the generated tests do: an element the kernel
+// never writes then fails the comparison instead of passing with whatever memory held.
+inline bool PoisonOutputs() {
+  static const bool poison = [] {
+    const char* value = std::getenv("OPGEN_POISON_OUTPUTS");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return poison;
+}
+
+// kOut uninitialized tensors of `shape`, with `like`'s dtype and place.
+template <std::size_t kOut>
+std::vector<paddle::Tensor> Empty(const std::vector<int64_t>& shape, const paddle::Tensor& like) {
+  std::vector<paddle::Tensor> outputs;
+  outputs.reserve(kOut);
+  for (std::size_t i = 0; i < kOut; ++i) {
+    outputs.push_back(paddle::empty(shape, like.dtype(), like.place()));
+  }
+  return outputs;
+}
+
+// An uninitialized gradient for each of the forward inputs, shaped, typed and placed like it.
+template <std::size_t kFwd>
+std::vector<paddle::Tensor> EmptyGradients(const paddle::Tensor (&forward_inputs)[kFwd]) {
+  std::vector<paddle::Tensor> grads;
+  grads.reserve(kFwd);
+  for (const paddle::Tensor& t : forward_inputs) {
+    grads.push_back(paddle::empty(t.shape(), t.dtype(), t.place()));
+  }
+  return grads;
+}
+
+// The tensors a backward functor reads, in its order: the forward inputs (those it does not read
+// absent: they lend the gradients their shapes only), then the rest (forward outputs and output
+// gradients, shaped like the output; an output gradient Paddle did not pass is absent).
+template <std::size_t kFwd, std::size_t kRest>
+std::vector<paddle::Tensor> BackwardInputs(const char* op,
+                                           const paddle::Tensor (&forward_inputs)[kFwd],
+                                           const bool (&reads)[kFwd],
+                                           const paddle::Tensor (&rest)[kRest]) {
+  paddle::Tensor all[kFwd + kRest];
+  for (std::size_t k = 0; k < kFwd; ++k) {
+    if (reads[k]) all[k] = forward_inputs[k];
+  }
+  for (std::size_t k = 0; k < kRest; ++k) all[kFwd + k] = rest[k];
+  return CheckInputs(op, all);
+}
+
+// The shape of the op's output, as the backward sees it: that of its first present tensor after
+// the forward inputs.
+template <std::size_t kRest>
+std::vector<int64_t> OutputShape(const char* op, const paddle::Tensor (&rest)[kRest]) {
+  return FirstPresent(op, rest).shape();
+}
+
+inline int64_t Bytes(const paddle::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(phi::SizeOf(t.dtype()));
+}
+
+namespace cpu {
+
+// A result as the output dtype stores it. Paddle's software float -> float16 conversion (used
+// without F16C) shifts a 64-bit mantissa by 64 or more bits for |r| below about 2^-64 and returns
+// garbage (3.6e-26 becomes 6.6e-07); every |r| <= 2^-25 rounds to a signed zero in float16, so
+// those are rounded here.
+template <typename T, typename MT>
+inline T Store(MT r) {
+  if constexpr (std::is_same_v<T, paddle::float16>) {
+    if (std::fabs(r) <= MT(0x1p-25)) return static_cast<T>(std::copysign(MT(0), r));
+  }
+  return static_cast<T>(r);
+}
+
+// The broadcasting loops (opgen/broadcast.h) store results the same way.
+template <>
+struct StoreAs<paddle::float16> {
+  static paddle::float16 From(float r) { return Store<paddle::float16>(r); }
+};
+
+template <typename T, typename F, int kIn, int kOut>
+void Loop(const F& f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
+  using MT = OpMathT<T>;
+  for (int64_t i = 0; i < n; ++i) {
+    MT args[kIn];
+    MT results[kOut];
+    for (int k = 0; k < kIn; ++k) args[k] = in.at[k] ? static_cast<MT>(in.at[k][i]) : MT(0);
+    Apply(f, args, results);
+    for (int k = 0; k < kOut; ++k) out.at[k][i] = Store<T>(results[k]);
+  }
+}
+
+// Runs `Functor<MT>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
+// their broadcast shape, dispatches over Dtypes and loops.
+template <typename DtypeList, template <typename> class Functor, int kOut, std::size_t kIn,
+          typename... Attrs>
+std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
+                                        const paddle::Tensor (&inputs)[kIn],
+                                        const Attrs&... attrs) {
+  std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
+  const paddle::Tensor& like = FirstPresent(op, inputs);
+  if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
+  const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, ins, like.shape());
+  std::vector<paddle::Tensor> outs = Empty<kOut>(plan.out_shape, like);
+  if (plan.numel == 0) return outs;
+  if (PoisonOutputs()) {
+    for (paddle::Tensor& t : outs) std::memset(t.data(), 0xFF, Bytes(t));
+  }
+  Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto in = ConstData<T, int(kIn)>(ins);
+    const auto out = MutableData<T, kOut>(outs);
+    const Functor<OpMathT<T>> f(attrs...);
+    if (plan.pattern == BroadcastPattern::kSameShape) {
+      Loop<T>(f, plan.numel, in, out);
+    } else {
+      BroadcastLoop<T>(f, plan, in, out);
+    }
+  });
+  return outs;
+}
+
+// The backward of an op whose inputs broadcast: runs `Functor<MT>(attrs...)` over the forward
+// inputs (those `reads` marks) and `rest`, and returns the gradient of each forward input, shaped
+// like it: where the input was broadcast, its elementwise gradient summed over those dims.
+template <typename DtypeList, template <typename> class Functor, std::size_t kFwd,
+          std::size_t kRest, typename... Attrs>
+std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
+                                            const paddle::Tensor (&forward_inputs)[kFwd],
+                                            const bool (&reads)[kFwd],
+                                            const paddle::Tensor (&rest)[kRest],
+                                            const Attrs&... attrs) {
+  constexpr int kIn = int(kFwd + kRest);
+  const std::vector<paddle::Tensor> ins = BackwardInputs(op, forward_inputs, reads, rest);
+  const paddle::Tensor& like = FirstPresent(op, rest);
+  if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
+  std::vector<int64_t> shapes[kIn];
+  for (int k = 0; k < kIn; ++k) {
+    shapes[k] = k < int(kFwd) ? forward_inputs[k].shape() : OutputShape(op, rest);
+  }
+  BroadcastPlan<kIn> plan;
+  const std::string error = MakeBroadcastPlan(shapes, &plan);
+  if (!error.empty()) Fail(op, ": ", error);
+  std::vector<paddle::Tensor> grads = EmptyGradients(forward_inputs);
+  if (plan.numel == 0 || PoisonOutputs()) {  // an empty output gives zero gradients
+    for (paddle::Tensor& t : grads) {
+      if (t.numel() > 0) std::memset(t.data(), plan.numel == 0 ? 0 : 0xFF, Bytes(t));
+    }
+  }
+  if (plan.numel == 0) return grads;
+  Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto in = ConstData<T, kIn>(ins);
+    const auto out = MutableData<T, int(kFwd)>(grads);
+    const Functor<OpMathT<T>> f(attrs...);
+    if (plan.pattern == BroadcastPattern::kSameShape) {
+      Loop<T>(f, plan.numel, in, out);
+    } else {
+      BroadcastBackwardLoop<T>(f, plan, in, out);
+    }
+  });
+  return grads;
+}
+
+}  // namespace cpu
+}  // namespace opgen

@@ -1,0 +1,72 @@
+"""examples/bias_gelu built and run for real: its generated tests, and agreement with Paddle's own
+``F.gelu(x + bias, approximate=True)`` (forward and both gradients) on the CPU, over the
+broadcast shapes a model uses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import BIAS_GELU, GPU_PYTHON, run_opgen
+
+pytestmark = pytest.mark.build
+
+
+@pytest.fixture(scope="module")
+def bias_gelu_op():
+    import opgen
+
+    return opgen.load(BIAS_GELU, cpu_only=True)
+
+
+def test_generated_tests_pass_on_cpu():
+    result = run_opgen("test", str(BIAS_GELU), "--device", "cpu", "--", "-q", "-p", "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("x_shape", "bias_shape"), [
+    ((64, 1024), (1024,)),      # activations [N, C] and a bias [C]
+    ((2, 8, 129), (129,)),      # [B, S, C], C not a multiple of the vector width
+    ((4, 3, 5), (3, 1)),        # a bias per row
+    ((7, 9), ()),               # a 0-D bias
+    ((16,), (16,)),             # the same shape
+])
+def test_matches_paddle_gelu_of_x_plus_bias(bias_gelu_op, dtype, x_shape, bias_shape):
+    import paddle
+    import paddle.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    x_np = rng.uniform(-5, 5, size=x_shape).astype(dtype)
+    bias_np = rng.uniform(-1, 1, size=bias_shape).astype(dtype)
+    ours_x, theirs_x = (paddle.to_tensor(x_np, stop_gradient=False) for _ in range(2))
+    ours_b, theirs_b = (paddle.to_tensor(bias_np, stop_gradient=False) for _ in range(2))
+    ours = bias_gelu_op.bias_gelu(ours_x, ours_b)
+    theirs = F.gelu(theirs_x + theirs_b, approximate=True)
+    rtol = 1e-13 if dtype == "float64" else 2e-6
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=rtol, atol=rtol)
+    grad_out = paddle.to_tensor(rng.uniform(-1, 1, size=theirs.shape).astype(dtype))
+    ours_grads = paddle.grad([ours], [ours_x, ours_b], grad_outputs=[grad_out])
+    theirs_grads = paddle.grad([theirs], [theirs_x, theirs_b], grad_outputs=[grad_out])
+    for name, got, want in zip(["grad_x", "grad_bias"], ours_grads, theirs_grads, strict=True):
+        assert got.shape == want.shape, name
+        # grad_bias sums up to 8192 terms: in float32, the two sums round differently
+        scale = np.abs(want.numpy()).max() + 1 if name == "grad_bias" else 1
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=rtol,
+                                   atol=rtol * scale * (64 if dtype == "float32" else 1),
+                                   err_msg=name)
+
+
+def test_shapes_that_do_not_broadcast_are_refused_naming_both(bias_gelu_op):
+    import paddle
+
+    with pytest.raises(ValueError, match=r"bias_gelu: the inputs' shapes do not broadcast: "
+                                         r"x \[4, 8\], bias \[3\]"):
+        bias_gelu_op.bias_gelu(paddle.ones([4, 8]), paddle.ones([3]))
+
+
+@pytest.mark.skipif(not GPU_PYTHON.exists(), reason="no .venv-gpu (paddlepaddle-gpu 2.6.2)")
+def test_cuda_sources_compile_and_link_against_paddle_2_6():
+    result = run_opgen("build", str(BIAS_GELU), "--arch", "90", python=GPU_PYTHON)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
