@@ -30,13 +30,11 @@ from typing import Any
 import numpy as np
 
 from .errors import BenchError, OpgenError, UsageError, WriteError
+from .expr import BASELINE_FUNCTIONS
 
 L2_FLUSH_BYTES = 256 * 2**20
 DEFAULT_SIZES = {"gpu": [2**16, 2**20, 2**24, 2**26, 2**28], "cpu": [2**12, 2**16, 2**20, 2**22]}
-#: The composed baseline's functions: framework ops a model would chain without a custom kernel.
-BASELINE_FUNCTIONS = ("clip", "maximum", "minimum", "where", "abs", "exp", "log", "log1p",
-                      "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "pow",
-                      "floor", "ceil")
+
 
 
 @dataclass
@@ -125,28 +123,31 @@ def baseline_symbols(spec: Any) -> dict[str, str]:
 
 
 def framework_namespace(fw: Any, like: Any, kind: str) -> dict[str, Any]:
-    """The baseline functions for ``fw`` (paddle or torch); numbers become 0-D tensors of
-    ``like``'s dtype, so a chain like clip(maximum(x, 0), 0, t) launches what a model would."""
+    """The baseline functions for ``fw`` (paddle or torch): one per name of
+    :data:`opgen.expr.BASELINE_FUNCTIONS`, the framework's function of that name unless
+    :func:`_adapted` wraps it. Numbers become 0-D tensors of ``like``'s dtype, so a chain like
+    clip(maximum(x, 0), 0, t) launches what a model would."""
+    adapted = _adapted(fw, like, kind)
+    return {name: adapted[name] if name in adapted else getattr(fw, name)
+            for name in BASELINE_FUNCTIONS}
+
+
+def _adapted(fw: Any, like: Any, kind: str) -> dict[str, Any]:
+    """The baseline functions whose framework call differs from ``fw.<name>(*args)``."""
     def t(v: Any) -> Any:
         if isinstance(v, (int, float)):
             if kind == "torch":
                 return fw.tensor(v, dtype=like.dtype, device=like.device)
             return fw.full([], v, dtype=like.dtype)
         return v
-    ns: dict[str, Any] = {
-        "clip": (lambda x, lo, hi: fw.clamp(x, lo, hi)) if kind == "torch" else
-                (lambda x, lo, hi: fw.clip(x, lo, hi)),
+    return {
+        "clip": fw.clamp if kind == "torch" else fw.clip,
         "maximum": lambda a, b: fw.maximum(t(a), t(b)),
         "minimum": lambda a, b: fw.minimum(t(a), t(b)),
         "where": lambda c, a, b: fw.where(c, t(a), t(b)),
         "pow": lambda a, b: fw.pow(t(a), b),
-        "rsqrt": fw.rsqrt,
+        "softplus": fw.nn.functional.softplus,
     }
-    for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "tanh", "sigmoid", "erf", "sin",
-                 "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2"):
-        ns[name] = getattr(fw, name)
-    ns["softplus"] = fw.nn.functional.softplus
-    return ns
 
 
 def _rotation(nbytes: int) -> int:
