@@ -4,7 +4,9 @@ naive kernel, in one run, and report GB/s and ratios.
 Method: inputs are made once per size and rotated through enough buffers to overflow the L2
 cache; each measurement warms up, then times ``iters`` back-to-back calls between two device
 synchronizations, repeated ``repeats`` times, and keeps the median. Bytes moved are what an
-elementwise kernel must read and write: every input and every output once.
+elementwise kernel must read and write: every input and every output once. With ``--shapes``
+(inputs that broadcast) each input counts at its own shape and each output at the broadcast
+shape, and the copy moves as many bytes as the forward.
 
 On the GPU, Paddle's own kernels may not run (paddlepaddle-gpu 2.6.2 has none for sm_90), so the
 copy and the composed baseline are measured with PyTorch on the same device, in a subprocess of
