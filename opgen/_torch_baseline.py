@@ -12,11 +12,15 @@ from typing import Any
 import numpy as np
 
 from .bench import (
+    Case,
     Row,
     _dtype_size,
     _rotation,
+    backward_elements,
     compile_baseline,
+    copy_elements,
     evaluate_baseline,
+    forward_elements,
     framework_namespace,
     iterations,
     time_it,
@@ -25,21 +29,32 @@ from .expr import check_baseline
 
 
 def rows_for(torch: Any, tree: CodeType | None, args: dict[str, Any], dtype: str,
-             size: int) -> list[Row]:
-    """The copy, and the baseline's forward and backward, at one dtype and size."""
-    names, attrs, repeats = args["inputs"], args["attrs"], args["repeats"]
+             case: Case) -> list[Row]:
+    """The copy, and the baseline's forward and backward, at one dtype and case (PyTorch
+    broadcasts the inputs' shapes itself)."""
+    names, attrs, repeats, n_out = args["inputs"], args["attrs"], args["repeats"], args["n_out"]
     sync = torch.cuda.synchronize
     rng = np.random.default_rng(0)
-    nbytes = (len(names) + args["n_out"]) * size * _dtype_size(dtype)
+    item = _dtype_size(dtype)
+    nbytes = forward_elements(case, len(names), n_out) * item
     r = _rotation(nbytes)
-    sets = [[torch.from_numpy(rng.uniform(lo, hi, size).astype(np.float32)).to(
-        "cuda", getattr(torch, dtype)) for lo, hi in args["domains"]] for _ in range(r)]
-    dst = torch.empty_like(sets[0][0])
+
+    def tensor(shape: tuple[int, ...], lo: float, hi: float) -> Any:
+        return torch.from_numpy(rng.uniform(lo, hi, shape).astype(np.float32)).to(
+            "cuda", getattr(torch, dtype))
+
+    sets = [[tensor(shape, lo, hi) for shape, (lo, hi)
+             in zip(case.input_shapes(len(names)), args["domains"], strict=True)]
+            for _ in range(r)]
+    n_copy = copy_elements(case, len(names), n_out)
+    sources = [tensor((n_copy,), -1.0, 1.0) for _ in range(r)]
+    dst = torch.empty_like(sources[0])
     calls = iter(range(1 << 62))
-    copy_bytes = 2 * size * _dtype_size(dtype)
-    ms = time_it(lambda: dst.copy_(sets[next(calls) % r][0]), sync,
+    copy_bytes = 2 * n_copy * item
+    ms = time_it(lambda: dst.copy_(sources[next(calls) % r]), sync,
                  iters=iterations(copy_bytes, "gpu"), repeats=repeats)
-    rows = [Row("copy", "forward", dtype, size, copy_bytes, ms, copy_bytes / ms / 1e6)]
+    rows = [Row("copy", "forward", dtype, case.size, copy_bytes, ms, copy_bytes / ms / 1e6,
+                case.label)]
     if tree is None:
         return rows
     ns = framework_namespace(torch, sets[0][0], "torch")
@@ -49,20 +64,24 @@ def rows_for(torch: Any, tree: CodeType | None, args: dict[str, Any], dtype: str
 
     ms = time_it(lambda: composed(sets[next(calls) % r]), sync, iters=iterations(nbytes, "gpu"),
                  repeats=repeats)
-    rows.append(Row("baseline", "forward", dtype, size, nbytes, ms, nbytes / ms / 1e6))
+    rows.append(Row("baseline", "forward", dtype, case.size, nbytes, ms, nbytes / ms / 1e6,
+                    case.label))
     graphs = []
     for inputs in sets:
         leaves = [t.clone().requires_grad_(True) for t in inputs]
         out = composed(leaves)
         graphs.append((out, leaves, torch.rand_like(out)))
-    bwd_bytes = (2 * len(names) + args["n_out"]) * size * _dtype_size(dtype)
+    # the inputs and the output gradients read, each input's gradient written
+    reads = names + [f"grad_out{i}" for i in range(n_out)]
+    bwd_bytes = backward_elements(case, names, reads) * item
 
     def backward() -> None:
         out, leaves, grad = graphs[next(calls) % r]
         torch.autograd.grad(out, leaves, grad, retain_graph=True)
 
     ms = time_it(backward, sync, iters=iterations(bwd_bytes, "gpu"), repeats=repeats)
-    rows.append(Row("baseline", "backward", dtype, size, bwd_bytes, ms, bwd_bytes / ms / 1e6))
+    rows.append(Row("baseline", "backward", dtype, case.size, bwd_bytes, ms,
+                    bwd_bytes / ms / 1e6, case.label))
     return rows
 
 
@@ -73,8 +92,10 @@ def main() -> None:
     tree = None
     if args["baseline"]:
         tree = compile_baseline(check_baseline(args["baseline"], args["symbols"]))
-    rows = [row for dtype in args["dtypes"] for size in args["sizes"]
-            for row in rows_for(torch, tree, args, dtype, size)]
+    cases = [Case(size, None if shapes is None else tuple(map(tuple, shapes)))
+             for size, shapes in args["cases"]]
+    rows = [row for dtype in args["dtypes"] for case in cases
+            for row in rows_for(torch, tree, args, dtype, case)]
     print(json.dumps([asdict(x) for x in rows]))
 
 

@@ -4,7 +4,9 @@ naive kernel, in one run, and report GB/s and ratios.
 Method: inputs are made once per size and rotated through enough buffers to overflow the L2
 cache; each measurement warms up, then times ``iters`` back-to-back calls between two device
 synchronizations, repeated ``repeats`` times, and keeps the median. Bytes moved are what an
-elementwise kernel must read and write: every input and every output once.
+elementwise kernel must read and write: every input and every output once. With ``--shapes``
+(inputs that broadcast) each input counts at its own shape and each output at the broadcast
+shape, and the copy moves as many bytes as the forward.
 
 On the GPU, Paddle's own kernels may not run (paddlepaddle-gpu 2.6.2 has none for sm_90), so the
 copy and the composed baseline are measured with PyTorch on the same device, in a subprocess of
@@ -30,39 +32,164 @@ from typing import Any
 import numpy as np
 
 from .errors import BenchError, OpgenError, UsageError, WriteError
+from .expr import BASELINE_FUNCTIONS
 
 L2_FLUSH_BYTES = 256 * 2**20
 DEFAULT_SIZES = {"gpu": [2**16, 2**20, 2**24, 2**26, 2**28], "cpu": [2**12, 2**16, 2**20, 2**22]}
-#: The composed baseline's functions: framework ops a model would chain without a custom kernel.
-BASELINE_FUNCTIONS = ("clip", "maximum", "minimum", "where", "abs", "exp", "log", "log1p",
-                      "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "pow",
-                      "floor", "ceil")
+
+
+
+Shape = tuple[int, ...]
 
 
 @dataclass
 class Row:
-    """One timed kernel at one size and dtype."""
+    """One timed kernel at one size (or case of ``--shapes``) and dtype."""
 
     kernel: str        # op, op-naive, copy, baseline
     direction: str     # forward or backward
     dtype: str
-    size: int
-    bytes: int
+    size: int          # elements of each output (with --shapes, of the broadcast shape)
+    bytes: int         # what this kernel read and wrote
     ms: float
     gbps: float
+    shapes: str | None = None  # the --shapes case, as Case.label writes it; None with --sizes
 
 
 @dataclass(frozen=True)
 class Skipped:
-    """A comparison kernel the framework could not run for one dtype, and why."""
+    """A comparison kernel the framework could not run for one dtype (or a ``--shapes`` case,
+    for every dtype), and why."""
 
     kernel: str
-    dtype: str
+    dtype: str | None
     reason: str
+    shapes: str | None = None
 
     def line(self) -> str:
         """One line for the report: ``baseline skipped for float16: <the framework's words>``."""
-        return f"{self.kernel} skipped for {self.dtype}: {self.reason}"
+        where = " ".join(w for w in (self.dtype and f"for {self.dtype}",
+                                     self.shapes and f"at {self.shapes}") if w)
+        return f"{self.kernel} skipped {where}: {self.reason}"
+
+
+def as_dict(item: Row | Skipped) -> dict[str, Any]:
+    """A row or skipped comparison for JSON; ``shapes`` only where there is one, so that a
+    ``--sizes`` run writes what it always has."""
+    data = asdict(item)
+    if data["shapes"] is None:
+        del data["shapes"]
+    return data
+
+
+@dataclass(frozen=True)
+class Case:
+    """One problem to time: ``size`` elements for every input and output (``--sizes``), or one
+    shape per input (``--shapes``), every output taking their broadcast shape."""
+
+    size: int
+    shapes: tuple[Shape, ...] | None = None
+
+    @classmethod
+    def of(cls, shapes: tuple[Shape, ...]) -> Case:
+        """The case of one shape per input; :class:`UsageError` when they do not broadcast."""
+        return cls(math.prod(broadcast_shape(shapes)), shapes)
+
+    @property
+    def label(self) -> str | None:
+        """The shapes as ``--shapes`` takes them (``16384x1024:1024``), None for a size."""
+        return None if self.shapes is None else ":".join(map(format_shape, self.shapes))
+
+    @property
+    def out_shape(self) -> Shape:
+        return (self.size,) if self.shapes is None else broadcast_shape(self.shapes)
+
+    def input_shapes(self, n_in: int) -> list[Shape]:
+        return [(self.size,)] * n_in if self.shapes is None else list(self.shapes)
+
+    def describe(self, dtype: str) -> str:
+        """The step's name in progress and error lines: ``float32 n=1024`` or
+        ``float32 16384x1024:1024``."""
+        return f"{dtype} n={self.size}" if self.shapes is None else f"{dtype} {self.label}"
+
+
+def format_shape(shape: Shape) -> str:
+    """``16384x1024``; ``[]`` for a 0-D tensor."""
+    return "x".join(map(str, shape)) if shape else "[]"
+
+
+def broadcast_shape(shapes: tuple[Shape, ...] | list[Shape]) -> Shape:
+    """The shape numpy broadcasts ``shapes`` to: aligned from the right, each dim equal or 1.
+    :class:`UsageError` naming the two shapes and the dim when they do not broadcast."""
+    label = ":".join(map(format_shape, shapes))
+    result: Shape = ()
+    for shape in shapes:
+        rank = max(len(result), len(shape))
+        a, b = (1,) * (rank - len(result)) + result, (1,) * (rank - len(shape)) + shape
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y and 1 not in (x, y):
+                where = "the last dim" if k == rank - 1 else f"dim {k - rank} (from the right)"
+                raise UsageError(f"--shapes {label}: {format_shape(result)} and "
+                                 f"{format_shape(shape)} do not broadcast: {x} against {y} in "
+                                 f"{where}; aligned from the right, each dim must be equal or 1")
+        result = tuple(max(x, y) if 1 in (x, y) else x for x, y in zip(a, b, strict=True))
+    return result
+
+
+_SHAPES_EXAMPLE = "16384x1024:1024,64x1x512:1x256x512"
+
+
+def parse_shapes(text: str) -> list[Case]:
+    """The cases of ``--shapes``: separated by commas, one shape per input separated by colons,
+    dims by ``x`` (``16384x1024:1024``); a dim may be written ``2^k``, and ``[]`` or ``scalar``
+    is a 0-D tensor. :class:`UsageError`, one line naming the culprit, for anything else."""
+    cases = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise UsageError(f"--shapes {text}: an empty case; expected cases like "
+                             f"{_SHAPES_EXAMPLE}")
+        cases.append(Case.of(tuple(_parse_shape(s.strip(), part) for s in part.split(":"))))
+    return cases
+
+
+def _parse_shape(text: str, case: str) -> Shape:
+    if text in ("[]", "scalar"):
+        return ()
+    dims = []
+    for dim in text.split("x"):
+        power = dim[2:] if dim.startswith("2^") else None
+        digits = dim if power is None else power
+        if not (digits.isascii() and digits.isdigit()):
+            shown = (f"an empty shape in {case!r}" if not text else
+                     f"{text!r}" + (f" in {case!r}" if text != case else ""))
+            raise UsageError(f"--shapes: {shown} is not a shape; expected dims separated by x, "
+                             f"shapes by : and cases by , as in {_SHAPES_EXAMPLE} ([] for 0-D)")
+        dims.append(2 ** int(power) if power is not None else int(dim))
+        if dims[-1] <= 0:
+            raise UsageError(f"--shapes {case}: {text!r} has a dim below 1")
+    return tuple(dims)
+
+
+def forward_elements(case: Case, n_in: int, n_out: int) -> int:
+    """Elements a forward reads and writes: each input once at its own shape, each output at
+    the broadcast shape."""
+    return sum(math.prod(s) for s in case.input_shapes(n_in)) + n_out * math.prod(case.out_shape)
+
+
+def copy_elements(case: Case, n_in: int, n_out: int) -> int:
+    """Elements the copy baseline copies: ``size`` with ``--sizes`` (as it always has); with
+    ``--shapes`` half the forward's elements, rounded up, so that it moves the forward's bytes."""
+    return case.size if case.shapes is None else -(-forward_elements(case, n_in, n_out) // 2)
+
+
+def backward_elements(case: Case, inputs: list[str], reads: list[str]) -> int:
+    """Elements a backward reads and writes: each of ``reads`` at its own shape (a forward
+    input's, else the broadcast shape: outputs and their gradients), and each input's gradient
+    at the input's shape."""
+    shapes = dict(zip(inputs, case.input_shapes(len(inputs)), strict=True))
+    return (sum(math.prod(shapes.get(n, case.out_shape)) for n in reads)
+            + sum(math.prod(s) for s in shapes.values()))
 
 
 @dataclass
@@ -125,28 +252,31 @@ def baseline_symbols(spec: Any) -> dict[str, str]:
 
 
 def framework_namespace(fw: Any, like: Any, kind: str) -> dict[str, Any]:
-    """The baseline functions for ``fw`` (paddle or torch); numbers become 0-D tensors of
-    ``like``'s dtype, so a chain like clip(maximum(x, 0), 0, t) launches what a model would."""
+    """The baseline functions for ``fw`` (paddle or torch): one per name of
+    :data:`opgen.expr.BASELINE_FUNCTIONS`, the framework's function of that name unless
+    :func:`_adapted` wraps it. Numbers become 0-D tensors of ``like``'s dtype, so a chain like
+    clip(maximum(x, 0), 0, t) launches what a model would."""
+    adapted = _adapted(fw, like, kind)
+    return {name: adapted[name] if name in adapted else getattr(fw, name)
+            for name in BASELINE_FUNCTIONS}
+
+
+def _adapted(fw: Any, like: Any, kind: str) -> dict[str, Any]:
+    """The baseline functions whose framework call differs from ``fw.<name>(*args)``."""
     def t(v: Any) -> Any:
         if isinstance(v, (int, float)):
             if kind == "torch":
                 return fw.tensor(v, dtype=like.dtype, device=like.device)
             return fw.full([], v, dtype=like.dtype)
         return v
-    ns: dict[str, Any] = {
-        "clip": (lambda x, lo, hi: fw.clamp(x, lo, hi)) if kind == "torch" else
-                (lambda x, lo, hi: fw.clip(x, lo, hi)),
+    return {
+        "clip": fw.clamp if kind == "torch" else fw.clip,
         "maximum": lambda a, b: fw.maximum(t(a), t(b)),
         "minimum": lambda a, b: fw.minimum(t(a), t(b)),
         "where": lambda c, a, b: fw.where(c, t(a), t(b)),
         "pow": lambda a, b: fw.pow(t(a), b),
-        "rsqrt": fw.rsqrt,
+        "softplus": fw.nn.functional.softplus,
     }
-    for name in ("abs", "exp", "log", "log1p", "expm1", "sqrt", "tanh", "sigmoid", "erf", "sin",
-                 "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2"):
-        ns[name] = getattr(fw, name)
-    ns["softplus"] = fw.nn.functional.softplus
-    return ns
 
 
 def _rotation(nbytes: int) -> int:
@@ -157,15 +287,16 @@ def _dtype_size(dtype: str) -> int:
     return {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}[dtype]
 
 
-def _sample(rng: np.random.Generator, n: int, domain: tuple[float, float]) -> np.ndarray:
-    return rng.uniform(domain[0], domain[1], size=n).astype(np.float32)
+def _sample(rng: np.random.Generator, shape: Shape, domain: tuple[float, float]) -> np.ndarray:
+    return rng.uniform(domain[0], domain[1], size=shape).astype(np.float32)
 
 
-def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tuple[float, float]],
-                 device: str, dtype: str, size: int, *, repeats: int, kernel: str,
-                 backward: bool, direction: str = "forward") -> list[Row]:
-    """Time one op module's forward at one size and dtype (and, with ``backward``, the whole
-    autograd step through ``paddle.grad``, as a training step sees it)."""
+def bench_paddle(module: Any, name: str, shapes: list[Shape], domains: list[tuple[float, float]],
+                 device: str, dtype: str, case: Case, *, nbytes: int, repeats: int, kernel: str,
+                 backward_bytes: int | None = None, direction: str = "forward") -> list[Row]:
+    """Time one op module's forward on inputs of ``shapes`` at one dtype, counting ``nbytes``
+    (and, with ``backward_bytes``, the whole autograd step through ``paddle.grad``, as a training
+    step sees it). :class:`BenchError` when an output's shape is not ``case.out_shape``."""
     import paddle
 
     from .tensors import to_paddle
@@ -173,37 +304,51 @@ def bench_paddle(module: Any, name: str, n_in: int, n_out: int, domains: list[tu
     op = getattr(module, name)
     sync = paddle.device.cuda.synchronize if device == "gpu" else (lambda: None)
     rng = np.random.default_rng(0)
-    fwd_bytes = (n_in + n_out) * size * _dtype_size(dtype)
-    r = _rotation(fwd_bytes)
-    sets = [[to_paddle(_sample(rng, size, d), dtype, device, stop_gradient=not backward)
-             for d in domains] for _ in range(r)]
-    it = iterations(fwd_bytes, device)
+    r = _rotation(nbytes)
+    sets = [[to_paddle(_sample(rng, shape, d), dtype, device,
+                       stop_gradient=backward_bytes is None)
+             for shape, d in zip(shapes, domains, strict=True)] for _ in range(r)]
+    _check_outputs(_outputs(op(*sets[0])), case, name)
     counter = [0]
 
     def forward() -> None:
         counter[0] += 1
         op(*sets[counter[0] % r])
 
-    ms = time_it(forward, sync, iters=it, repeats=repeats)
-    rows = [Row(kernel, direction, dtype, size, fwd_bytes, ms, fwd_bytes / ms / 1e6)]
-    if backward:
+    ms = time_it(forward, sync, iters=iterations(nbytes, device), repeats=repeats)
+    rows = [Row(kernel, direction, dtype, case.size, nbytes, ms, nbytes / ms / 1e6, case.label)]
+    if backward_bytes is not None:
         graphs = []
         for inputs in sets:
-            outs = op(*inputs)
-            outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-            grads = [to_paddle(_sample(rng, size, (-1.0, 1.0)), dtype, device) for _ in outs]
+            outs = _outputs(op(*inputs))
+            grads = [to_paddle(_sample(rng, tuple(o.shape), (-1.0, 1.0)), dtype, device)
+                     for o in outs]
             graphs.append((outs, inputs, grads))
-        bwd_bytes = (n_in + n_out + n_in) * size * _dtype_size(dtype)
 
         def backward_step() -> None:
             counter[0] += 1
             outs, inputs, grads = graphs[counter[0] % r]
             paddle.grad(outs, inputs, grad_outputs=grads, retain_graph=True)
 
-        ms = time_it(backward_step, sync, iters=iterations(bwd_bytes, device), repeats=repeats)
-        rows.append(Row(f"{kernel}-autograd", "backward", dtype, size, bwd_bytes, ms,
-                        bwd_bytes / ms / 1e6))
+        ms = time_it(backward_step, sync, iters=iterations(backward_bytes, device),
+                     repeats=repeats)
+        rows.append(Row(f"{kernel}-autograd", "backward", dtype, case.size, backward_bytes, ms,
+                        backward_bytes / ms / 1e6, case.label))
     return rows
+
+
+def _outputs(result: Any) -> list[Any]:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def _check_outputs(outs: list[Any], case: Case, name: str) -> None:
+    """Refuse to time an op whose outputs do not have the case's (broadcast) shape: its bytes
+    would be counted wrong."""
+    for out in outs:
+        if tuple(out.shape) != case.out_shape:
+            raise BenchError(f"{name} returned shape {format_shape(tuple(out.shape))} for "
+                             f"{case.label or case.size}; expected "
+                             f"{format_shape(case.out_shape)}")
 
 
 class BaselineUnsupported(Exception):
@@ -211,21 +356,28 @@ class BaselineUnsupported(Exception):
     no float16 ``tanh``, say); the message is the framework's own first line."""
 
 
-def _paddle_inputs(domains: list[tuple[float, float]], dtype: str, size: int,
+def _paddle_inputs(domains: list[tuple[float, float]], dtype: str, shapes: list[Shape],
                    count: int) -> list[list[Any]]:
-    """``count`` sets of CPU input tensors, one tensor per domain."""
+    """``count`` sets of CPU input tensors, one tensor per domain, of ``shapes``."""
     from .tensors import to_paddle
 
     rng = np.random.default_rng(0)
-    return [[to_paddle(_sample(rng, size, d), dtype, "cpu") for d in domains]
-            for _ in range(count)]
+    return [[to_paddle(_sample(rng, shape, d), dtype, "cpu")
+             for shape, d in zip(shapes, domains, strict=True)] for _ in range(count)]
 
 
-def bench_paddle_copy(dtype: str, size: int, *, repeats: int) -> Row:
-    """A copy (``clone``) of ``size`` elements with Paddle's own CPU op."""
-    copy_bytes = 2 * size * _dtype_size(dtype)
+def _case(case: Case | int) -> Case:
+    return Case(case) if isinstance(case, int) else case
+
+
+def bench_paddle_copy(dtype: str, case: Case | int, *, n_in: int = 1, n_out: int = 1,
+                      repeats: int) -> Row:
+    """A copy (``clone``) of :func:`copy_elements` elements with Paddle's own CPU op."""
+    case = _case(case)
+    n = copy_elements(case, n_in, n_out)
+    copy_bytes = 2 * n * _dtype_size(dtype)
     r = _rotation(copy_bytes)
-    sources = [inputs[0] for inputs in _paddle_inputs([(-1.0, 1.0)], dtype, size, r)]
+    sources = [inputs[0] for inputs in _paddle_inputs([(-1.0, 1.0)], dtype, [(n,)], r)]
     counter = [0]
 
     def copy() -> None:
@@ -233,19 +385,22 @@ def bench_paddle_copy(dtype: str, size: int, *, repeats: int) -> Row:
         sources[counter[0] % r].clone()
 
     ms = time_it(copy, lambda: None, iters=iterations(copy_bytes, "cpu"), repeats=repeats)
-    return Row("copy", "forward", dtype, size, copy_bytes, ms, copy_bytes / ms / 1e6)
+    return Row("copy", "forward", dtype, case.size, copy_bytes, ms, copy_bytes / ms / 1e6,
+               case.label)
 
 
 def bench_paddle_baseline(baseline: ast.Expression, input_names: list[str], attrs: dict[str, Any],
-                          n_out: int, domains: list[tuple[float, float]], dtype: str, size: int,
-                          *, repeats: int) -> Row:
-    """The spec's composed baseline with Paddle's own CPU ops; :class:`BaselineUnsupported`
-    when Paddle cannot run it for ``dtype``."""
+                          n_out: int, domains: list[tuple[float, float]], dtype: str,
+                          case: Case | int, *, repeats: int) -> Row:
+    """The spec's composed baseline with Paddle's own CPU ops, on the case's shapes (Paddle
+    broadcasts them itself); :class:`BaselineUnsupported` when Paddle cannot run it for
+    ``dtype``."""
     import paddle
 
-    nbytes = (len(input_names) + n_out) * size * _dtype_size(dtype)
+    case = _case(case)
+    nbytes = forward_elements(case, len(input_names), n_out) * _dtype_size(dtype)
     r = _rotation(nbytes)
-    sets = _paddle_inputs(domains, dtype, size, r)
+    sets = _paddle_inputs(domains, dtype, case.input_shapes(len(input_names)), r)
     code = compile_baseline(baseline)
     ns = framework_namespace(paddle, sets[0][0], "paddle")
     counter = [0]
@@ -260,17 +415,18 @@ def bench_paddle_baseline(baseline: ast.Expression, input_names: list[str], attr
     except Exception as exc:  # noqa: BLE001 - whatever Paddle raises, the baseline cannot run
         raise BaselineUnsupported(first_line(exc)) from exc
     ms = time_it(composed, lambda: None, iters=iterations(nbytes, "cpu"), repeats=repeats)
-    return Row("baseline", "forward", dtype, size, nbytes, ms, nbytes / ms / 1e6)
+    return Row("baseline", "forward", dtype, case.size, nbytes, ms, nbytes / ms / 1e6,
+               case.label)
 
 
 def bench_torch_baselines(baseline: str | None, symbols: dict[str, str], input_names: list[str],
                           attrs: dict[str, Any], n_out: int, domains: list[tuple[float, float]],
-                          dtypes: list[str], sizes: list[int], *, repeats: int) -> list[Row]:
+                          dtypes: list[str], cases: list[Case], *, repeats: int) -> list[Row]:
     """Copy and composed baseline with PyTorch on the same GPU, in a subprocess of this run,
     which checks ``baseline`` against ``symbols`` again before it evaluates its tree."""
     args = {"baseline": baseline, "symbols": symbols, "inputs": input_names, "attrs": attrs,
-            "n_out": n_out,
-            "domains": domains, "dtypes": dtypes, "sizes": sizes, "repeats": repeats}
+            "n_out": n_out, "domains": domains, "dtypes": dtypes,
+            "cases": [[c.size, c.shapes] for c in cases], "repeats": repeats}
     proc = subprocess.run([sys.executable, "-m", "opgen._torch_baseline", json.dumps(args)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -283,11 +439,13 @@ COMPARISONS = ("copy", "baseline", "naive")
 
 
 def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
-        dtypes: list[str] | None = None, repeats: int = 5,
+        shapes: list[Case] | None = None, dtypes: list[str] | None = None, repeats: int = 5,
         compare: tuple[str, ...] = COMPARISONS,
         progress: Callable[[str, int, int], None] | None = None,
         results: Results | None = None) -> Results:
-    """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels.
+    """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels, at
+    ``sizes`` (element counts, every input and output that long) or at ``shapes`` (cases of
+    :func:`parse_shapes`: one shape per input, broadcast), not both.
 
     Rows are added to ``results`` (a new :class:`Results` unless given) as they are measured, so
     a caller that passes its own keeps them when a later step fails. A composed baseline the
@@ -314,8 +472,12 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     for d in dtypes:
         if d not in m.dtypes:
             raise UsageError(f"--dtype {d}: {name} is built for {', '.join(m.dtypes)}")
-    plan = _Plan(spec, op_dir, device, sizes or DEFAULT_SIZES[device], dtypes, repeats,
-                 set(compare))
+    if sizes and shapes:
+        raise UsageError("--sizes and --shapes: give one of them")
+    for case in shapes or []:
+        check_case(case, list(m.inputs), name)
+    cases = shapes or [Case(size) for size in sizes or DEFAULT_SIZES[device]]
+    plan = _Plan(spec, op_dir, device, cases, dtypes, repeats, set(compare))
     steps = plan.steps()
     done = [0]
 
@@ -334,6 +496,15 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     return results
 
 
+def check_case(case: Case, inputs: list[str], name: str) -> None:
+    """:class:`UsageError` unless a ``--shapes`` case has one shape per input of the op."""
+    if case.shapes is not None and len(case.shapes) != len(inputs):
+        count = f"{len(inputs)} input" + ("s" if len(inputs) != 1 else "")
+        got = f"{len(case.shapes)} shape" + ("s" if len(case.shapes) != 1 else "")
+        raise UsageError(f"--shapes {case.label}: {name} takes {count} ({', '.join(inputs)}), "
+                         f"one shape per input separated by ':'; got {got}")
+
+
 @dataclass
 class _Plan:
     """One benchmark run's settings, and the steps that measure it."""
@@ -341,7 +512,7 @@ class _Plan:
     spec: Any
     op_dir: Path
     device: str
-    sizes: list[int]
+    cases: list[Case]
     dtypes: list[str]
     repeats: int
     compare: set[str]
@@ -350,11 +521,11 @@ class _Plan:
     def steps(self) -> int:
         on_gpu = self.device == "gpu"
         return (1 + (self.spec.backward is not None) + (on_gpu and "naive" in self.compare)
-                + len(self.dtypes) * len(self.sizes)
+                + len(self.dtypes) * len(self.cases)
                 + (on_gpu and bool({"copy", "baseline"} & self.compare)))
 
     def measure(self, results: Results, step: Callable[[str], str]) -> None:
-        """Build the op (and what it is compared with), then time every dtype and size."""
+        """Build the op (and what it is compared with), then time every dtype and case."""
         from . import api
 
         spec, m, device = self.spec, self.spec.model, self.device
@@ -374,47 +545,77 @@ class _Plan:
                 self.current = step("building the naive comparison kernel")
                 naive = _naive_module(spec, self.op_dir)
         domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
-        n_in, n_out = len(m.inputs), len(m.outputs)
         for dtype in self.dtypes:
-            for size in self.sizes:
-                self.current = step(f"{dtype} n={size}")
-                results.rows += bench_paddle(module, spec.name, n_in, n_out, domains, device,
-                                             dtype, size, repeats=self.repeats, kernel="op",
-                                             backward=spec.backward is not None)
-                if backward_op is not None:
-                    module_b, name_b, domains_b = backward_op
-                    results.rows += bench_paddle(module_b, name_b, len(domains_b), n_in,
-                                                 domains_b, device, dtype, size,
-                                                 repeats=self.repeats, kernel="op",
-                                                 backward=False, direction="backward")
-                if naive is not None:
-                    results.rows += bench_paddle(naive, f"{spec.name}_naive", n_in, n_out,
-                                                 domains, device, dtype, size,
-                                                 repeats=self.repeats, kernel="naive",
-                                                 backward=False)
+            for case in self.cases:
+                self.current = step(case.describe(dtype))
+                self._op_rows(results, module, backward_op, naive, domains, dtype, case)
                 if device == "cpu":
-                    self._paddle_baselines(results, domains, dtype, size)
+                    self._paddle_baselines(results, domains, dtype, case)
         if device == "gpu" and {"copy", "baseline"} & self.compare:
             self.current = step("PyTorch baselines on the same GPU")
             baseline = m.baseline if self._baseline() is not None else None
             results.rows += bench_torch_baselines(
-                baseline, baseline_symbols(self.spec), list(m.inputs), self._attrs(), n_out,
-                domains, self.dtypes, self.sizes, repeats=self.repeats)
+                baseline, baseline_symbols(self.spec), list(m.inputs), self._attrs(),
+                len(m.outputs), domains, self.dtypes, self.cases, repeats=self.repeats)
+
+    def _op_rows(self, results: Results, module: Any, backward_op: _BackwardOp | None,
+                 naive: Any, domains: list[tuple[float, float]], dtype: str, case: Case) -> None:
+        """The op's forward (and autograd step), its backward kernel and the naive kernel at one
+        dtype and case."""
+        spec, m, size = self.spec, self.spec.model, _dtype_size(dtype)
+        inputs, n_out = list(m.inputs), len(m.outputs)
+        shapes = case.input_shapes(len(inputs))
+        fwd_bytes = forward_elements(case, len(inputs), n_out) * size
+        bwd_bytes = None
+        if backward_op is not None:
+            # --shapes counts what the backward reads; --sizes what it always has counted: the
+            # inputs and the output gradients
+            reads = (backward_op[3] if case.shapes is not None
+                     else inputs + [f"grad_{o}" for o in m.outputs])
+            bwd_bytes = backward_elements(case, inputs, reads) * size
+        results.rows += bench_paddle(module, spec.name, shapes, domains, self.device, dtype,
+                                     case, nbytes=fwd_bytes, repeats=self.repeats, kernel="op",
+                                     backward_bytes=bwd_bytes)
+        if backward_op is not None:
+            module_b, name_b, domains_b, reads = backward_op
+            if any(s != case.out_shape for s in shapes):
+                self._skip_backward_kernel(results, case)
+            else:
+                results.rows += bench_paddle(
+                    module_b, name_b, [case.out_shape] * len(reads), domains_b, self.device,
+                    dtype, case, nbytes=backward_elements(case, inputs, reads) * size,
+                    repeats=self.repeats, kernel="op", direction="backward")
+        if naive is not None:
+            results.rows += bench_paddle(naive, f"{spec.name}_naive", shapes, domains,
+                                         self.device, dtype, case, nbytes=fwd_bytes,
+                                         repeats=self.repeats, kernel="naive")
+
+    def _skip_backward_kernel(self, results: Results, case: Case) -> None:
+        """Once per case: the backward kernel alone computes each gradient at the broadcast
+        shape; a broadcast input's gradient is then a reduction, which only the op's own
+        backward (the autograd row) does."""
+        if not any(s.kernel == "op backward" and s.shapes == case.label
+                   for s in results.skipped):
+            results.skipped.append(Skipped(
+                "op backward", None, "an input is broadcast, so its gradient is a reduction "
+                "that the backward kernel alone does not do; op-autograd times the whole "
+                "backward", case.label))
 
     def _paddle_baselines(self, results: Results, domains: list[tuple[float, float]],
-                          dtype: str, size: int) -> None:
-        """The CPU copy and composed baseline at one dtype and size; a baseline Paddle cannot
-        run for ``dtype`` is skipped once, with the reason, for every size."""
+                          dtype: str, case: Case) -> None:
+        """The CPU copy and composed baseline at one dtype and case; a baseline Paddle cannot
+        run for ``dtype`` is skipped once, with the reason, for every case."""
+        m = self.spec.model
         if "copy" in self.compare:
-            results.rows.append(bench_paddle_copy(dtype, size, repeats=self.repeats))
+            results.rows.append(bench_paddle_copy(dtype, case, n_in=len(m.inputs),
+                                                  n_out=len(m.outputs), repeats=self.repeats))
         baseline = self._baseline()
         if baseline is None or any(s.kernel == "baseline" and s.dtype == dtype
                                    for s in results.skipped):
             return
-        m = self.spec.model
         try:
             results.rows.append(bench_paddle_baseline(
-                baseline, list(m.inputs), self._attrs(), len(m.outputs), domains, dtype, size,
+                baseline, list(m.inputs), self._attrs(), len(m.outputs), domains, dtype, case,
                 repeats=self.repeats))
         except BaselineUnsupported as exc:
             results.skipped.append(Skipped("baseline", dtype, f"Paddle cannot run it on the "
@@ -444,7 +645,11 @@ def _naive_module(spec: Any, op_dir: Path) -> Any:
     return api.load_op(dest)
 
 
-def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> tuple[Any, str, list]:
+#: The backward kernel as an op: its module, its name, its inputs' domains and its inputs.
+_BackwardOp = tuple[Any, str, list[tuple[float, float]], list[str]]
+
+
+def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> _BackwardOp:
     """Build the op's backward functor as a forward op of its own, so its kernel is timed without
     autograd's bookkeeping (which, in Paddle 2.6, also copies the output gradient)."""
     import dataclasses
@@ -474,23 +679,23 @@ def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> tuple[Any, s
     apply(render_op(derived), dest)
     domains = [tuple(m.domain.get(n, (-3.0, 3.0))) if n in m.inputs or n in m.outputs
                else (-1.0, 1.0) for n in grad_inputs]
-    return api.load_op(dest, cpu_only=cpu_only), model.name, domains
+    return api.load_op(dest, cpu_only=cpu_only), model.name, domains, grad_inputs
 
 
 # -- reporting ----------------------------------------------------------------------------------
 
 def ratios(rows: list[Row]) -> list[dict[str, Any]]:
     """Each op row with its ratios to the copy (GB/s) and to the baselines (time)."""
-    index = {(r.kernel, r.direction, r.dtype, r.size): r for r in rows}
+    index = {(r.kernel, r.direction, r.dtype, r.size, r.shapes): r for r in rows}
     out = []
     for r in rows:
         if r.kernel != "op":
             continue
-        entry = asdict(r)
-        copy = index.get(("copy", "forward", r.dtype, r.size))
+        entry = as_dict(r)
+        copy = index.get(("copy", "forward", r.dtype, r.size, r.shapes))
         entry["x_copy"] = r.gbps / copy.gbps if copy else None
         for other in ("baseline", "naive"):
-            o = index.get((other, r.direction, r.dtype, r.size))
+            o = index.get((other, r.direction, r.dtype, r.size, r.shapes))
             entry[f"speedup_vs_{other}"] = o.ms / r.ms if o else None
         out.append(entry)
     return out
@@ -500,8 +705,8 @@ def write_json(results: Results, path: Path, meta: dict[str, Any],
                error: str | None = None) -> None:
     """The rows, their ratios, the skipped comparisons and, when the run stopped early, why."""
     rows = results.rows
-    data = {"meta": meta, "rows": [asdict(r) for r in rows], "summary": ratios(rows),
-            "skipped": [asdict(s) for s in results.skipped], "error": error}
+    data = {"meta": meta, "rows": [as_dict(r) for r in rows], "summary": ratios(rows),
+            "skipped": [as_dict(s) for s in results.skipped], "error": error}
     _write(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
@@ -530,23 +735,30 @@ def require_matplotlib() -> None:
 
 
 def plot(rows: list[Row], path: Path, title: str) -> None:
-    """GB/s against size, one line per kernel and direction, one panel per dtype."""
+    """GB/s, one panel per dtype: against size, one line per kernel and direction; or, for
+    ``--shapes``, one group of bars per case."""
     os.environ.setdefault("MPLBACKEND", "Agg")
     import matplotlib.pyplot as plt
 
     dtypes = sorted({r.dtype for r in rows}, key=lambda d: ["float32", "float16", "bfloat16",
                                                             "float64"].index(d))
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(5 * len(dtypes), 4), squeeze=False)
+    by_shapes = any(r.shapes is not None for r in rows)
+    width = 5 if not by_shapes else max(5, len({r.shapes for r in rows}) * 2)
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(width * len(dtypes), 4), squeeze=False)
     for ax, dtype in zip(axes[0], dtypes, strict=True):
         series: dict[str, list[Row]] = {}
         for r in rows:
             if r.dtype == dtype:
                 series.setdefault(f"{r.kernel} {r.direction}", []).append(r)
-        for label, points in sorted(series.items()):
-            points.sort(key=lambda r: r.size)
-            ax.plot([p.size for p in points], [p.gbps for p in points], marker="o", label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("elements")
+        if by_shapes:
+            _bars(ax, series)
+        else:
+            for label, points in sorted(series.items()):
+                points.sort(key=lambda r: r.size)
+                ax.plot([p.size for p in points], [p.gbps for p in points], marker="o",
+                        label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("elements")
         ax.set_ylabel("GB/s (bytes read + written)")
         ax.set_title(f"{title} {dtype}")
         ax.grid(True, alpha=0.3)
@@ -558,3 +770,15 @@ def plot(rows: list[Row], path: Path, title: str) -> None:
         raise WriteError(f"{path}: cannot write: {exc.strerror or exc}") from None
     finally:
         plt.close(fig)
+
+
+def _bars(ax: Any, series: dict[str, list[Row]]) -> None:
+    """One group of bars per ``--shapes`` case (in the order measured), one bar per series."""
+    cases = list(dict.fromkeys(r.shapes for points in series.values() for r in points))
+    step = 0.8 / max(len(series), 1)
+    for i, (label, points) in enumerate(sorted(series.items())):
+        gbps = {p.shapes: p.gbps for p in points}
+        xs = [k + (i - (len(series) - 1) / 2) * step for k, c in enumerate(cases) if c in gbps]
+        ax.bar(xs, [gbps[c] for c in cases if c in gbps], width=step, label=label)
+    ax.set_xticks(range(len(cases)), [str(c) for c in cases], fontsize=8)
+    ax.set_xlabel("input shapes")

@@ -21,7 +21,7 @@ from .errors import OpgenError, UpdateConflictError
 from .writer import Change, Status
 
 if TYPE_CHECKING:
-    from .bench import Results
+    from .bench import Case, Results
 
 app = typer.Typer(
     name="opgen",
@@ -223,6 +223,10 @@ def bench(
     device: Annotated[str, typer.Option("--device", help="cpu or gpu.")] = "cpu",
     sizes: Annotated[str | None, typer.Option("--sizes", help="Element counts, e.g. "
                                               "2^20,2^24,2^28.")] = None,
+    shapes: Annotated[str | None, typer.Option(
+        "--shapes", help="Instead of --sizes, one shape per input, broadcast like numpy: dims "
+        "separated by x, inputs by :, cases by , (e.g. 16384x1024:1024,64x1x512:1x256x512); "
+        "[] is a 0-D tensor.")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", help="float32, float16, "
                                                     "bfloat16 or float64; repeatable.")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed batches; the median "
@@ -233,7 +237,8 @@ def bench(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the rows and "
                                                    "ratios as JSON.")] = None,
     plot_path: Annotated[Path | None, typer.Option("--plot", help="Draw GB/s against size "
-                                                   "as a PNG.")] = None,
+                                                   "(with --shapes, per case) as a PNG.")
+                                      ] = None,
 ) -> None:
     """Time the op against a device copy, the spec's composed baseline and the naive kernel.
 
@@ -244,6 +249,9 @@ def bench(
 
     from . import bench as bench_lib
 
+    if sizes and shapes:
+        raise typer.BadParameter("give --sizes or --shapes, not both", param_hint="--shapes")
+    cases = bench_lib.parse_shapes(shapes) if shapes is not None else None
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path is not None:
             bench_lib.check_output(path, flag)
@@ -253,8 +261,8 @@ def bench(
             "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
     results = bench_lib.Results()
     try:
-        _measure(results, op_dir, device=device, sizes=_sizes(sizes), dtypes=dtype,
-                 repeats=repeats, compare=compare)
+        _measure(results, op_dir, device=device, sizes=_sizes(sizes), shapes=cases,
+                 dtypes=dtype, repeats=repeats, compare=compare)
     except (OpgenError, KeyboardInterrupt) as exc:
         if results.rows:  # keep what was measured, and say it is incomplete
             message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
@@ -264,7 +272,8 @@ def bench(
 
 
 def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | None,
-             dtypes: list[str] | None, repeats: int, compare: str) -> None:
+             shapes: list[Case] | None, dtypes: list[str] | None, repeats: int,
+             compare: str) -> None:
     """Run the benchmark into ``results`` behind a progress bar on stderr."""
     from rich.progress import (
         BarColumn,
@@ -282,7 +291,8 @@ def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | 
                   transient=True) as progress:
         task = progress.add_task("benchmark", total=None)
         kinds = tuple(k.strip() for k in compare.split(",") if k.strip() not in ("", "none"))
-        bench_lib.run(op_dir, device=device, sizes=sizes, dtypes=dtypes, repeats=repeats,
+        bench_lib.run(op_dir, device=device, sizes=sizes, shapes=shapes, dtypes=dtypes,
+                      repeats=repeats,
                       compare=kinds, results=results,
                       progress=lambda msg, done, total: progress.update(
                           task, description=msg, completed=done, total=total))
@@ -299,17 +309,23 @@ def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, A
     rows = results.rows
     table = Table(title=f"{_e(op_dir.resolve().name)} on {_e(device)}"
                   + (" (incomplete)" if error else ""))
-    for column in ("dtype", "elements", "direction", "kernel", "time (ms)", "GB/s", "x copy",
-                   "speedup vs baseline", "speedup vs naive"):
+    by_shapes = any(r.shapes is not None for r in rows)
+    for column in (("dtype",) + (("shapes",) if by_shapes else ()) +
+                   ("elements", "direction", "kernel", "time (ms)", "GB/s", "x copy",
+                    "speedup vs baseline", "speedup vs naive")):
         table.add_column(column, justify="right")
-    copy = {(r.dtype, r.size): r for r in rows if r.kernel == "copy"}
-    summary = {(s["direction"], s["dtype"], s["size"]): s for s in bench_lib.ratios(rows)}
-    for r in sorted(rows, key=lambda r: (r.dtype, r.size, r.direction, r.kernel != "op")):
-        c = copy.get((r.dtype, r.size))
-        s = summary.get((r.direction, r.dtype, r.size)) if r.kernel == "op" else None
+    copy = {(r.dtype, r.size, r.shapes): r for r in rows if r.kernel == "copy"}
+    summary = {(s["direction"], s["dtype"], s["size"], s.get("shapes")): s
+               for s in bench_lib.ratios(rows)}
+    order = list(dict.fromkeys(r.shapes for r in rows))  # --shapes cases in the order given
+    for r in sorted(rows, key=lambda r: (r.dtype, order.index(r.shapes), r.size, r.direction,
+                                         r.kernel != "op")):
+        c = copy.get((r.dtype, r.size, r.shapes))
+        s = summary.get((r.direction, r.dtype, r.size, r.shapes)) if r.kernel == "op" else None
         fmt = lambda v: f"{v:.2f}x" if v else ""  # noqa: E731
-        table.add_row(r.dtype, f"{r.size:,}", r.direction, r.kernel, f"{r.ms:.4f}",
-                      f"{r.gbps:,.0f}", fmt(r.gbps / c.gbps if c else None),
+        table.add_row(r.dtype, *((r.shapes or "",) if by_shapes else ()), f"{r.size:,}",
+                      r.direction, r.kernel, f"{r.ms:.4f}", f"{r.gbps:,.0f}",
+                      fmt(r.gbps / c.gbps if c else None),
                       fmt(s and s["speedup_vs_baseline"]), fmt(s and s["speedup_vs_naive"]))
     out.print(table, width=max(out.width, 130))
     for skipped in results.skipped:

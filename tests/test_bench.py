@@ -1,5 +1,6 @@
-"""``opgen bench`` on the CPU: comparisons Paddle cannot run are skipped with a note, and the rows
-already measured are reported and written when a later step fails.
+"""``opgen bench`` on the CPU: comparisons Paddle cannot run are skipped with a note, the rows
+already measured are reported and written when a later step fails, and ``--shapes`` is parsed,
+checked and counted (those tests build nothing).
 
 Tiny sizes and one repeat: these check the command's behaviour, not any figure.
 """
@@ -13,8 +14,10 @@ import pytest
 from conftest import run_opgen
 
 from opgen import bench, cli
+from opgen.bench import Case, backward_elements, copy_elements, forward_elements, parse_shapes
+from opgen.errors import UsageError
 
-pytestmark = pytest.mark.build
+ROOT = Path(__file__).resolve().parent.parent
 
 #: tanh: Paddle 3.3.1 has no CPU float16 or bfloat16 kernel for it.
 SPEC = """\
@@ -42,6 +45,7 @@ def tanh_op(tmp_path_factory) -> Path:
     return op
 
 
+@pytest.mark.build
 def test_a_baseline_paddle_cannot_run_is_skipped_with_one_line(tanh_op, tmp_path):
     out = tmp_path / "bench.json"
     result = run_opgen("bench", str(tanh_op), "--sizes", "1024", "--repeats", "1",
@@ -62,6 +66,7 @@ def test_a_baseline_paddle_cannot_run_is_skipped_with_one_line(tanh_op, tmp_path
     assert data["error"] is None
 
 
+@pytest.mark.build
 def test_rows_measured_before_a_failure_are_written(tanh_op, tmp_path, monkeypatch, capsys):
     real = bench.bench_paddle
 
@@ -86,9 +91,152 @@ def test_rows_measured_before_a_failure_are_written(tanh_op, tmp_path, monkeypat
     assert data["error"] == "bfloat16 n=1024: (ResourceExhausted) Out of memory"
 
 
+@pytest.mark.build
 def test_outputs_are_checked_before_measuring(tanh_op, tmp_path):
     result = run_opgen("bench", str(tanh_op), "--sizes", "1024", "--repeats", "1", "--compare",
                        "copy", "--json", str(tmp_path / "no" / "b.json"))
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("error: --json ") and "no folder" in result.stderr
     assert result.stdout == ""  # refused before measuring
+
+
+# -- --shapes: parsing, checks and bytes, without building --------------------------------------
+
+def test_shapes_parse_into_cases_with_their_broadcast_shape():
+    cases = parse_shapes("16384x1024:1024, 4096x4096:4096,64x1x512:1x256x512,2^4x3:[]:scalar")
+    assert [c.shapes for c in cases] == [((16384, 1024), (1024,)), ((4096, 4096), (4096,)),
+                                         ((64, 1, 512), (1, 256, 512)), ((16, 3), (), ())]
+    assert [c.out_shape for c in cases] == [(16384, 1024), (4096, 4096), (64, 256, 512),
+                                            (16, 3)]
+    assert [c.size for c in cases] == [16384 * 1024, 4096 * 4096, 64 * 256 * 512, 48]
+    assert [c.label for c in cases] == ["16384x1024:1024", "4096x4096:4096",
+                                        "64x1x512:1x256x512", "16x3:[]:[]"]
+    assert cases[0].describe("float32") == "float32 16384x1024:1024"
+    assert Case(1024).describe("float16") == "float16 n=1024" and Case(1024).label is None
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("64x33:32", "--shapes 64x33:32: 64x33 and 32 do not broadcast: 33 against 32 in the last "
+                 "dim; aligned from the right, each dim must be equal or 1"),
+    ("2x3x4:5x1x4", "--shapes 2x3x4:5x1x4: 2x3x4 and 5x1x4 do not broadcast: 2 against 5 in dim "
+                    "-3 (from the right)"),
+    ("64x33:", "--shapes: an empty shape in '64x33:' is not a shape; expected dims separated"),
+    ("64xx3", "--shapes: '64xx3' is not a shape"),
+    ("64*3", "--shapes: '64*3' is not a shape"),
+    ("8:-1", "--shapes: '-1' in '8:-1' is not a shape"),
+    ("4,,5", "--shapes 4,,5: an empty case"),
+    ("0x3", "--shapes 0x3: '0x3' has a dim below 1"),
+])
+def test_bad_shapes_are_one_line(text, message):
+    with pytest.raises(UsageError) as info:
+        parse_shapes(text)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_a_case_needs_one_shape_per_input():
+    bench.check_case(Case.of(((8, 4), (4,))), ["x", "bias"], "bias_gelu")
+    with pytest.raises(UsageError, match=r"^--shapes 8x4: bias_gelu takes 2 inputs \(x, bias\), "
+                       r"one shape per input separated by ':'; got 1 shape$"):
+        bench.check_case(Case.of(((8, 4),)), ["x", "bias"], "bias_gelu")
+
+
+def test_shapes_bytes_count_each_input_at_its_own_shape():
+    n, c = 16384, 1024
+    case = parse_shapes(f"{n}x{c}:{c}")[0]
+    # x and bias read once each, out written at [n, c]
+    assert forward_elements(case, 2, 1) == n * c + c + n * c
+    assert 2 * copy_elements(case, 2, 1) == forward_elements(case, 2, 1)  # the same bytes
+    odd = parse_shapes("3:1")[0]
+    assert forward_elements(odd, 2, 1) == 7 and copy_elements(odd, 2, 1) == 4  # rounded up
+    # the backward reads x, bias and grad_out, and writes grad_x [n, c] and grad_bias [c]
+    reads = ["x", "bias", "grad_out"]
+    assert backward_elements(case, ["x", "bias"], reads) == (n * c + c + n * c) + (n * c + c)
+
+
+def test_sizes_bytes_are_what_they_always_were():
+    case = Case(1024)
+    assert forward_elements(case, 2, 1) == 3 * 1024
+    assert copy_elements(case, 2, 1) == 1024
+    assert backward_elements(case, ["x", "y"], ["x", "y", "grad_out"]) == 5 * 1024
+
+
+def test_json_and_notes_name_the_case_only_with_shapes():
+    row = bench.Row("op", "forward", "float32", 8, 96, 1.0, 0.0)
+    assert "shapes" not in bench.as_dict(row)
+    assert bench.as_dict(bench.Row("op", "forward", "float32", 8, 96, 1.0, 0.0, "8:1"))[
+        "shapes"] == "8:1"
+    assert bench.Skipped("baseline", "float16", "no kernel").line() == \
+        "baseline skipped for float16: no kernel"
+    assert bench.Skipped("op backward", None, "a reduction", "8x4:4").line() == \
+        "op backward skipped at 8x4:4: a reduction"
+
+
+def test_an_output_of_another_shape_is_refused():
+    class Out:
+        shape = [8, 4]
+
+    bench._check_outputs([Out()], parse_shapes("8x1:1x4")[0], "bias_gelu")
+    with pytest.raises(bench.BenchError, match=r"^bias_gelu returned shape 8x4 for 8x1:1x2; "
+                       r"expected 8x2$"):
+        bench._check_outputs([Out()], parse_shapes("8x1:1x2")[0], "bias_gelu")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--shapes", "4:4"], "error: --shapes 4:4: relu6 takes 1 input (x), one shape per input "
+                          "separated by ':'; got 2 shapes"),
+    (["--shapes", "4", "--sizes", "4"], "--sizes or --shapes, not both"),
+    (["--shapes", "4x"], "error: --shapes: '4x' is not a shape"),
+])
+def test_shapes_errors_exit_2_before_measuring(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", str(ROOT / "examples" / "relu6"), "--repeats", "1", *args])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(errors) == 1 and message in errors[0], captured.err
+    assert captured.out == ""
+
+
+#: Two inputs and a backward: what --shapes counts per input. Same shapes until ops broadcast.
+MUL_SPEC = """\
+name: t_muladd
+op_name: custom_t_muladd
+kind: elementwise
+inputs: [x, y]
+outputs: [out]
+dtypes: [float32]
+forward:
+  out: x * y + x
+backward: auto
+baseline: x * y + x
+"""
+
+
+@pytest.mark.build
+def test_shapes_time_each_case_and_count_its_bytes(tmp_path):
+    op = tmp_path / "t_muladd"
+    op.mkdir()
+    (op / "t_muladd.yaml").write_text(MUL_SPEC)
+    assert run_opgen("generate", str(op / "t_muladd.yaml")).returncode == 0
+    out = tmp_path / "bench.json"
+    result = run_opgen("bench", str(op), "--shapes", "64x33:64x33,8x1x4:8x1x4", "--repeats", "1",
+                       "--json", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "64x33:64x33" in result.stdout and "shapes" in result.stdout
+    data = json.loads(out.read_text())
+    rows = {(r["shapes"], r["kernel"], r["direction"]): r for r in data["rows"]}
+    n = 64 * 33
+    assert {k[1:] for k in rows} == {("op", "forward"), ("op", "backward"),
+                                     ("op-autograd", "backward"), ("copy", "forward"),
+                                     ("baseline", "forward")}
+    assert {k[0] for k in rows} == {"64x33:64x33", "8x1x4:8x1x4"}
+    case = {k[1:]: r for k, r in rows.items() if k[0] == "64x33:64x33"}
+    assert all(r["size"] == n for r in case.values())
+    # read x and y, write out; the copy moves as much; the backward reads x, y and grad_out and
+    # writes grad_x and grad_y
+    assert case["op", "forward"]["bytes"] == case["copy", "forward"]["bytes"] == 3 * n * 4
+    assert case["baseline", "forward"]["bytes"] == 3 * n * 4
+    assert case["op", "backward"]["bytes"] == case["op-autograd", "backward"]["bytes"] == 5 * n * 4
+    assert {s["shapes"] for s in data["summary"]} == {"64x33:64x33", "8x1x4:8x1x4"}
+    assert all(s["x_copy"] and s["speedup_vs_baseline"] for s in data["summary"]
+               if s["direction"] == "forward")
