@@ -276,6 +276,9 @@ def _adapted(fw: Any, like: Any, kind: str) -> dict[str, Any]:
         "where": lambda c, a, b: fw.where(c, t(a), t(b)),
         "pow": lambda a, b: fw.pow(t(a), b),
         "softplus": fw.nn.functional.softplus,
+        "gelu": fw.nn.functional.gelu,
+        "gelu_tanh": (lambda u: fw.nn.functional.gelu(u, approximate="tanh")) if kind == "torch"
+        else (lambda u: fw.nn.functional.gelu(u, approximate=True)),
     }
 
 

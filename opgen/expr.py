@@ -498,7 +498,8 @@ BASELINE_FUNCTIONS: dict[str, Function] = {
     "pow": _framework("pow", "num", "num"),
     **{name: _framework(name, "num") for name in (
         "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
-        "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2", "softplus")},
+        "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2", "softplus",
+        "gelu", "gelu_tanh")},
 }
 
 

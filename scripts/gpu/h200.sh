@@ -8,6 +8,8 @@
 #   bench     opgen bench on the GPU: table, JSON, PNG
 #   fuzz      50 fuzzed ops against numpy on the GPU, float32 and float16 (docs/fuzzing.md)
 #   fuzz-memcheck  the same 50 ops under compute-sanitizer memcheck (run `fuzz` first: it builds)
+#   broadcast examples/bias_gelu and a broadcasting mul (tests/specs/mul.yaml): generated tests
+#             on gpu:0, then opgen bench --shapes for the patterns of issue 11
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
@@ -83,6 +85,23 @@ for stage in "$@"; do
         opgen test /tmp/hard/broken/trig_pair --device gpu -- -q -p no:warnings -k "test_forward and float32 and 1000003" 2>&1 |
         tail -n 8 | tee "$OUT/tests-broken-kernel.txt"
       [ "${PIPESTATUS[0]}" != 0 ] || { echo "the broken kernel passed its tests"; status=1; } ;;
+    broadcast)
+      opgen build examples/bias_gelu --arch 90 &&
+        opgen test examples/bias_gelu --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
+        tee "$OUT/tests-bias-gelu.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      rm -rf /tmp/mul && mkdir -p /tmp/mul/mul && cp tests/specs/mul.yaml /tmp/mul/mul/ &&
+        opgen generate /tmp/mul/mul/mul.yaml >/dev/null && opgen build /tmp/mul/mul --arch 90 &&
+        opgen test /tmp/mul/mul --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
+        tee "$OUT/tests-mul.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      opgen bench examples/bias_gelu --device gpu --shapes 16384x1024:1024,4096x4096:4096 \
+        --json "$OUT/bench-bias-gelu.json" 2>&1 | tee "$OUT/bench-bias-gelu.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      opgen bench /tmp/mul/mul --device gpu \
+        --shapes 64x1x512:1x256x512,16384x1024:16384x1,16384x1024:[],16384x1024:16384x1024 \
+        --json "$OUT/bench-mul.json" 2>&1 | tee "$OUT/bench-mul.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done
