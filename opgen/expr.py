@@ -424,9 +424,14 @@ _COMPARISON_NAMES: dict[type[ast.cmpop], tuple[str, str]] = {
 
 def _power(base: _Node, exponent: _Node, exponent_node: ast.expr) -> _Node:
     """``base ** exponent``: a square or cube as multiplications (exact to the last bit, and
-    faster than ``pow``), other powers through ``opgen::pow``; numpy's ``np.power`` either way."""
+    faster than ``pow``), other powers through ``opgen::pow``; numpy's ``np.power`` either way.
+    A literal exponent of 0.5 is a square root on both sides: numpy's ``np.power`` computes it
+    with ``sqrt`` (so ``(-inf) ** 0.5`` is NaN and ``(-0) ** 0.5`` is -0, where C's ``pow`` gives
+    inf and +0), and the kernel does the same."""
     numpy = f"np.power({base.numpy}, {exponent.numpy})"
     literal = exponent_node.value if isinstance(exponent_node, ast.Constant) else None
+    if literal == 0.5 and not isinstance(literal, bool):
+        return _Node("num", f"opgen::sqrt({base.cpp})", _ATOM, f"np.sqrt({base.numpy})", _ATOM)
     times = int(literal) if isinstance(literal, (int, float)) and not isinstance(literal, bool) \
         and literal in (2, 3) else 0
     if not times:

@@ -34,16 +34,18 @@ CPU_INFO = PaddleInfo(version="3.3.1", with_cuda=False, cuda_version=None, gpu_c
                       gpu_arches=())
 
 
-def new_op(where: Path, forward: str = "x", backward: str = "grad_out") -> Path:
-    """``opgen new t_op --elementwise`` in ``where``, with the given expressions."""
+def new_op(where: Path, forward: str = "x", backward: str = "auto") -> Path:
+    """``opgen new t_op --elementwise`` in ``where``, with the given expressions (a backward
+    other than ``auto`` is written by hand, as ``x: <backward>``)."""
     result = run_opgen("new", "t_op", "--elementwise", "--dir", str(where))
     assert result.returncode == 0, result.stderr
     op = where / "t_op"
     spec = op / "t_op.yaml"
     text = spec.read_text()
-    if forward != "x" or backward != "grad_out":
+    if forward != "x" or backward != "auto":
         text = text.replace("  out: x ", f"  out: {forward} ", 1)
-        text = text.replace("  x: grad_out", f"  x: {backward}", 1)
+        if backward != "auto":
+            text = text.replace("backward: auto ", f"backward:\n  x: {backward}\n#", 1)
         spec.write_text(text)
         result = run_opgen("generate", str(spec))
         assert result.returncode == 0, result.stderr
@@ -139,7 +141,7 @@ def test_error_in_a_backward_functor_from_nvcc(tmp_path, monkeypatch):
     log = f"{header}({line}): error: no instance of overloaded function matches\n"
     message = build.first_error(log, fake_config(op))
     assert f"{_shown(header, op)}:{line}: no instance of overloaded function" in message
-    assert message.endswith(f"from the spec: {_shown(op / 't_op.yaml', op)}:18: "
+    assert message.endswith(f"from the spec: {_shown(op / 't_op.yaml', op)}:20: "
                             "backward.x: 2 * x * grad_out")
 
 

@@ -422,3 +422,14 @@ def test_math_h_functions_agree_with_numpy_nan_included(tmp_path: Path, mt: str)
                     assert math.isnan(value), (source, point, value)
                 else:
                     assert value == pytest.approx(want, rel=rel, abs=1e-300), (source, point)
+
+
+def test_a_literal_half_power_is_a_square_root_on_both_sides() -> None:
+    """numpy's np.power takes sqrt for an exponent of 0.5 ((-inf) ** 0.5 is NaN there, inf in C's
+    pow): the kernel must agree with the reference at the generated tests' -inf inputs."""
+    for source in ("(w + 2.25) ** 0.5", "pow(w + 2.25, 0.5)"):
+        emitted = compile_expr(source, {"w": "num"})
+        assert emitted.cpp == "opgen::sqrt(w + MT(2.25))"
+        assert emitted.numpy == "np.sqrt(w + 2.25)"
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(np.power(np.array([-np.inf]), 0.5)).all()  # the rule followed
