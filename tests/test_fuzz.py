@@ -470,6 +470,20 @@ def test_fuzzed_ops_match_numpy(tmp_path_factory):
         assert set(FUNCTIONS) <= set(report.coverage)
 
 
+@pytest.mark.build
+def test_fuzzed_ops_with_several_inputs_run_broadcast_shapes(tmp_path):
+    """Issue 11 §2: four ops of seed 0 with 2 or 3 inputs, one library: about half their calls
+    run inputs of different shapes that broadcast, checked forward and backward, and all pass."""
+    indices = [0, 1, 2, 4]
+    assert all(len(fuzzing.draw_op(0, i).inputs) > 1 and not fuzzing.draw_op(0, i).stub_backward
+               for i in indices)
+    report = fuzzing.run(len(indices), 0, workdir=tmp_path, only=indices, batch=len(indices),
+                         jobs=1, log=lambda line: None)
+    assert not report.problems, "\n".join(p.report() for p in report.problems)
+    assert report.checked == len(indices) and report.builds == 1
+    assert report.shapes["broadcast"] >= 20 and report.shapes["same shape"] >= 20, report.shapes
+
+
 def _handwritten(name: str, forward: str, inputs: dict[str, tuple[float, float]]) -> FuzzOp:
     ins = tuple(fuzzing.Sym(n, "input", "input", lo, hi) for n, (lo, hi) in inputs.items())
     op = FuzzOp(seed=0, index=0, name=name, op_name=None, inputs=ins, attrs=(),
