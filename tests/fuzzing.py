@@ -19,6 +19,10 @@ How it is built, and why:
   computing in the op's math type (float or double) may be from it, and a mask of elements whose
   result is not determined at that precision (a comparison closer than its operands' error, a
   floor at an integer). A cancellation then widens the tolerance where it happens and nowhere else.
+* Ops with several inputs also run inputs of different shapes that broadcast
+  (:func:`broadcast_shapes`): the trees are evaluated at the broadcast shape, and the gradient of
+  a stretched input is their evaluation summed to its shape, with the bound of a sum of n terms
+  accumulated in the kernel's math type (:func:`summed`).
 * Several ops share one compiled library: their generated ``.cc`` (and ``.cu``) files are compiled
   as one translation unit, so Paddle's headers are parsed once per library instead of once per
   op (about 13 s each on a 2-core machine). :func:`opgen.names.check_one_build` refuses ops that

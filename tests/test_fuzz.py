@@ -6,7 +6,8 @@ with finite differences of the evaluator (the fuzzer checking itself).
 
 With one (``-m build``): a sample of OPGEN_FUZZ_COUNT ops (default 30) drawn from OPGEN_FUZZ_SEED
 (default 0) is generated, built 15 to a library and checked against numpy in float64 and float32,
-forward and backward, and against central differences; a deliberately broken kernel is caught;
+forward and backward (ops with several inputs also at broadcasting shapes), and against central
+differences; a deliberately broken kernel is caught;
 and each bug the fuzzing found has a test here: a regression test once fixed, a strict xfail
 (which the strategies steer around) while open.
 """
