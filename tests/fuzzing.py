@@ -19,6 +19,10 @@ How it is built, and why:
   computing in the op's math type (float or double) may be from it, and a mask of elements whose
   result is not determined at that precision (a comparison closer than its operands' error, a
   floor at an integer). A cancellation then widens the tolerance where it happens and nowhere else.
+* Ops with several inputs also run inputs of different shapes that broadcast
+  (:func:`broadcast_shapes`): the trees are evaluated at the broadcast shape, and the gradient of
+  a stretched input is their evaluation summed to its shape, with the bound of a sum of n terms
+  accumulated in the kernel's math type (:func:`summed`).
 * Several ops share one compiled library: their generated ``.cc`` (and ``.cu``) files are compiled
   as one translation unit, so Paddle's headers are parsed once per library instead of once per
   op (about 13 s each on a 2-core machine). :func:`opgen.names.check_one_build` refuses ops that
@@ -1191,6 +1195,44 @@ def random_shapes(rng: np.random.Generator, large: bool = False) -> list[tuple[i
     return shapes
 
 
+#: The fraction of the checks of an op with 2 or 3 inputs that run broadcasting input shapes.
+BROADCAST_SHARE = 0.5
+
+
+def broadcast_shapes(rng: np.random.Generator, shape: tuple[int, ...], count: int
+                     ) -> tuple[tuple[int, ...], ...] | None:
+    """Shapes of ``count`` inputs that broadcast (numpy's rules) and are not all the same, derived
+    from ``shape``: sometimes with one of its dims set to 1 first; then each input keeps it, drops
+    leading dims, has some dims set to 1, both, or is 0-D. None where ``shape`` is 0-D.
+
+    The output of the call has the inputs' broadcast shape, which may be smaller than ``shape``
+    (no input kept a dim). Empty dims come from ``shape`` (``(0,)``, ``(k, 0, 3)``): inputs of size
+    1 there broadcast to an empty output, whose gradients are zeros.
+    """
+    if count < 2 or not shape:
+        return None
+    base = list(shape)
+    if len(base) > 1 and rng.integers(0, 3) == 0:  # a size-1 dim of the output itself
+        base[int(rng.integers(0, len(base)))] = 1
+    for _ in range(20):
+        shapes = []
+        for _ in range(count):
+            style = int(rng.integers(0, 6))
+            dims = list(base)
+            if style in (1, 3):  # leading dims dropped (of a 1-D shape: a 0-D input)
+                dims = dims[int(rng.integers(1, max(len(dims), 2))):]
+            if style in (2, 3) and dims:  # some dims set to 1
+                ones = rng.random(len(dims)) < 0.5
+                ones[int(rng.integers(0, len(dims)))] = True
+                dims = [1 if one else d for one, d in zip(ones, dims, strict=True)]
+            if style == 4:
+                dims = []
+            shapes.append(tuple(int(d) for d in dims))  # style 0 and 5: the whole shape
+        if len(set(shapes)) > 1:
+            return tuple(shapes)
+    return None
+
+
 def _env_for(op: FuzzOp, inputs: dict[str, np.ndarray], attrs: dict[str, Any], ar: Arith,
              shape: tuple[int, ...]) -> dict[str, Val | Cond]:
     env: dict[str, Val | Cond] = {}
@@ -1220,6 +1262,40 @@ def compare(got: np.ndarray, want: Val, ar: Arith) -> tuple[np.ndarray, np.ndarr
     return ~ok & ~skip, tol
 
 
+def summed(want: Val, shape: tuple[int, ...], out_shape: tuple[int, ...], ar: Arith) -> Val:
+    """The gradient of an input of ``shape`` broadcast to ``out_shape``: ``want`` (its elementwise
+    gradient at ``out_shape``, with the bound of a kernel computing each term) summed over the
+    dims the input was stretched along, with the bound of a kernel that accumulates those terms in
+    its math type (float; double for float64) in any order.
+
+    A sum of n terms r_i, each within e_i of its exact value v_i, computed in any order with unit
+    roundoff u, is within sum e_i + gamma_(n-1) * sum |r_i| of sum v_i, gamma_k = k u / (1 - k u)
+    (Higham, Accuracy and Stability of Numerical Algorithms, 4.2); here with n for n - 1 and
+    |v_i| + e_i for |r_i|, plus n * tiny for additions near underflow. The final rounding to the
+    dtype is :func:`compare`'s, as for any result. An undecided term makes its sum undecided.
+    """
+    from opgen.testing import sum_to
+
+    numel = math.prod(out_shape)
+    n = numel // math.prod(shape) if numel else 0
+    with np.errstate(all="ignore"):
+        v = sum_to(want.v, shape, out_shape)
+        terms = sum_to(want.e, shape, out_shape)
+        size = sum_to(np.abs(want.v) + want.e, shape, out_shape)
+        amb = sum_to(want.amb.astype(np.float64), shape, out_shape) > 0
+        gamma = n * ar.u / (1 - n * ar.u) if n * ar.u < 0.5 else math.inf
+        e = terms + gamma * size + n * ar.tiny
+        bad = ~np.isfinite(v) | ~np.isfinite(e)
+    return Val(v, np.where(bad, np.inf, e), amb | bad)
+
+
+def _shapes_label(shapes: tuple[tuple[int, ...], ...]) -> str:
+    if len(set(shapes)) <= 1:
+        return f"shape={shapes[0] if shapes else ()}"
+    out = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    return f"shapes={', '.join(str(sh) for sh in shapes)} -> {out}"
+
+
 def _describe(mismatch: np.ndarray, got: np.ndarray, want: Val, tol: np.ndarray,
               inputs: dict[str, np.ndarray]) -> str:
     where = np.argwhere(mismatch)[:3]
@@ -1241,6 +1317,8 @@ class OpRunner:
         self.fn = getattr(wrapper, op.name)
         self.reference = reference
         self.device = device
+        #: Checks run, by kind: "same shape" and "broadcast" (inputs of different shapes).
+        self.stats: Counter[str] = Counter()
 
     def attr_settings(self) -> list[dict[str, Any]]:
         """The attrs to run with: the defaults (passed by leaving them out, so the wrapper's own
@@ -1261,10 +1339,11 @@ class OpRunner:
         for dtype in dtypes:
             for attrs in self.attr_settings():
                 for shape in random_shapes(rng, large=large):
+                    shapes = self.input_shapes(rng, shape)
                     try:
-                        problems += self.check_once(rng, dtype, shape, attrs)
+                        problems += self.check_once(rng, dtype, shapes, attrs)
                     except Exception as exc:  # noqa: BLE001 - report, then go on
-                        problems.append(f"{dtype} {shape} attrs={attrs}: raised "
+                        problems.append(f"{dtype} {_shapes_label(shapes)} attrs={attrs}: raised "
                                         f"{type(exc).__name__}: {exc}".strip()[:2000])
                     if problems:
                         return problems
@@ -1272,6 +1351,18 @@ class OpRunner:
             for attrs in self.attr_settings():
                 problems += self.check_finite_differences(rng, attrs)
         return problems
+
+    def input_shapes(self, rng: np.random.Generator, shape: tuple[int, ...]
+                     ) -> tuple[tuple[int, ...], ...]:
+        """The inputs' shapes for one check drawn at ``shape``: for an op with 2 or 3 inputs, in
+        BROADCAST_SHARE of the checks shapes that broadcast (:func:`broadcast_shapes`), else
+        ``shape`` for every input. (An op with one input draws nothing here.)"""
+        count = len(self.op.inputs)
+        if count > 1 and rng.random() < BROADCAST_SHARE:
+            drawn = broadcast_shapes(rng, shape, count)
+            if drawn is not None:
+                return drawn
+        return (shape,) * count
 
     def _tensor(self, data: np.ndarray, dtype: str, *, grad: bool, view: bool) -> Any:
         from opgen import testing as ot
@@ -1289,19 +1380,24 @@ class OpRunner:
         tensor.stop_gradient = not grad
         return tensor
 
-    def check_once(self, rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
-                   attrs: dict[str, Any]) -> list[str]:
-
+    def check_once(self, rng: np.random.Generator, dtype: str,
+                   shapes: tuple[tuple[int, ...], ...], attrs: dict[str, Any]) -> list[str]:
+        """One call of the op, forward and backward, on inputs of ``shapes`` (one per input; they
+        broadcast to the output's shape, at which the trees are evaluated)."""
         from opgen import testing as ot
 
         op, ar = self.op, Arith(dtype)
+        shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+        self.stats["broadcast" if len(set(shapes)) > 1 else "same shape"] += 1
         view = bool(rng.integers(0, 3) == 0)
         tensors, inputs = [], {}
-        for s in op.inputs:
-            t = self._tensor(sample_inputs(rng, s, shape), dtype, grad=True, view=view)
+        for s, in_shape in zip(op.inputs, shapes, strict=True):
+            t = self._tensor(sample_inputs(rng, s, in_shape), dtype, grad=True, view=view)
             tensors.append(t)
-            inputs[s.name] = ot.to_numpy(t)
-        label = f"{dtype} shape={shape} attrs={attrs}" + (" (offset views)" if view else "")
+            # evaluated at the output's shape: each input as it broadcasts
+            inputs[s.name] = np.broadcast_to(ot.to_numpy(t), shape)
+        label = f"{dtype} {_shapes_label(shapes)} attrs={attrs}" + \
+            (" (offset views)" if view else "")
         outs = self.call(tensors, attrs)
         env = _env_for(op, inputs, attrs, ar, shape)
         problems = []
@@ -1321,20 +1417,24 @@ class OpRunner:
         if problems:
             return problems
         if not op.stub_backward:
-            problems += self.check_backward(rng, dtype, shape, label, tensors, outs, env, inputs)
+            problems += self.check_backward(rng, dtype, shapes, label, tensors, outs, env,
+                                            inputs)
         if dtype == "float64" and self.reference is not None and not problems:
             problems += self.check_reference(env, inputs, attrs, shape)
         return problems
 
-    def check_backward(self, rng: np.random.Generator, dtype: str, shape: tuple[int, ...],
-                       label: str, tensors: list[Any], outs: tuple[Any, ...],
-                       env: dict[str, Val | Cond], inputs: dict[str, np.ndarray]) -> list[str]:
-        """The backward kernel, through paddle.grad, against the derived backward's trees."""
+    def check_backward(self, rng: np.random.Generator, dtype: str,
+                       shapes: tuple[tuple[int, ...], ...], label: str, tensors: list[Any],
+                       outs: tuple[Any, ...], env: dict[str, Val | Cond],
+                       inputs: dict[str, np.ndarray]) -> list[str]:
+        """The backward kernel, through paddle.grad, against the derived backward's trees: at the
+        output's shape, and for a broadcast input summed to its shape (:func:`summed`)."""
         import paddle
 
         from opgen import testing as ot
 
         op, ar = self.op, Arith(dtype)
+        shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
         problems: list[str] = []
         grads_out = []
         for name in op.outputs:
@@ -1342,22 +1442,31 @@ class OpRunner:
             grads_out.append(g)
             env[f"grad_{name}"] = Val(ot.to_numpy(g), np.zeros(shape), np.zeros(shape, bool))
         grads = paddle.grad(list(outs), tensors, grad_outputs=grads_out, allow_unused=True)
-        for s, tree, grad in zip(op.inputs, op.backward, grads, strict=True):
+        for s, tree, grad, in_shape in zip(op.inputs, op.backward, grads, shapes, strict=True):
             if grad is None:
-                if math.prod(shape) == 0:
+                if math.prod(in_shape) == 0:
                     continue
                 problems.append(f"{label}: no gradient for {s.name}")
                 continue
             want = evaluate(tree, env, ar, shape)
             assert isinstance(want, Val)
             got = ot.to_numpy(grad)
-            if got.shape != shape:
+            if got.shape != in_shape:
                 problems.append(f"{label}: grad_{s.name} has shape {got.shape}")
                 continue
-            bad, tol = compare(got, want, ar)
+            if in_shape == shape:
+                bad, tol = compare(got, want, ar)
+                if bad.any():
+                    problems.append(f"{label}: backward grad_{s.name} = {source(tree)}: "
+                                    f"{_describe(bad, got, want, tol, inputs)}")
+                continue
+            total = summed(want, in_shape, shape, ar)
+            bad, tol = compare(got, total, ar)
             if bad.any():
-                problems.append(f"{label}: backward grad_{s.name} = {source(tree)}: "
-                                f"{_describe(bad, got, want, tol, inputs)}")
+                terms = math.prod(shape) // max(math.prod(in_shape), 1)
+                problems.append(f"{label}: backward grad_{s.name} = {source(tree)}, summed "
+                                f"from {list(shape)} to {list(in_shape)} ({terms} terms each): "
+                                f"{_describe(bad, got, total, tol, {})}")
         return problems
 
     def check_reference(self, env: dict[str, Val | Cond], inputs: dict[str, np.ndarray],
@@ -1619,13 +1728,17 @@ class Report:
     build_seconds: float = 0.0
     problems: list[Problem] = field(default_factory=list)
     coverage: Counter[str] = field(default_factory=Counter)
+    #: Calls checked against numpy, by their inputs' shapes: "same shape" or "broadcast".
+    shapes: Counter[str] = field(default_factory=Counter)
 
     def summary(self) -> str:
         covered = ", ".join(f"{k} {v}" for k, v in sorted(self.coverage.items()))
         missing = sorted(set(FUNCTIONS) - set(self.coverage))
+        calls = ", ".join(f"{v} {k}" for k, v in sorted(self.shapes.items()))
         return (f"{self.count} fuzzed ops, {self.checked} checked, {self.builds} builds "
                 f"({self.build_seconds:.0f} s waiting on the compiler), "
-                f"{len(self.problems)} problems, {self.seconds:.0f} s\ncoverage: {covered}"
+                f"{len(self.problems)} problems, {self.seconds:.0f} s\n"
+                f"calls checked: {calls or 'none'}\ncoverage: {covered}"
                 + (f"\nnot covered: {', '.join(missing)}" if missing else ""))
 
 
@@ -1713,7 +1826,8 @@ def run(count: int, seed: int, *, workdir: Path, batch: int = 15, jobs: int = 2,
                 report.built += len(members)
                 report.problems += check_batch(members, library, device=device, dtypes=dtypes,
                                                large=large, log=log,
-                                               generated_tests=generated_tests)
+                                               generated_tests=generated_tests,
+                                               shapes=report.shapes)
                 report.checked += len(members)
     report.seconds = time.perf_counter() - start
     return report
@@ -1770,8 +1884,10 @@ def _build_isolating(members: list[tuple[FuzzOp, Any]], lib_dir: Path, *, cpu_on
 
 def check_batch(members: list[tuple[FuzzOp, Any]], library: Path, *, device: str,
                 dtypes: Sequence[str], large: bool, log: Callable[[str], None],
-                generated_tests: Sequence[str] = ()) -> list[Problem]:
-    """Load ``library`` and check each of its ops."""
+                generated_tests: Sequence[str] = (), shapes: Counter[str] | None = None
+                ) -> list[Problem]:
+    """Load ``library`` and check each of its ops; count the calls checked, by their inputs'
+    shapes, into ``shapes``."""
     module = load_library(library)
     problems = []
     for op, spec in members:
@@ -1782,7 +1898,11 @@ def check_batch(members: list[tuple[FuzzOp, Any]], library: Path, *, device: str
             wrapper, tests = load_op(spec, module)
             runner = OpRunner(op, wrapper, tests, device)
             rng = np.random.default_rng([op.seed, op.index])
-            found = runner.check(rng, dtypes, large=large)
+            try:
+                found = runner.check(rng, dtypes, large=large)
+            finally:
+                if shapes is not None:
+                    shapes.update(runner.stats)
             if generated_tests:
                 found += run_generated_tests(op, tests, device, generated_tests)
         except Exception:  # noqa: BLE001
@@ -1840,7 +1960,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "build_seconds": round(report.build_seconds, 1), "device": args.device,
             "dtypes": list(dtypes),
             "problems": [{"index": p.op.index, "what": p.what} for p in report.problems],
-            "coverage": dict(report.coverage)}, indent=2) + "\n")
+            "coverage": dict(report.coverage), "calls": dict(report.shapes)}, indent=2) + "\n")
     return 1 if report.problems else 0
 
 

@@ -6,7 +6,8 @@ with finite differences of the evaluator (the fuzzer checking itself).
 
 With one (``-m build``): a sample of OPGEN_FUZZ_COUNT ops (default 30) drawn from OPGEN_FUZZ_SEED
 (default 0) is generated, built 15 to a library and checked against numpy in float64 and float32,
-forward and backward, and against central differences; a deliberately broken kernel is caught;
+forward and backward (ops with several inputs also at broadcasting shapes), and against central
+differences; a deliberately broken kernel is caught;
 and each bug the fuzzing found has a test here: a regression test once fixed, a strict xfail
 (which the strategies steer around) while open.
 """
@@ -209,6 +210,93 @@ def test_the_evaluator_marks_undecided_comparisons():
     assert isinstance(exact, Cond) and not exact.amb.any()  # a leaf against a literal is exact
 
 
+def test_broadcast_shapes_are_drawn_for_ops_with_several_inputs():
+    rng = np.random.default_rng(0)
+    drawn = [fuzzing.broadcast_shapes(rng, shape, count) for shape in
+             [(0,), (7,), (4, 0, 3), (5, 9), (3, 4, 6), (1025,)] * 20 for count in (2, 3)]
+    assert fuzzing.broadcast_shapes(rng, (), 2) is None
+    assert fuzzing.broadcast_shapes(rng, (5, 9), 1) is None
+    seen = set()
+    for shapes in drawn:
+        assert shapes is not None and len(set(shapes)) > 1
+        out = np.broadcast_shapes(*shapes)  # they broadcast
+        for sh in shapes:
+            if not sh:
+                seen.add("0-D")
+            elif len(sh) < len(out):
+                seen.add("leading dims dropped")
+            if 1 in sh and 1 not in out:
+                seen.add("size-1 dims")
+            if 0 in out and 1 in sh:
+                seen.add("stretched to empty")
+    assert seen == {"0-D", "leading dims dropped", "size-1 dims", "stretched to empty"}
+    runner = fuzzing.OpRunner.__new__(fuzzing.OpRunner)
+    runner.op = _handwritten("two", "x * y", {"x": (-1.0, 1.0), "y": (-1.0, 1.0)})
+    picks = [runner.input_shapes(rng, (4, 5)) for _ in range(200)]
+    assert 60 < sum(len(set(p)) > 1 for p in picks) < 140  # about BROADCAST_SHARE of them
+
+
+def _broadcasting_stand_in(forget_row: bool) -> Any:
+    """``x * exp(y)`` as a Paddle PyLayer standing in for a built op: Paddle's own forward, and a
+    backward that sums each input's elementwise gradient to its shape in the dtype, as opgen's
+    runtime does; with ``forget_row``, the sum leaves out the first row of the first dim the input
+    is stretched along (a reduction kernel that starts one row late)."""
+    import paddle
+
+    def reduce(terms: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        extra = terms.ndim - len(shape)
+        axes = tuple(range(extra)) + tuple(extra + d for d, n in enumerate(shape)
+                                           if n == 1 and terms.shape[extra + d] != 1)
+        longer = [a for a in axes if terms.shape[a] > 1]
+        if forget_row and longer:
+            terms = terms.copy()
+            terms[(slice(None),) * longer[0] + (0,)] = 0
+        return terms.sum(axis=axes, dtype=terms.dtype).reshape(shape)
+
+    class XExpY(paddle.autograd.PyLayer):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return x * paddle.exp(y)
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, y = ctx.saved_tensor()
+            g, xn, yn = grad.numpy(), x.numpy(), y.numpy()
+            dx = np.broadcast_to(g * np.exp(yn), g.shape)
+            dy = np.broadcast_to(g * xn * np.exp(yn), g.shape)
+            return tuple(paddle.to_tensor(reduce(d, tuple(t.shape)))
+                         for d, t in ((dx, x), (dy, y)))
+
+    return XExpY.apply
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_checker_catches_a_broadcast_gradient_that_forgets_a_row(dtype):
+    """The broadcast checks of tests/fuzzing.py (forward at the broadcast shape, each gradient
+    summed to its input's shape with the bound of :func:`fuzzing.summed`), without a compiler:
+    a correct reduction passes at every shape set, and one that forgets a row is caught at
+    each shape set where an input is stretched along a dim longer than 1."""
+    op = _handwritten("x_exp_y", "x * exp(y)", {"x": (-3.0, 3.0), "y": (-2.0, 2.0)})
+    cases = [((33, 7), (7,)), ((7,), (33, 7)), ((65, 9), (65, 1)), ((4, 1, 7), ()),
+             ((3, 1, 7), (1, 5, 1)), ((2, 0, 3), (1, 3)), ((1, 1), (1,)), ((1025,), ())]
+    for forget_row in (False, True):
+        runner = fuzzing.OpRunner(op, types.SimpleNamespace(x_exp_y=_broadcasting_stand_in(
+            forget_row)), None, "cpu")
+        rng = np.random.default_rng(3)
+        for shapes in cases:
+            problems = runner.check_once(rng, dtype, shapes, {})
+            out = np.broadcast_shapes(*shapes)
+            catchable = math.prod(out) > 0 and any(
+                n == 1 < m for sh in shapes for n, m in
+                zip((1,) * (len(out) - len(sh)) + sh, out, strict=True))
+            if forget_row and catchable:
+                assert problems and all("summed from" in p for p in problems), (shapes, problems)
+            else:
+                assert not problems, (shapes, problems)
+    assert runner.stats == {"broadcast": len(cases)}
+
+
 def test_a_failure_report_has_the_spec_and_the_seed():
     op = fuzzing.draw_op(5, 2)
     report = fuzzing.Problem(op, "forward out differs").report()
@@ -381,6 +469,20 @@ def test_fuzzed_ops_match_numpy(tmp_path_factory):
     assert report.checked == report.count == _count()
     if _count() >= len(FOCUS):
         assert set(FUNCTIONS) <= set(report.coverage)
+
+
+@pytest.mark.build
+def test_fuzzed_ops_with_several_inputs_run_broadcast_shapes(tmp_path):
+    """Issue 11 §2: four ops of seed 0 with 2 or 3 inputs, one library: about half their calls
+    run inputs of different shapes that broadcast, checked forward and backward, and all pass."""
+    indices = [0, 1, 2, 4]
+    assert all(len(fuzzing.draw_op(0, i).inputs) > 1 and not fuzzing.draw_op(0, i).stub_backward
+               for i in indices)
+    report = fuzzing.run(len(indices), 0, workdir=tmp_path, only=indices, batch=len(indices),
+                         jobs=1, log=lambda line: None)
+    assert not report.problems, "\n".join(p.report() for p in report.problems)
+    assert report.checked == len(indices) and report.builds == 1
+    assert report.shapes["broadcast"] >= 20 and report.shapes["same shape"] >= 20, report.shapes
 
 
 def _handwritten(name: str, forward: str, inputs: dict[str, tuple[float, float]]) -> FuzzOp:
