@@ -156,6 +156,13 @@ void Fail(const std::string& what) {
   if (failures <= 40) std::printf("MISMATCH %s\n", what.c_str());
 }
 
+// A value with every digit a float has: std::to_string's six decimals print 1e-7 as 0.000000.
+std::string Exact(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
 bool Close(double got, double want, double tolerance) {
   if (std::isnan(want)) return std::isnan(got);
   return std::fabs(got - want) <= tolerance;
@@ -231,8 +238,7 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
         const double w = static_cast<float>(want_full[g][i]), v = static_cast<float>(got[i]);
         if (!Close(v, w, TolFor<T>(w))) {
           return Fail(name + ": " + who + " grad #" + std::to_string(g) + " [" +
-                      std::to_string(i) + "] = " + std::to_string(v) + ", want " +
-                      std::to_string(w));
+                      std::to_string(i) + "] = " + Exact(v) + ", want " + Exact(w));
         }
       }
       return;
@@ -241,8 +247,7 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
       const double w = want_sum[g][e], v = static_cast<float>(got[e]);
       if (!Close(v, w, TolFor<T>(w) + sum_rtol * magnitude[g][e])) {
         return Fail(name + ": " + who + " summed grad #" + std::to_string(g) + " [" +
-                    std::to_string(e) + "] = " + std::to_string(v) + ", want " +
-                    std::to_string(w));
+                    std::to_string(e) + "] = " + Exact(v) + ", want " + Exact(w));
       }
     }
   };
@@ -281,8 +286,8 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
     for (int64_t i = 0; i < n; ++i) {
       const double w = static_cast<float>(want_out[i]), v = static_cast<float>(got[i]);
       if (!Close(v, w, TolFor<T>(w))) {
-        Fail(name + ": forward [" + std::to_string(i) + "] = " + std::to_string(v) + ", want " +
-             std::to_string(w) + " (" + opgen::PatternName(plan.pattern) + ")");
+        Fail(name + ": forward [" + std::to_string(i) + "] = " + Exact(v) + ", want " + Exact(w) +
+             " (" + opgen::PatternName(plan.pattern) + ")");
         break;
       }
     }
@@ -361,19 +366,23 @@ void CheckAll() {
 }
 
 // ---- outputs of more than 2^31 elements: 64-bit index math, checked on samples ---------------
-__host__ __device__ inline float Pattern(int64_t i, float scale, float shift) {
-  return static_cast<float>((static_cast<uint64_t>(i) * 2654435761u) % 1000) * scale + shift;
+// (k - 500) * scale for k = i * 2654435761 % 1000: one rounding, so the device (which would fuse
+// `k * scale + shift` into an fma) and the host compute the same float.
+__host__ __device__ inline float Pattern(int64_t i, float scale) {
+  return static_cast<float>(
+             static_cast<int>((static_cast<uint64_t>(i) * 2654435761u) % 1000) - 500) *
+         scale;
 }
 template <typename T>
-__global__ void Fill(T* p, int64_t n, float scale, float shift) {
+__global__ void Fill(T* p, int64_t n, float scale) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    p[i] = static_cast<T>(Pattern(i, scale, shift));
+    p[i] = static_cast<T>(Pattern(i, scale));
   }
 }
 template <typename T>
-float FillValue(int64_t i, float scale, float shift) {
-  return static_cast<float>(static_cast<T>(Pattern(i, scale, shift)));
+float FillValue(int64_t i, float scale) {
+  return static_cast<float>(static_cast<T>(Pattern(i, scale)));
 }
 
 template <typename T>
@@ -388,8 +397,8 @@ void CheckLarge(const Shape& a, const Shape& b) {
   CHECK(cudaMalloc(&x, plan.in_numel[0] * sizeof(T)));
   CHECK(cudaMalloc(&y, plan.in_numel[1] * sizeof(T)));
   CHECK(cudaMalloc(&out, plan.numel * sizeof(T)));
-  Fill<<<4096, 256>>>(x, plan.in_numel[0], 0.004f, -2.0f);
-  Fill<<<4096, 256>>>(y, plan.in_numel[1], 0.003f, -1.5f);
+  Fill<<<4096, 256>>>(x, plan.in_numel[0], 0.004f);
+  Fill<<<4096, 256>>>(y, plan.in_numel[1], 0.003f);
   CHECK(opgen::cuda::LaunchBroadcast(Mul<MT>{}, plan, opgen::Pointers<const T, 2>{{x, y}},
                                      opgen::Pointers<T, 1>{{out}}, 0, 0));
   CHECK(cudaDeviceSynchronize());
@@ -407,10 +416,10 @@ void CheckLarge(const Shape& a, const Shape& b) {
         for (int k = 0; k < 2; ++k) offset[k] += digit * plan.strides[k][d];
       }
       const float want = static_cast<float>(static_cast<T>(
-          FillValue<T>(offset[0], 0.004f, -2.0f) * FillValue<T>(offset[1], 0.003f, -1.5f)));
+          FillValue<T>(offset[0], 0.004f) * FillValue<T>(offset[1], 0.003f)));
       if (static_cast<float>(got[i - at]) != want) {
-        Fail(name + ": [" + std::to_string(i) + "] = " +
-             std::to_string(static_cast<float>(got[i - at])) + ", want " + std::to_string(want));
+        Fail(name + ": [" + std::to_string(i) + "] = " + Exact(static_cast<float>(got[i - at])) +
+             ", want " + Exact(want));
         break;
       }
     }
@@ -516,13 +525,13 @@ void TimeCase(const char* op, const Shape& a, const Shape& b, double forward_tar
     CHECK(cudaMalloc(&x[s], na * sizeof(T)));
     CHECK(cudaMalloc(&y[s], nb * sizeof(T)));
     CHECK(cudaMalloc(&out[s], n * sizeof(T)));
-    Fill<<<1024, 256>>>(x[s], na, 0.006f, -3.0f);
-    Fill<<<1024, 256>>>(y[s], nb, 0.002f, -1.0f);
+    Fill<<<1024, 256>>>(x[s], na, 0.006f);
+    Fill<<<1024, 256>>>(y[s], nb, 0.002f);
     if (backward) {
       CHECK(cudaMalloc(&dy[s], n * sizeof(T)));
       CHECK(cudaMalloc(&gx[s], na * sizeof(T)));
       CHECK(cudaMalloc(&gy[s], nb * sizeof(T)));
-      Fill<<<1024, 256>>>(dy[s], n, 0.001f, -0.5f);
+      Fill<<<1024, 256>>>(dy[s], n, 0.001f);
     }
   }
   CHECK(cudaDeviceSynchronize());
