@@ -1,7 +1,7 @@
 // Checks and times opgen's broadcasting launcher (templates/elementwise/csrc/opgen/broadcast.cuh) on its
 // own, without Paddle (scripts/gpu/broadcast.sh builds and runs it):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc scripts/gpu/broadcast_bench.cu
-//     -o /tmp/broadcast_bench && /tmp/broadcast_bench [--large] [--check-only | --profile]
+//     -o /tmp/broadcast_bench && /tmp/broadcast_bench [--large] [--check-only | --time-only | --profile]
 // First every path, forward and backward, in float32, float16 and bfloat16, against a host
 // reference: bias, unaligned and ragged rows, per-row values, scalars, general N-d, empty and 0-d
 // shapes, misaligned pointers, each output checked for writes past its end, each backward run
@@ -174,12 +174,13 @@ double TolFor(double want) {
 }
 
 std::string CaseName(const char* op, const char* dtype, const Shape& a, const Shape& b, int shift_a,
-                     int shift_b) {
+                     int shift_b, int null_input = -1) {
   std::string name = std::string(op) + " " + dtype + " " + opgen::DimsString(a) + " with " +
                      opgen::DimsString(b);
   if (shift_a || shift_b) {
     name += " (shifted " + std::to_string(shift_a) + ", " + std::to_string(shift_b) + ")";
   }
+  if (null_input >= 0) name += " (input #" + std::to_string(null_input) + " null)";
   return name;
 }
 
@@ -187,11 +188,13 @@ std::string CaseName(const char* op, const char* dtype, const Shape& a, const Sh
 // and full gradients element by element at the dtype's tolerance; summed gradients against a
 // double-precision sum, allowing for float summation in another order (a fraction of the sum
 // of the terms' magnitudes); the CPU loops of opgen/broadcast.h the same way; guards; and the
-// backward's gradients bit for bit across two runs.
+// backward's gradients bit for bit across two runs. With null_input k (0 x, 1 y, 2 grad_out),
+// that input is passed as a null pointer everywhere and the reference reads it as zeros.
 template <typename T, template <typename> class Fwd, template <typename> class Bwd>
-void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, int shift_b = 0) {
+void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, int shift_b = 0,
+               int null_input = -1) {
   using MT = opgen::OpMathT<T>;
-  const std::string name = CaseName(op, Dtype<T>::kName, a, b, shift_a, shift_b);
+  const std::string name = CaseName(op, Dtype<T>::kName, a, b, shift_a, shift_b, null_input);
   ++checks;
   opgen::BroadcastPlan<2> plan;
   const Shape shapes[2] = {a, b};
@@ -203,9 +206,15 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
     return Fail(name + ": no backward plan");
   }
   const int64_t n = plan.numel;
-  const std::vector<T> hx = HostRandom<T>(plan.in_numel[0], 1 + a.size(), -3.0f, 3.0f);
-  const std::vector<T> hy = HostRandom<T>(plan.in_numel[1], 7 + b.size(), -2.0f, 2.0f);
-  const std::vector<T> hdy = HostRandom<T>(n, 13, -1.0f, 1.0f);
+  std::vector<T> hx = HostRandom<T>(plan.in_numel[0], 1 + a.size(), -3.0f, 3.0f);
+  std::vector<T> hy = HostRandom<T>(plan.in_numel[1], 7 + b.size(), -2.0f, 2.0f);
+  std::vector<T> hdy = HostRandom<T>(n, 13, -1.0f, 1.0f);
+  std::vector<T>* host_inputs[3] = {&hx, &hy, &hdy};
+  if (null_input >= 0) {
+    for (T& v : *host_inputs[null_input]) v = static_cast<T>(0.0f);
+  }
+  // Input k as the launchers get it: null for the absent one.
+  auto pass = [&](int k, const T* p) { return k == null_input ? nullptr : p; };
 
   // Host reference: the forward in MT rounded to T; gradients elementwise in MT, summed in
   // double with the sum of magnitudes.
@@ -255,9 +264,9 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
   // The CPU loops.
   {
     std::vector<T> out(n), gx(plan.in_numel[0]), gy(plan.in_numel[1]);
-    opgen::cpu::BroadcastLoop<T>(Fwd<MT>{}, plan,
-                                 opgen::Pointers<const T, 2>{{hx.data(), hy.data()}},
-                                 opgen::Pointers<T, 1>{{out.data()}});
+    opgen::cpu::BroadcastLoop<T>(
+        Fwd<MT>{}, plan, opgen::Pointers<const T, 2>{{pass(0, hx.data()), pass(1, hy.data())}},
+        opgen::Pointers<T, 1>{{out.data()}});
     for (int64_t i = 0; i < n; ++i) {
       if (static_cast<float>(out[i]) != static_cast<float>(want_out[i])) {
         Fail(name + ": CPU forward differs at " + std::to_string(i));
@@ -266,7 +275,7 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
     }
     opgen::cpu::BroadcastBackwardLoop<T>(
         Bwd<MT>{}, backward_plan,
-        opgen::Pointers<const T, 3>{{hx.data(), hy.data(), hdy.data()}},
+        opgen::Pointers<const T, 3>{{pass(0, hx.data()), pass(1, hy.data()), pass(2, hdy.data())}},
         opgen::Pointers<T, 2>{{gx.data(), gy.data()}});
     check_grad("CPU", 0, gx, 1e-4);
     check_grad("CPU", 1, gy, 1e-4);
@@ -278,7 +287,8 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
   x.Upload(hx);
   y.Upload(hy);
   dy.Upload(hdy);
-  CHECK(opgen::cuda::LaunchBroadcast(Fwd<MT>{}, plan, opgen::Pointers<const T, 2>{{x.p, y.p}},
+  CHECK(opgen::cuda::LaunchBroadcast(Fwd<MT>{}, plan,
+                                     opgen::Pointers<const T, 2>{{pass(0, x.p), pass(1, y.p)}},
                                      opgen::Pointers<T, 1>{{out.p}}, 0, 0));
   CHECK(cudaDeviceSynchronize());
   {
@@ -300,7 +310,8 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
   std::vector<T> first_run[2];
   for (int run = 0; run < 2; ++run) {
     CHECK(opgen::cuda::LaunchBroadcastBackward(
-        Bwd<MT>{}, backward_plan, opgen::Pointers<const T, 3>{{x.p, y.p, dy.p}},
+        Bwd<MT>{}, backward_plan,
+        opgen::Pointers<const T, 3>{{pass(0, x.p), pass(1, y.p), pass(2, dy.p)}},
         opgen::Pointers<T, 2>{{gx.p, gy.p}}, workspace, workspace_bytes, 0, 0));
     CHECK(cudaDeviceSynchronize());
     const std::vector<T> got[2] = {gx.Download(), gy.Download()};
@@ -341,6 +352,8 @@ void CheckAll() {
       {{7, 1}, {1, 9}},               // outer product (two dims, both broadcast)
       {{3, 1}, {3}},                  // outer product from numpy's alignment
       {{2, 3, 4, 5, 6}, {3, 1, 5, 1}},  // general, rank 5
+      {{64, 1, 512}, {1, 256, 512}},  // general, the timed shape: 256 and 64 summed per element
+      {{2, 1, 3000}, {1, 500, 1}},    // general, the [500] gradient sums 6000 along the inner dim
       {{2, 1, 2, 1, 2, 1, 2, 1, 2}, {1, 2, 1, 2, 1, 2, 1, 2, 1}},  // 9 dims that stay 9: refused
       {{0, 3}, {3}},                  // empty: the [3] gradient is zeros
       {{4, 0}, {1}},                  // empty, scalar
@@ -363,6 +376,19 @@ void CheckAll() {
   CheckCase<T, Mul, MulGrad>("mul", {129, 1000}, {129, 1}, 1, 1);
   CheckCase<T, Mul, MulGrad>("mul", {8, 1, 64}, {1, 16, 64}, 0, 1);
   CheckCase<T, Mul, MulGrad>("mul", {100003}, {}, 1, 0);
+  // Null inputs read as zeros, on every path: each input of the bias, the per-row value, the
+  // scalar, the general pattern (both kernels of its backward) and the same shape.
+  for (int k = 0; k < 3; ++k) {
+    CheckCase<T, BiasGelu, BiasGeluGrad>("bias_gelu", {16, 1024}, {1024}, 0, 0, k);
+    CheckCase<T, BiasGelu, BiasGeluGrad>("bias_gelu", {37, 1023}, {1023}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {129, 1000}, {129, 1}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {31, 4100}, {31, 1}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {100003}, {}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {8, 1, 64}, {1, 16, 64}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {2, 3, 4, 5, 6}, {3, 1, 5, 1}, 0, 0, k);
+    CheckCase<T, BiasGelu, BiasGeluGrad>("bias_gelu", {6, 1, 5}, {6, 7, 5}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {1000}, {1000}, 0, 0, k);
+  }
 }
 
 // ---- outputs of more than 2^31 elements: 64-bit index math, checked on samples ---------------
@@ -546,8 +572,15 @@ void TimeCase(const char* op, const Shape& a, const Shape& b, double forward_tar
                                            opgen::Pointers<T, 1>{{out[s]}}, 0, 0));
       },
       calls);
-  Report(what + " forward", Dtype<T>::kName, forward_bytes, forward_ms, CopyMs(forward_bytes),
+  const float forward_copy_ms = CopyMs(forward_bytes);
+  Report(what + " forward", Dtype<T>::kName, forward_bytes, forward_ms, forward_copy_ms,
          forward_target);
+  if (plan.pattern == opgen::BroadcastPattern::kGeneral) {
+    // The output is nearly all of the bytes here: how fast does the device only write them?
+    const float memset_ms = TimeMs(
+        [&](int i) { CHECK(cudaMemsetAsync(out[i % sets], 0, n * sizeof(T))); }, calls);
+    Report(what + " memset out", Dtype<T>::kName, forward_bytes, memset_ms, forward_copy_ms, 0);
+  }
   if (backward) {
     const std::size_t workspace_bytes =
         opgen::cuda::BroadcastBackwardWorkspaceBytes<T, 2>(backward_plan, 0);
@@ -614,9 +647,10 @@ void ProfileBias() {
 }
 
 int main(int argc, char** argv) {
-  bool large = false, check_only = false, profile = false;
+  bool large = false, check_only = false, profile = false, time_only = false;
   for (int i = 1; i < argc; ++i) {
     large = large || std::strcmp(argv[i], "--large") == 0;
+    time_only = time_only || std::strcmp(argv[i], "--time-only") == 0;
     check_only = check_only || std::strcmp(argv[i], "--check-only") == 0;
     profile = profile || std::strcmp(argv[i], "--profile") == 0;
   }
@@ -630,9 +664,11 @@ int main(int argc, char** argv) {
     ProfileBias<__nv_bfloat16>();
     return 0;
   }
-  CheckAll<float>();
-  CheckAll<__half>();
-  CheckAll<__nv_bfloat16>();
+  if (!time_only) {
+    CheckAll<float>();
+    CheckAll<__half>();
+    CheckAll<__nv_bfloat16>();
+  }
   if (large) {
     CheckLarge<__half>({(int64_t{1} << 21) + 3, 1024}, {1024});      // 2-d kernel, 64-bit
     CheckLarge<__half>({(int64_t{1} << 21) + 3, 1024}, {(int64_t{1} << 21) + 3, 1});
