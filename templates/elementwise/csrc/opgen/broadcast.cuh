@@ -59,10 +59,10 @@ namespace cuda {
 #define OPGEN_BCAST_UNROLL 2
 #endif
 #ifndef OPGEN_BCAST_COLUMN_BLOCKS
-#define OPGEN_BCAST_COLUMN_BLOCKS 3
+#define OPGEN_BCAST_COLUMN_BLOCKS 4
 #endif
 #ifndef OPGEN_BCAST_ROW_UNROLL
-#define OPGEN_BCAST_ROW_UNROLL 2
+#define OPGEN_BCAST_ROW_UNROLL 1
 #endif
 constexpr int kReduceThreads = OPGEN_BCAST_REDUCE_THREADS;
 constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;

@@ -73,7 +73,8 @@ OPGEN_HD float tanh(float x) {
   float p = ::fmaf(0x1.01e104p-6f, x2, -0x1.ac795cp-5f);
   p = ::fmaf(p, x2, 0x1.10b282p-3f);
   p = ::fmaf(p, x2, -0x1.5553dap-2f);
-  const float small = ::fmaf(p, x2 * x, x);
+  // (p x^2 + 0) x + x, not p (x^2 x) + x: the + 0 makes -0 * p * x^2 +0, so tanh(-0) is -0.
+  const float small = ::fmaf(::fmaf(p, x2, 0.0f), x, x);
   return a >= 0.6f ? large : small;
 #else
   return ::tanhf(x);
