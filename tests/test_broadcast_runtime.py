@@ -135,13 +135,17 @@ def values(k: int, count: int, dtype: np.dtype) -> np.ndarray:
     return (((i * 7919 + k * 104729) % 2003) / 1001.0 - 1.0).astype(dtype)
 
 
-def reference(op: str, a: tuple[int, ...], b: tuple[int, ...], dtype: np.dtype):
-    """The forward output and both gradients in float64 from the dtype's inputs, and for each
-    gradient the sum of its terms' magnitudes (what float summation error scales with)."""
+def reference(op: str, a: tuple[int, ...], b: tuple[int, ...], dtype: np.dtype,
+              null: int | None = None):
+    """The forward output and both gradients in float64 from the dtype's inputs (input `null`, if
+    given, all zeros), and for each gradient the sum of its terms' magnitudes (what float
+    summation error scales with)."""
     out_shape = np.broadcast_shapes(a, b)
     x = values(0, int(np.prod(a)), dtype).reshape(a).astype(np.float64)
     y = values(1, int(np.prod(b)), dtype).reshape(b).astype(np.float64)
     dy = values(2, int(np.prod(out_shape)), dtype).reshape(out_shape).astype(np.float64)
+    if null is not None:
+        [x, y, dy][null][...] = 0
     if op == "mul":
         out, gx, gy = x * y, dy * y, dy * x
     else:
@@ -168,14 +172,18 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("null", [None, 0, 1, 2], ids=["all", "null_x", "null_y", "null_grad"])
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 @pytest.mark.parametrize("op", ["mul", "tanh_add"])
-def test_loops_match_numpy(driver: Path, dtype: str, op: str) -> None:
+def test_loops_match_numpy(driver: Path, dtype: str, op: str, null: int | None) -> None:
+    """Every pattern; with `null`, that input is a null pointer (an absent gradient, an input the
+    functor does not read) and must read as zeros."""
     np_dtype = np.dtype(np.float32 if dtype == "f32" else np.float64)
     eps = float(np.finfo(np_dtype).eps)
-    answers = ask(driver, *(f"run {dtype} {op} {spelled(a, b)}" for a, b in CASES))
+    suffix = "" if null is None else f" null {null}"
+    answers = ask(driver, *(f"run {dtype} {op} {spelled(a, b)}{suffix}" for a, b in CASES))
     for (a, b), answer in zip(CASES, answers, strict=True):
-        out, grads = reference(op, a, b, np_dtype)
+        out, grads = reference(op, a, b, np_dtype, null)
         got = np.array(answer["out"], dtype=np.float64).reshape(out.shape)
         np.testing.assert_allclose(got, out, rtol=8 * eps, atol=8 * eps, err_msg=f"{a} {b}")
         for name, shape, (want, magnitude) in zip(("grad_x", "grad_y"), (a, b), grads, strict=True):

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The broadcasting launcher on the GPU machine, no Paddle needed: builds
-# scripts/gpu/broadcast_bench.cu once per set of launcher knobs (in parallel), checks every path
+# scripts/gpu/broadcast_bench.cu once per set of launcher knobs (in parallel), measures the
+# device's opgen::tanh against double over every float (scripts/gpu/tanh_ulp.cu), checks every path
 # against the host (with outputs past 2^31 elements unless LARGE=0), then times each pattern
 # against cudaMemcpy; then reads DRAM counters with ncu for the bias kernels of the first
 # variant (its --profile run). Output under $OUT; exits non-zero when any variant finds a mismatch.
 #   bash scripts/gpu/broadcast.sh                      # the default knobs
 #   bash scripts/gpu/broadcast.sh "" "-DOPGEN_BCAST_COLUMN_LANES=32" "-DOPGEN_THREADS=256"
+# LARGE=0 skips the >2^31 checks, NCU=0 the ncu run, QUICK=1 the checks of variants after the first.
 set -uo pipefail
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 OUT=${OUT:-/tmp/opgen-out}
@@ -19,8 +21,13 @@ for flags in "$@"; do
   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc $flags scripts/gpu/broadcast_bench.cu \
     -o /tmp/broadcast/v$i 2>&1 | tee "$OUT/broadcast-build-v$i.txt" &
 done
+nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc scripts/gpu/tanh_ulp.cu \
+  -o /tmp/broadcast/tanh_ulp 2>&1 | tee "$OUT/tanh-ulp-build.txt" &
 wait
 status=0
+# opgen::tanh (opgen/math.h) on the device against double, every float.
+/tmp/broadcast/tanh_ulp 2>&1 | tee "$OUT/tanh-ulp.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 i=0
 for flags in "$@"; do
   i=$((i + 1))
@@ -32,6 +39,8 @@ for flags in "$@"; do
   fi
   large=--large
   [ "${LARGE:-1}" = 1 ] && [ $i = 1 ] || large=
+  # QUICK=1: only the first variant checks; the others are timed.
+  [ "${QUICK:-0}" = 1 ] && [ $i != 1 ] && large=--time-only
   /tmp/broadcast/v$i $large 2>&1 | tee -a "$OUT/broadcast.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done

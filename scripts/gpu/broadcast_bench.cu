@@ -1,7 +1,7 @@
 // Checks and times opgen's broadcasting launcher (templates/elementwise/csrc/opgen/broadcast.cuh) on its
 // own, without Paddle (scripts/gpu/broadcast.sh builds and runs it):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc scripts/gpu/broadcast_bench.cu
-//     -o /tmp/broadcast_bench && /tmp/broadcast_bench [--large] [--check-only | --profile]
+//     -o /tmp/broadcast_bench && /tmp/broadcast_bench [--large] [--check-only | --time-only | --profile]
 // First every path, forward and backward, in float32, float16 and bfloat16, against a host
 // reference: bias, unaligned and ragged rows, per-row values, scalars, general N-d, empty and 0-d
 // shapes, misaligned pointers, each output checked for writes past its end, each backward run
@@ -156,6 +156,13 @@ void Fail(const std::string& what) {
   if (failures <= 40) std::printf("MISMATCH %s\n", what.c_str());
 }
 
+// A value with every digit a float has: std::to_string's six decimals print 1e-7 as 0.000000.
+std::string Exact(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
 bool Close(double got, double want, double tolerance) {
   if (std::isnan(want)) return std::isnan(got);
   return std::fabs(got - want) <= tolerance;
@@ -167,12 +174,13 @@ double TolFor(double want) {
 }
 
 std::string CaseName(const char* op, const char* dtype, const Shape& a, const Shape& b, int shift_a,
-                     int shift_b) {
+                     int shift_b, int null_input = -1) {
   std::string name = std::string(op) + " " + dtype + " " + opgen::DimsString(a) + " with " +
                      opgen::DimsString(b);
   if (shift_a || shift_b) {
     name += " (shifted " + std::to_string(shift_a) + ", " + std::to_string(shift_b) + ")";
   }
+  if (null_input >= 0) name += " (input #" + std::to_string(null_input) + " null)";
   return name;
 }
 
@@ -180,11 +188,13 @@ std::string CaseName(const char* op, const char* dtype, const Shape& a, const Sh
 // and full gradients element by element at the dtype's tolerance; summed gradients against a
 // double-precision sum, allowing for float summation in another order (a fraction of the sum
 // of the terms' magnitudes); the CPU loops of opgen/broadcast.h the same way; guards; and the
-// backward's gradients bit for bit across two runs.
+// backward's gradients bit for bit across two runs. With null_input k (0 x, 1 y, 2 grad_out),
+// that input is passed as a null pointer everywhere and the reference reads it as zeros.
 template <typename T, template <typename> class Fwd, template <typename> class Bwd>
-void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, int shift_b = 0) {
+void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, int shift_b = 0,
+               int null_input = -1) {
   using MT = opgen::OpMathT<T>;
-  const std::string name = CaseName(op, Dtype<T>::kName, a, b, shift_a, shift_b);
+  const std::string name = CaseName(op, Dtype<T>::kName, a, b, shift_a, shift_b, null_input);
   ++checks;
   opgen::BroadcastPlan<2> plan;
   const Shape shapes[2] = {a, b};
@@ -196,9 +206,15 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
     return Fail(name + ": no backward plan");
   }
   const int64_t n = plan.numel;
-  const std::vector<T> hx = HostRandom<T>(plan.in_numel[0], 1 + a.size(), -3.0f, 3.0f);
-  const std::vector<T> hy = HostRandom<T>(plan.in_numel[1], 7 + b.size(), -2.0f, 2.0f);
-  const std::vector<T> hdy = HostRandom<T>(n, 13, -1.0f, 1.0f);
+  std::vector<T> hx = HostRandom<T>(plan.in_numel[0], 1 + a.size(), -3.0f, 3.0f);
+  std::vector<T> hy = HostRandom<T>(plan.in_numel[1], 7 + b.size(), -2.0f, 2.0f);
+  std::vector<T> hdy = HostRandom<T>(n, 13, -1.0f, 1.0f);
+  std::vector<T>* host_inputs[3] = {&hx, &hy, &hdy};
+  if (null_input >= 0) {
+    for (T& v : *host_inputs[null_input]) v = static_cast<T>(0.0f);
+  }
+  // Input k as the launchers get it: null for the absent one.
+  auto pass = [&](int k, const T* p) { return k == null_input ? nullptr : p; };
 
   // Host reference: the forward in MT rounded to T; gradients elementwise in MT, summed in
   // double with the sum of magnitudes.
@@ -231,8 +247,7 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
         const double w = static_cast<float>(want_full[g][i]), v = static_cast<float>(got[i]);
         if (!Close(v, w, TolFor<T>(w))) {
           return Fail(name + ": " + who + " grad #" + std::to_string(g) + " [" +
-                      std::to_string(i) + "] = " + std::to_string(v) + ", want " +
-                      std::to_string(w));
+                      std::to_string(i) + "] = " + Exact(v) + ", want " + Exact(w));
         }
       }
       return;
@@ -241,8 +256,7 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
       const double w = want_sum[g][e], v = static_cast<float>(got[e]);
       if (!Close(v, w, TolFor<T>(w) + sum_rtol * magnitude[g][e])) {
         return Fail(name + ": " + who + " summed grad #" + std::to_string(g) + " [" +
-                    std::to_string(e) + "] = " + std::to_string(v) + ", want " +
-                    std::to_string(w));
+                    std::to_string(e) + "] = " + Exact(v) + ", want " + Exact(w));
       }
     }
   };
@@ -250,9 +264,9 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
   // The CPU loops.
   {
     std::vector<T> out(n), gx(plan.in_numel[0]), gy(plan.in_numel[1]);
-    opgen::cpu::BroadcastLoop<T>(Fwd<MT>{}, plan,
-                                 opgen::Pointers<const T, 2>{{hx.data(), hy.data()}},
-                                 opgen::Pointers<T, 1>{{out.data()}});
+    opgen::cpu::BroadcastLoop<T>(
+        Fwd<MT>{}, plan, opgen::Pointers<const T, 2>{{pass(0, hx.data()), pass(1, hy.data())}},
+        opgen::Pointers<T, 1>{{out.data()}});
     for (int64_t i = 0; i < n; ++i) {
       if (static_cast<float>(out[i]) != static_cast<float>(want_out[i])) {
         Fail(name + ": CPU forward differs at " + std::to_string(i));
@@ -261,7 +275,7 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
     }
     opgen::cpu::BroadcastBackwardLoop<T>(
         Bwd<MT>{}, backward_plan,
-        opgen::Pointers<const T, 3>{{hx.data(), hy.data(), hdy.data()}},
+        opgen::Pointers<const T, 3>{{pass(0, hx.data()), pass(1, hy.data()), pass(2, hdy.data())}},
         opgen::Pointers<T, 2>{{gx.data(), gy.data()}});
     check_grad("CPU", 0, gx, 1e-4);
     check_grad("CPU", 1, gy, 1e-4);
@@ -273,7 +287,8 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
   x.Upload(hx);
   y.Upload(hy);
   dy.Upload(hdy);
-  CHECK(opgen::cuda::LaunchBroadcast(Fwd<MT>{}, plan, opgen::Pointers<const T, 2>{{x.p, y.p}},
+  CHECK(opgen::cuda::LaunchBroadcast(Fwd<MT>{}, plan,
+                                     opgen::Pointers<const T, 2>{{pass(0, x.p), pass(1, y.p)}},
                                      opgen::Pointers<T, 1>{{out.p}}, 0, 0));
   CHECK(cudaDeviceSynchronize());
   {
@@ -281,8 +296,8 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
     for (int64_t i = 0; i < n; ++i) {
       const double w = static_cast<float>(want_out[i]), v = static_cast<float>(got[i]);
       if (!Close(v, w, TolFor<T>(w))) {
-        Fail(name + ": forward [" + std::to_string(i) + "] = " + std::to_string(v) + ", want " +
-             std::to_string(w) + " (" + opgen::PatternName(plan.pattern) + ")");
+        Fail(name + ": forward [" + std::to_string(i) + "] = " + Exact(v) + ", want " + Exact(w) +
+             " (" + opgen::PatternName(plan.pattern) + ")");
         break;
       }
     }
@@ -295,7 +310,8 @@ void CheckCase(const char* op, const Shape& a, const Shape& b, int shift_a = 0, 
   std::vector<T> first_run[2];
   for (int run = 0; run < 2; ++run) {
     CHECK(opgen::cuda::LaunchBroadcastBackward(
-        Bwd<MT>{}, backward_plan, opgen::Pointers<const T, 3>{{x.p, y.p, dy.p}},
+        Bwd<MT>{}, backward_plan,
+        opgen::Pointers<const T, 3>{{pass(0, x.p), pass(1, y.p), pass(2, dy.p)}},
         opgen::Pointers<T, 2>{{gx.p, gy.p}}, workspace, workspace_bytes, 0, 0));
     CHECK(cudaDeviceSynchronize());
     const std::vector<T> got[2] = {gx.Download(), gy.Download()};
@@ -336,6 +352,8 @@ void CheckAll() {
       {{7, 1}, {1, 9}},               // outer product (two dims, both broadcast)
       {{3, 1}, {3}},                  // outer product from numpy's alignment
       {{2, 3, 4, 5, 6}, {3, 1, 5, 1}},  // general, rank 5
+      {{64, 1, 512}, {1, 256, 512}},  // general, the timed shape: 256 and 64 summed per element
+      {{2, 1, 3000}, {1, 500, 1}},    // general, the [500] gradient sums 6000 along the inner dim
       {{2, 1, 2, 1, 2, 1, 2, 1, 2}, {1, 2, 1, 2, 1, 2, 1, 2, 1}},  // 9 dims that stay 9: refused
       {{0, 3}, {3}},                  // empty: the [3] gradient is zeros
       {{4, 0}, {1}},                  // empty, scalar
@@ -358,22 +376,39 @@ void CheckAll() {
   CheckCase<T, Mul, MulGrad>("mul", {129, 1000}, {129, 1}, 1, 1);
   CheckCase<T, Mul, MulGrad>("mul", {8, 1, 64}, {1, 16, 64}, 0, 1);
   CheckCase<T, Mul, MulGrad>("mul", {100003}, {}, 1, 0);
+  // Null inputs read as zeros, on every path: each input of the bias, the per-row value, the
+  // scalar, the general pattern (both kernels of its backward) and the same shape.
+  for (int k = 0; k < 3; ++k) {
+    CheckCase<T, BiasGelu, BiasGeluGrad>("bias_gelu", {16, 1024}, {1024}, 0, 0, k);
+    CheckCase<T, BiasGelu, BiasGeluGrad>("bias_gelu", {37, 1023}, {1023}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {129, 1000}, {129, 1}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {31, 4100}, {31, 1}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {100003}, {}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {8, 1, 64}, {1, 16, 64}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {2, 3, 4, 5, 6}, {3, 1, 5, 1}, 0, 0, k);
+    CheckCase<T, BiasGelu, BiasGeluGrad>("bias_gelu", {6, 1, 5}, {6, 7, 5}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {1000}, {1000}, 0, 0, k);
+  }
 }
 
 // ---- outputs of more than 2^31 elements: 64-bit index math, checked on samples ---------------
-__host__ __device__ inline float Pattern(int64_t i, float scale, float shift) {
-  return static_cast<float>((static_cast<uint64_t>(i) * 2654435761u) % 1000) * scale + shift;
+// (k - 500) * scale for k = i * 2654435761 % 1000: one rounding, so the device (which would fuse
+// `k * scale + shift` into an fma) and the host compute the same float.
+__host__ __device__ inline float Pattern(int64_t i, float scale) {
+  return static_cast<float>(
+             static_cast<int>((static_cast<uint64_t>(i) * 2654435761u) % 1000) - 500) *
+         scale;
 }
 template <typename T>
-__global__ void Fill(T* p, int64_t n, float scale, float shift) {
+__global__ void Fill(T* p, int64_t n, float scale) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    p[i] = static_cast<T>(Pattern(i, scale, shift));
+    p[i] = static_cast<T>(Pattern(i, scale));
   }
 }
 template <typename T>
-float FillValue(int64_t i, float scale, float shift) {
-  return static_cast<float>(static_cast<T>(Pattern(i, scale, shift)));
+float FillValue(int64_t i, float scale) {
+  return static_cast<float>(static_cast<T>(Pattern(i, scale)));
 }
 
 template <typename T>
@@ -388,8 +423,8 @@ void CheckLarge(const Shape& a, const Shape& b) {
   CHECK(cudaMalloc(&x, plan.in_numel[0] * sizeof(T)));
   CHECK(cudaMalloc(&y, plan.in_numel[1] * sizeof(T)));
   CHECK(cudaMalloc(&out, plan.numel * sizeof(T)));
-  Fill<<<4096, 256>>>(x, plan.in_numel[0], 0.004f, -2.0f);
-  Fill<<<4096, 256>>>(y, plan.in_numel[1], 0.003f, -1.5f);
+  Fill<<<4096, 256>>>(x, plan.in_numel[0], 0.004f);
+  Fill<<<4096, 256>>>(y, plan.in_numel[1], 0.003f);
   CHECK(opgen::cuda::LaunchBroadcast(Mul<MT>{}, plan, opgen::Pointers<const T, 2>{{x, y}},
                                      opgen::Pointers<T, 1>{{out}}, 0, 0));
   CHECK(cudaDeviceSynchronize());
@@ -407,10 +442,10 @@ void CheckLarge(const Shape& a, const Shape& b) {
         for (int k = 0; k < 2; ++k) offset[k] += digit * plan.strides[k][d];
       }
       const float want = static_cast<float>(static_cast<T>(
-          FillValue<T>(offset[0], 0.004f, -2.0f) * FillValue<T>(offset[1], 0.003f, -1.5f)));
+          FillValue<T>(offset[0], 0.004f) * FillValue<T>(offset[1], 0.003f)));
       if (static_cast<float>(got[i - at]) != want) {
-        Fail(name + ": [" + std::to_string(i) + "] = " +
-             std::to_string(static_cast<float>(got[i - at])) + ", want " + std::to_string(want));
+        Fail(name + ": [" + std::to_string(i) + "] = " + Exact(static_cast<float>(got[i - at])) +
+             ", want " + Exact(want));
         break;
       }
     }
@@ -516,13 +551,13 @@ void TimeCase(const char* op, const Shape& a, const Shape& b, double forward_tar
     CHECK(cudaMalloc(&x[s], na * sizeof(T)));
     CHECK(cudaMalloc(&y[s], nb * sizeof(T)));
     CHECK(cudaMalloc(&out[s], n * sizeof(T)));
-    Fill<<<1024, 256>>>(x[s], na, 0.006f, -3.0f);
-    Fill<<<1024, 256>>>(y[s], nb, 0.002f, -1.0f);
+    Fill<<<1024, 256>>>(x[s], na, 0.006f);
+    Fill<<<1024, 256>>>(y[s], nb, 0.002f);
     if (backward) {
       CHECK(cudaMalloc(&dy[s], n * sizeof(T)));
       CHECK(cudaMalloc(&gx[s], na * sizeof(T)));
       CHECK(cudaMalloc(&gy[s], nb * sizeof(T)));
-      Fill<<<1024, 256>>>(dy[s], n, 0.001f, -0.5f);
+      Fill<<<1024, 256>>>(dy[s], n, 0.001f);
     }
   }
   CHECK(cudaDeviceSynchronize());
@@ -537,8 +572,15 @@ void TimeCase(const char* op, const Shape& a, const Shape& b, double forward_tar
                                            opgen::Pointers<T, 1>{{out[s]}}, 0, 0));
       },
       calls);
-  Report(what + " forward", Dtype<T>::kName, forward_bytes, forward_ms, CopyMs(forward_bytes),
+  const float forward_copy_ms = CopyMs(forward_bytes);
+  Report(what + " forward", Dtype<T>::kName, forward_bytes, forward_ms, forward_copy_ms,
          forward_target);
+  if (plan.pattern == opgen::BroadcastPattern::kGeneral) {
+    // The output is nearly all of the bytes here: how fast does the device only write them?
+    const float memset_ms = TimeMs(
+        [&](int i) { CHECK(cudaMemsetAsync(out[i % sets], 0, n * sizeof(T))); }, calls);
+    Report(what + " memset out", Dtype<T>::kName, forward_bytes, memset_ms, forward_copy_ms, 0);
+  }
   if (backward) {
     const std::size_t workspace_bytes =
         opgen::cuda::BroadcastBackwardWorkspaceBytes<T, 2>(backward_plan, 0);
@@ -605,9 +647,10 @@ void ProfileBias() {
 }
 
 int main(int argc, char** argv) {
-  bool large = false, check_only = false, profile = false;
+  bool large = false, check_only = false, profile = false, time_only = false;
   for (int i = 1; i < argc; ++i) {
     large = large || std::strcmp(argv[i], "--large") == 0;
+    time_only = time_only || std::strcmp(argv[i], "--time-only") == 0;
     check_only = check_only || std::strcmp(argv[i], "--check-only") == 0;
     profile = profile || std::strcmp(argv[i], "--profile") == 0;
   }
@@ -621,9 +664,11 @@ int main(int argc, char** argv) {
     ProfileBias<__nv_bfloat16>();
     return 0;
   }
-  CheckAll<float>();
-  CheckAll<__half>();
-  CheckAll<__nv_bfloat16>();
+  if (!time_only) {
+    CheckAll<float>();
+    CheckAll<__half>();
+    CheckAll<__nv_bfloat16>();
+  }
   if (large) {
     CheckLarge<__half>({(int64_t{1} << 21) + 3, 1024}, {1024});      // 2-d kernel, 64-bit
     CheckLarge<__half>({(int64_t{1} << 21) + 3, 1024}, {(int64_t{1} << 21) + 3, 1});

@@ -2,8 +2,11 @@
 // which compares what it prints with numpy. Reads one command per line on stdin, answers one
 // JSON line per command on stdout:
 //   plan A;B[;C]          shapes as comma lists ("" is 0-d): the plan, or {"error": ...}
-//   run DTYPE OP A;B      DTYPE f32 or f64, OP mul or tanh_add: the forward output and both
-//                         gradients from the CPU loops, inputs from Value() below
+//   run DTYPE OP A;B [null K]
+//                         DTYPE f32 or f64, OP mul or tanh_add: the forward output and both
+//                         gradients from the CPU loops, inputs from Value() below; with
+//                         `null K`, input K (0 x, 1 y, 2 the output gradient) is passed as a
+//                         null pointer, which the loops read as zeros
 //   divider               IntDivider against / and % on many divisors and dividends
 #include <cmath>
 #include <cstdint>
@@ -119,7 +122,7 @@ std::string PlanJson(const std::vector<Shape>& given) {
 }
 
 template <typename T, template <typename> class Fwd, template <typename> class Bwd>
-std::string Run(const std::vector<Shape>& given) {
+std::string Run(const std::vector<Shape>& given, int null_input) {
   using MT = opgen::OpMathT<T>;
   const Shape forward_shapes[2] = {given[0], given[1]};
   opgen::BroadcastPlan<2> plan;
@@ -134,11 +137,12 @@ std::string Run(const std::vector<Shape>& given) {
   for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<T>(Value(2, i));
   // Gradients start as NaN: every element must be written.
   std::vector<T> out(plan.numel), gx(x.size(), NAN), gy(y.size(), NAN);
-  opgen::cpu::BroadcastLoop<T>(Fwd<MT>{}, plan, opgen::Pointers<const T, 2>{{x.data(), y.data()}},
+  opgen::Pointers<const T, 3> in{{x.data(), y.data(), dy.data()}};
+  if (null_input >= 0) in.at[null_input] = nullptr;
+  opgen::cpu::BroadcastLoop<T>(Fwd<MT>{}, plan, opgen::Pointers<const T, 2>{{in.at[0], in.at[1]}},
                                opgen::Pointers<T, 1>{{out.data()}});
-  opgen::cpu::BroadcastBackwardLoop<T>(
-      Bwd<MT>{}, backward_plan, opgen::Pointers<const T, 3>{{x.data(), y.data(), dy.data()}},
-      opgen::Pointers<T, 2>{{gx.data(), gy.data()}});
+  opgen::cpu::BroadcastBackwardLoop<T>(Bwd<MT>{}, backward_plan, in,
+                                       opgen::Pointers<T, 2>{{gx.data(), gy.data()}});
   return "{\"pattern\": \"" + std::string(opgen::PatternName(plan.pattern)) +
          "\", \"backward_pattern\": \"" + opgen::PatternName(backward_plan.pattern) +
          "\", \"out\": " + Numbers(out) + ", \"grad_x\": " + Numbers(gx) +
@@ -184,17 +188,23 @@ int main() {
       const std::vector<Shape> shapes = ParseShapes(command.substr(5));
       answer = shapes.size() == 2 ? PlanJson<2>(shapes) : PlanJson<3>(shapes);
     } else if (command.rfind("run ", 0) == 0) {
+      int null_input = -1;
+      const std::size_t null_at = command.find(" null ");
+      if (null_at != std::string::npos) {
+        null_input = std::stoi(command.substr(null_at + 6));
+        command.resize(null_at);
+      }
       char dtype[8], op[16];
       int consumed = 0;
       std::sscanf(command.c_str(), "run %7s %15s %n", dtype, op, &consumed);
       const std::vector<Shape> shapes = ParseShapes(command.substr(consumed));
       const bool f32 = std::strcmp(dtype, "f32") == 0, mul = std::strcmp(op, "mul") == 0;
       if (f32) {
-        answer = mul ? Run<float, Mul, MulGrad>(shapes)
-                     : Run<float, TanhAdd, TanhAddGrad>(shapes);
+        answer = mul ? Run<float, Mul, MulGrad>(shapes, null_input)
+                     : Run<float, TanhAdd, TanhAddGrad>(shapes, null_input);
       } else {
-        answer = mul ? Run<double, Mul, MulGrad>(shapes)
-                     : Run<double, TanhAdd, TanhAddGrad>(shapes);
+        answer = mul ? Run<double, Mul, MulGrad>(shapes, null_input)
+                     : Run<double, TanhAdd, TanhAddGrad>(shapes, null_input);
       }
     } else if (command == "divider") {
       answer = "{\"wrong32\": " + std::to_string(CountWrongDivisions<uint32_t>(rng)) +
