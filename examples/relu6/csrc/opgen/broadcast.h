@@ -240,6 +240,13 @@ struct StoreAs {
   static T From(OpMathT<T> r) { return static_cast<T>(r); }
 };
 
+// Element `offset` of an input as OpMathT; a null input (absent: a missing output gradient, or a
+// forward input the functor does not read) reads as zeros.
+template <typename T>
+OpMathT<T> Read(const T* p, int64_t offset) {
+  return p != nullptr ? static_cast<OpMathT<T>>(p[offset]) : OpMathT<T>(0);
+}
+
 // Walks the output of a plan in order, keeping each input's offset (an odometer over the dims).
 template <int kIn>
 class BroadcastCursor {
@@ -264,7 +271,7 @@ class BroadcastCursor {
 };
 
 // Runs `f` over the plan's output: kOut outputs of the output's shape, each input read where it
-// broadcasts to.
+// broadcasts to (a null input as zeros).
 template <typename T, typename F, int kIn, int kOut>
 void BroadcastLoop(const F& f, const BroadcastPlan<kIn>& plan, Pointers<const T, kIn> in,
                    Pointers<T, kOut> out) {
@@ -273,14 +280,15 @@ void BroadcastLoop(const F& f, const BroadcastPlan<kIn>& plan, Pointers<const T,
   for (int64_t i = 0; i < plan.numel; ++i, cursor.Next()) {
     MT args[kIn];
     MT results[kOut];
-    for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][cursor.offset(k)]);
+    for (int k = 0; k < kIn; ++k) args[k] = Read(in.at[k], cursor.offset(k));
     Apply(f, args, results);
     for (int k = 0; k < kOut; ++k) out.at[k][i] = StoreAs<T>::From(results[k]);
   }
 }
 
 // Runs a backward functor over the plan of its inputs, the forward inputs first (then the output
-// gradients, and whatever else it reads): output g is the gradient of input g and has its shape.
+// gradients, and whatever else it reads; a null one reads as zeros): output g is the gradient of
+// input g and has its shape.
 // A full input's gradient is written at the output's index; a broadcast input's is the sum of its
 // elementwise gradient over the dims it is broadcast along, accumulated in OpMathT (float, or
 // double for double) in the output's order and stored once. An empty output gives zero gradients.
@@ -299,7 +307,7 @@ void BroadcastBackwardLoop(const F& f, const BroadcastPlan<kIn>& plan,
   for (int64_t i = 0; i < plan.numel; ++i, cursor.Next()) {
     MT args[kIn];
     MT results[kOut];
-    for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][cursor.offset(k)]);
+    for (int k = 0; k < kIn; ++k) args[k] = Read(in.at[k], cursor.offset(k));
     Apply(f, args, results);
     for (int g = 0; g < kOut; ++g) {
       if (reduced[g]) {

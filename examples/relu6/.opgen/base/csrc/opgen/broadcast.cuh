@@ -20,8 +20,11 @@
 //   [N, C] with [N, 1]   a group of lanes (part of a warp, a warp, or a block) per row;
 //   scalar operand       one pass writes the full gradients and a sum per block; one block per
 //                        gradient adds those;
-//   anything else        the elementwise gradient goes to the workspace, then each input element
-//                        sums its broadcast dims in order.
+//   anything else        a pass writes the full gradients; then, per broadcast input, a block
+//                        takes a few of its elements and sums their gradient over the reduced
+//                        dims (recomputed from the inputs, not stored), a fixed tree at the end.
+// A null input pointer (an absent output gradient, an input the functor does not read) reads as
+// zeros, forward and backward, and is never loaded.
 // The caller allocates the workspace (BroadcastBackwardWorkspaceBytes; the Paddle side takes it
 // from paddle::empty, whose allocations are 256-byte aligned).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
@@ -49,8 +52,22 @@ namespace cuda {
 #ifndef OPGEN_BCAST_COLUMN_LANES
 #define OPGEN_BCAST_COLUMN_LANES 64
 #endif
+// Vectors each thread of the 2-d forward kernel loads before it computes (bytes in flight while
+// the math runs), blocks of the [C] gradient's pass an SM must hold at once (the register cap
+// that sets), and rows each of its threads loads before it computes.
+#ifndef OPGEN_BCAST_UNROLL
+#define OPGEN_BCAST_UNROLL 2
+#endif
+#ifndef OPGEN_BCAST_COLUMN_BLOCKS
+#define OPGEN_BCAST_COLUMN_BLOCKS 4
+#endif
+#ifndef OPGEN_BCAST_ROW_UNROLL
+#define OPGEN_BCAST_ROW_UNROLL 1
+#endif
 constexpr int kReduceThreads = OPGEN_BCAST_REDUCE_THREADS;
 constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;
+constexpr int kBroadcastUnroll = OPGEN_BCAST_UNROLL;
+constexpr int kColumnMinBlocks = OPGEN_BCAST_COLUMN_BLOCKS;
 static_assert((kReduceThreads & (kReduceThreads - 1)) == 0 && kReduceThreads >= 32,
               "OPGEN_BCAST_REDUCE_THREADS must be a power of two of at least a warp");
 static_assert((kColumnLanes & (kColumnLanes - 1)) == 0 && kColumnLanes <= kReduceThreads,
@@ -58,8 +75,7 @@ static_assert((kColumnLanes & (kColumnLanes - 1)) == 0 && kColumnLanes <= kReduc
 // A row of at least this many vectors gets a block of its own in the [N, 1] gradient's pass;
 // shorter rows share a warp.
 constexpr int64_t kBlockPerRowVectors = 1024;
-// Rows a thread loads before it computes in the [C] gradient's pass: bytes in flight.
-constexpr int kRowUnroll = 4;
+constexpr int kRowUnroll = OPGEN_BCAST_ROW_UNROLL;
 
 namespace detail {
 
@@ -103,6 +119,32 @@ void WithIndexType(int64_t n, Body&& body) {
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace detail
+
+// A vector of zeros: what an absent (null) input reads as.
+template <typename V>
+__device__ __forceinline__ V ZeroVec() {
+  using T = std::remove_reference_t<decltype(V{}.v[0])>;
+  V v;
+#pragma unroll
+  for (int j = 0; j < static_cast<int>(sizeof(v.v) / sizeof(T)); ++j) v.v[j] = static_cast<T>(0.0f);
+  return v;
+}
+
+// A vector of an input at `p + offset`, zeros for a null input (no load).
+template <typename V, typename T, typename I>
+__device__ __forceinline__ V LoadVecOrZero(const T* p, I offset) {
+  return p != nullptr ? LoadVec(reinterpret_cast<const V*>(p + offset)) : ZeroVec<V>();
+}
+
+// One element of an input as OpMathT, 0 for a null input (no load).
+template <typename T, typename I>
+__device__ __forceinline__ OpMathT<T> ReadOrZero(const T* p, I offset) {
+  return p != nullptr ? static_cast<OpMathT<T>>(p[offset]) : OpMathT<T>(0);
+}
+
+namespace detail {
 
 inline int64_t PowerOfTwoAtLeast(int64_t n) {
   int64_t p = 1;
@@ -191,64 +233,60 @@ struct Params2d {
   Operand2d kind[kIn];
 };
 
-// kVec values of input `p` for the kVec outputs from `first`, whose row and column are `at`.
-// kWholeRows: the kVec outputs lie in one row (cols is a multiple of kVec, or there is one row)
-// and a [cols] input is aligned for a vector at any multiple of kVec.
+// kVec values of input `p` (as T) for the kVec outputs from `first`, whose row and column are
+// `at`; zeros for a null input. kWholeRows: the kVec outputs lie in one row (cols is a multiple
+// of kVec, or there is one row) and a [cols] input is aligned for a vector at any multiple of kVec.
 template <int kVec, bool kWholeRows, typename I, typename T>
-__device__ __forceinline__ void Load2d(const T* p, Operand2d kind, I first, DivMod<I> at, I cols,
-                                       OpMathT<T> (&values)[kVec]) {
-  using MT = OpMathT<T>;
+__device__ __forceinline__ Vec<T, kVec> Load2d(const T* p, Operand2d kind, I first, DivMod<I> at,
+                                               I cols) {
   using V = Vec<T, kVec>;
+  if (p == nullptr) return ZeroVec<V>();
+  V v;
   switch (kind) {
-    case Operand2d::kFull: {
-      const V v = LoadVec(reinterpret_cast<const V*>(p + first));
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) values[j] = static_cast<MT>(v.v[j]);
-      return;
-    }
+    case Operand2d::kFull:
+      return LoadVec(reinterpret_cast<const V*>(p + first));
     case Operand2d::kPerColumn:
       if constexpr (kWholeRows) {
-        const V v = *reinterpret_cast<const V*>(p + at.mod);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) values[j] = static_cast<MT>(v.v[j]);
+        return *reinterpret_cast<const V*>(p + at.mod);
       } else {
         I col = at.mod;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          values[j] = static_cast<MT>(p[col]);
+          v.v[j] = p[col];
           if (++col == cols) col = 0;
         }
+        return v;
       }
-      return;
     case Operand2d::kPerRow:
       if constexpr (kWholeRows) {
-        const MT v = static_cast<MT>(p[at.div]);
+        const T value = p[at.div];
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) values[j] = v;
+        for (int j = 0; j < kVec; ++j) v.v[j] = value;
       } else {
         I row = at.div, col = at.mod;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          values[j] = static_cast<MT>(p[row]);
+          v.v[j] = p[row];
           if (++col == cols) {
             col = 0;
             ++row;
           }
         }
       }
-      return;
-    case Operand2d::kScalar: {
-      const MT v = static_cast<MT>(p[0]);
+      return v;
+    case Operand2d::kScalar:
+    default: {
+      const T value = p[0];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) values[j] = v;
-      return;
+      for (int j = 0; j < kVec; ++j) v.v[j] = value;
+      return v;
     }
   }
 }
 
 // Calls `f` on kVec elements' values and stores the kOut results as vectors at `first`.
 template <int kVec, typename T, typename F, int kIn, int kOut>
-__device__ __forceinline__ void ApplyAndStore(const F& f, const OpMathT<T> (&values)[kIn][kVec],
+__device__ __forceinline__ void ApplyAndStore(const F& f, const Vec<T, kVec> (&values)[kIn],
                                               const Pointers<T, kOut>& out, int64_t first) {
   using MT = OpMathT<T>;
   using V = Vec<T, kVec>;
@@ -258,7 +296,7 @@ __device__ __forceinline__ void ApplyAndStore(const F& f, const OpMathT<T> (&val
     MT args[kIn];
     MT r[kOut];
 #pragma unroll
-    for (int k = 0; k < kIn; ++k) args[k] = values[k][j];
+    for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(values[k].v[j]);
     Apply(f, args, r);
 #pragma unroll
     for (int o = 0; o < kOut; ++o) results[o].v[j] = static_cast<T>(r[o]);
@@ -267,31 +305,40 @@ __device__ __forceinline__ void ApplyAndStore(const F& f, const OpMathT<T> (&val
   for (int o = 0; o < kOut; ++o) StoreVec(reinterpret_cast<V*>(out.at[o] + first), results[o]);
 }
 
-// Tiles of kThreads * kVec outputs, one block per tile (blocks stride when the grid is capped);
-// the partial tile at the end element by element, by the block that would take the next tile.
+// Tiles of kThreads * kVec * kBroadcastUnroll outputs, one block per tile (blocks stride when
+// the grid is capped): each thread loads its kBroadcastUnroll vectors (a block's vectors
+// side by side), then computes and stores them. The partial tile at the end goes element by
+// element, by the block that would take the next tile.
 template <int kVec, bool kWholeRows, typename I, typename T, typename F, int kIn, int kOut>
 __global__ void __launch_bounds__(kThreads)
     Broadcast2dKernel(F f, Params2d<I, kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
-  using MT = OpMathT<T>;
-  constexpr I kTile = I{kThreads} * kVec;
+  using V = Vec<T, kVec>;
+  constexpr I kStep = I{kThreads} * kVec;
+  constexpr I kTile = kStep * kBroadcastUnroll;
   const I cols = p.cols.divisor();
   const I full_tiles = p.n / kTile;
   for (I tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
     const I first = tile * kTile + static_cast<I>(threadIdx.x) * kVec;
-    const DivMod<I> at = p.cols.Divide(first);
-    MT values[kIn][kVec];
+    V values[kBroadcastUnroll][kIn];
 #pragma unroll
-    for (int k = 0; k < kIn; ++k) {
-      Load2d<kVec, kWholeRows>(in.at[k], p.kind[k], first, at, cols, values[k]);
+    for (int u = 0; u < kBroadcastUnroll; ++u) {
+      const DivMod<I> at = p.cols.Divide(first + u * kStep);
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) {
+        values[u][k] = Load2d<kVec, kWholeRows>(in.at[k], p.kind[k], first + u * kStep, at, cols);
+      }
     }
-    ApplyAndStore<kVec, T>(f, values, out, static_cast<int64_t>(first));
+#pragma unroll
+    for (int u = 0; u < kBroadcastUnroll; ++u) {
+      ApplyAndStore<kVec, T>(f, values[u], out, static_cast<int64_t>(first + u * kStep));
+    }
   }
   if (blockIdx.x == full_tiles % gridDim.x) {
     for (I i = full_tiles * kTile + threadIdx.x; i < p.n; i += kThreads) {
       const DivMod<I> at = p.cols.Divide(i);
-      MT values[kIn][1];
+      Vec<T, 1> values[kIn];
 #pragma unroll
-      for (int k = 0; k < kIn; ++k) Load2d<1, true>(in.at[k], p.kind[k], i, at, cols, values[k]);
+      for (int k = 0; k < kIn; ++k) values[k] = Load2d<1, true>(in.at[k], p.kind[k], i, at, cols);
       ApplyAndStore<1, T>(f, values, out, static_cast<int64_t>(i));
     }
   }
@@ -300,7 +347,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int kVec, bool kWholeRows, typename I, typename T, typename F, int kIn, int kOut>
 void Launch2dWith(const F& f, const Params2d<I, kIn>& p, const Pointers<const T, kIn>& in,
                   const Pointers<T, kOut>& out, cudaStream_t stream) {
-  constexpr int64_t kTile = int64_t{kThreads} * kVec;
+  constexpr int64_t kTile = int64_t{kThreads} * kVec * kBroadcastUnroll;
   int64_t grid = detail::CeilDiv(static_cast<int64_t>(p.n), kTile);
   if (grid > detail::kMaxGrid) grid = detail::kMaxGrid;
   Broadcast2dKernel<kVec, kWholeRows, I, T, F, kIn, kOut>
@@ -381,43 +428,51 @@ OffsetCalculator<I, kIn> MakeOffsetCalculator(const BroadcastPlan<kIn>& plan) {
   return calc;
 }
 
-// As ElementwiseKernel, each input read at its own offset. With kVec > 1 the innermost dim is a
+// As Broadcast2dKernel, each input read at its own offset. With kVec > 1 the innermost dim is a
 // multiple of kVec, so a vector of outputs reads a vector of an input that runs along that dim
 // and one value of an input broadcast along it.
 template <int kVec, typename I, typename T, typename F, int kIn, int kOut>
 __global__ void __launch_bounds__(kThreads)
     BroadcastNdKernel(F f, I n, OffsetCalculator<I, kIn> calc, Pointers<const T, kIn> in,
                       Pointers<T, kOut> out) {
-  using MT = OpMathT<T>;
   using V = Vec<T, kVec>;
-  constexpr I kTile = I{kThreads} * kVec;
+  constexpr I kStep = I{kThreads} * kVec;
+  constexpr I kTile = kStep * kBroadcastUnroll;
   const I full_tiles = n / kTile;
   for (I tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
     const I first = tile * kTile + static_cast<I>(threadIdx.x) * kVec;
-    I offsets[kIn];
-    calc.Offsets(first, offsets);
-    MT values[kIn][kVec];
+    V values[kBroadcastUnroll][kIn];
 #pragma unroll
-    for (int k = 0; k < kIn; ++k) {
-      if (calc.strides[0][k] != 0) {
-        const V v = LoadVec(reinterpret_cast<const V*>(in.at[k] + offsets[k]));
+    for (int u = 0; u < kBroadcastUnroll; ++u) {
+      I offsets[kIn];
+      calc.Offsets(first + u * kStep, offsets);
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) values[k][j] = static_cast<MT>(v.v[j]);
-      } else {
-        const MT v = static_cast<MT>(in.at[k][offsets[k]]);
+      for (int k = 0; k < kIn; ++k) {
+        if (in.at[k] == nullptr) {
+          values[u][k] = ZeroVec<V>();
+        } else if (calc.strides[0][k] != 0) {
+          values[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + offsets[k]));
+        } else {
+          const T v = in.at[k][offsets[k]];
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) values[k][j] = v;
+          for (int j = 0; j < kVec; ++j) values[u][k].v[j] = v;
+        }
       }
     }
-    ApplyAndStore<kVec, T>(f, values, out, static_cast<int64_t>(first));
+#pragma unroll
+    for (int u = 0; u < kBroadcastUnroll; ++u) {
+      ApplyAndStore<kVec, T>(f, values[u], out, static_cast<int64_t>(first + u * kStep));
+    }
   }
   if (blockIdx.x == full_tiles % gridDim.x) {
     for (I i = full_tiles * kTile + threadIdx.x; i < n; i += kThreads) {
       I offsets[kIn];
       calc.Offsets(i, offsets);
-      MT values[kIn][1];
+      Vec<T, 1> values[kIn];
 #pragma unroll
-      for (int k = 0; k < kIn; ++k) values[k][0] = static_cast<MT>(in.at[k][offsets[k]]);
+      for (int k = 0; k < kIn; ++k) {
+        values[k] = in.at[k] != nullptr ? Vec<T, 1>{{in.at[k][offsets[k]]}} : ZeroVec<Vec<T, 1>>();
+      }
       ApplyAndStore<1, T>(f, values, out, static_cast<int64_t>(i));
     }
   }
@@ -441,7 +496,7 @@ void LaunchNd(const F& f, const BroadcastPlan<kIn>& plan, const Pointers<const T
     const OffsetCalculator<I, kIn> calc = MakeOffsetCalculator<I>(plan);
     detail::WithVectorWidth<T>(width, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
-      constexpr int64_t kTile = int64_t{kThreads} * kVec;
+      constexpr int64_t kTile = int64_t{kThreads} * kVec * kBroadcastUnroll;
       int64_t grid = detail::CeilDiv(plan.numel, kTile);
       if (grid > detail::kMaxGrid) grid = detail::kMaxGrid;
       BroadcastNdKernel<kVec, I, T, F, kIn, kOut><<<static_cast<unsigned>(grid), kThreads, 0,
@@ -500,7 +555,18 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   MT sum = 0;
   if (c < cols) {
-    for (int64_t b = threadIdx.y; b < count; b += blockDim.y) sum += partials[b * cols + c];
+    // Eight loads in flight at a time, added in order.
+    constexpr int kBatch = 8;
+    const int64_t step = blockDim.y;
+    int64_t b = threadIdx.y;
+    for (; b + (kBatch - 1) * step < count; b += kBatch * step) {
+      MT batch[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) batch[u] = partials[(b + u * step) * cols + c];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) sum += batch[u];
+    }
+    for (; b < count; b += step) sum += partials[b * cols + c];
   }
   const int tid = threadIdx.y * blockDim.x + threadIdx.x;
   shared[tid] = sum;
@@ -532,11 +598,13 @@ struct ColumnPass {
 };
 
 // The [C] gradients' pass: block (x, y) takes columns [x * lanes_x * kVec, ...) of the rows
-// [y * rows_per_block, ...); each thread runs down its vector of columns, writes the full
-// gradients and sums the [C] ones in registers; the block adds its threads' sums down the rows
-// (a fixed tree in shared memory) and writes them as row y of its gradient's partials.
+// [y * rows_per_block, ...); each thread runs down its vector of columns (kRowUnroll rows loaded
+// before it computes), writes the full gradients and sums the [C] ones in registers; the block
+// adds its threads' sums down the rows (a fixed tree in shared memory) and writes them as row y
+// of its gradient's partials. A null input reads as zeros. The register cap lets
+// kColumnMinBlocks blocks share an SM, enough warps to cover the loads' latency.
 template <int kVec, typename T, typename F, int kIn, int kOut>
-__global__ void __launch_bounds__(kReduceThreads)
+__global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
     ColumnPassKernel(F f, ColumnPass<kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> grads,
                      OpMathT<T>* partials) {
   using MT = OpMathT<T>;
@@ -552,13 +620,10 @@ __global__ void __launch_bounds__(kReduceThreads)
     for (int j = 0; j < kVec; ++j) sums[g][j] = 0;
   }
   if (col < p.cols) {
-    MT fixed[kIn][kVec];  // the [C] inputs' values, the same on every row
+    V fixed[kIn];  // the [C] inputs' values, the same on every row
 #pragma unroll
     for (int k = 0; k < kIn; ++k) {
-      if (!p.per_column[k]) continue;
-      const V v = *reinterpret_cast<const V*>(in.at[k] + col);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) fixed[k][j] = static_cast<MT>(v.v[j]);
+      fixed[k] = p.per_column[k] ? LoadVecOrZero<V>(in.at[k], col) : ZeroVec<V>();
     }
     const int64_t step = blockDim.y;
     for (int64_t row0 = first_row + threadIdx.y; row0 < end_row; row0 += kRowUnroll * step) {
@@ -566,12 +631,11 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
       for (int u = 0; u < kRowUnroll; ++u) {
         const int64_t row = row0 + u * step;
-        if (row >= end_row) break;
 #pragma unroll
         for (int k = 0; k < kIn; ++k) {
-          if (!p.per_column[k]) {
-            loaded[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + row * p.cols + col));
-          }
+          loaded[u][k] = p.per_column[k] || row >= end_row
+                             ? fixed[k]
+                             : LoadVecOrZero<V>(in.at[k], row * p.cols + col);
         }
       }
 #pragma unroll
@@ -584,9 +648,7 @@ __global__ void __launch_bounds__(kReduceThreads)
           MT args[kIn];
           MT r[kOut];
 #pragma unroll
-          for (int k = 0; k < kIn; ++k) {
-            args[k] = p.per_column[k] ? fixed[k][j] : static_cast<MT>(loaded[u][k].v[j]);
-          }
+          for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(loaded[u][k].v[j]);
           Apply(f, args, r);
 #pragma unroll
           for (int g = 0; g < kOut; ++g) {
@@ -733,7 +795,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     if (valid) {
       MT fixed[kIn];  // the [N, 1] inputs' values for this row
 #pragma unroll
-      for (int k = 0; k < kIn; ++k) fixed[k] = p.per_row[k] ? static_cast<MT>(in.at[k][row]) : 0;
+      for (int k = 0; k < kIn; ++k) fixed[k] = p.per_row[k] ? ReadOrZero(in.at[k], row) : MT(0);
       for (int64_t v = lane; v < vectors; v += lanes) {
         const int64_t at = row * p.cols + v * kVec;
         MT values[kIn][kVec];
@@ -743,7 +805,7 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
             for (int j = 0; j < kVec; ++j) values[k][j] = fixed[k];
           } else {
-            const V x = LoadVec(reinterpret_cast<const V*>(in.at[k] + at));
+            const V x = LoadVecOrZero<V>(in.at[k], at);
 #pragma unroll
             for (int j = 0; j < kVec; ++j) values[k][j] = static_cast<MT>(x.v[j]);
           }
@@ -844,7 +906,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   __shared__ MT warp_sums[kReduceThreads / 32];
   MT fixed[kIn];
 #pragma unroll
-  for (int k = 0; k < kIn; ++k) fixed[k] = p.scalar[k] ? static_cast<MT>(in.at[k][0]) : 0;
+  for (int k = 0; k < kIn; ++k) fixed[k] = p.scalar[k] ? ReadOrZero(in.at[k], 0) : MT(0);
   MT sums[kOut];
 #pragma unroll
   for (int g = 0; g < kOut; ++g) sums[g] = 0;
@@ -859,7 +921,7 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
         for (int j = 0; j < kVec; ++j) values[k][j] = fixed[k];
       } else {
-        const V x = LoadVec(reinterpret_cast<const V*>(in.at[k] + first));
+        const V x = LoadVecOrZero<V>(in.at[k], first);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) values[k][j] = static_cast<MT>(x.v[j]);
       }
@@ -891,7 +953,7 @@ __global__ void __launch_bounds__(kReduceThreads)
       MT args[kIn];
       MT r[kOut];
 #pragma unroll
-      for (int k = 0; k < kIn; ++k) args[k] = p.scalar[k] ? fixed[k] : static_cast<MT>(in.at[k][i]);
+      for (int k = 0; k < kIn; ++k) args[k] = p.scalar[k] ? fixed[k] : ReadOrZero(in.at[k], i);
       Apply(f, args, r);
 #pragma unroll
       for (int g = 0; g < kOut; ++g) {
@@ -948,12 +1010,17 @@ void LaunchScalarBackward(const F& f, const BroadcastPlan<kIn>& plan,
 }
 
 // ---- backward, any plan ----------------------------------------------------------------------
-// One element per thread: full gradients written at the output's index, the others' elementwise
-// values to their slot of the workspace (at the output's index as well).
+// Full gradients: one pass over the output, one element per thread, written at the output's
+// index (the summed gradients' values are not stored).
+template <int kOut>
+struct FullGradients {
+  bool full[kOut];
+};
+
 template <typename I, typename T, typename F, int kIn, int kOut>
 __global__ void __launch_bounds__(kReduceThreads)
     NdBackwardKernel(F f, I n, OffsetCalculator<I, kIn> calc, Pointers<const T, kIn> in,
-                     Pointers<T, kOut> grads, Pointers<OpMathT<T>, kOut> elementwise) {
+                     Pointers<T, kOut> grads, FullGradients<kOut> which) {
   using MT = OpMathT<T>;
   const I stride = static_cast<I>(gridDim.x) * kReduceThreads;
   for (I i = static_cast<I>(blockIdx.x) * kReduceThreads + threadIdx.x; i < n; i += stride) {
@@ -962,81 +1029,109 @@ __global__ void __launch_bounds__(kReduceThreads)
     MT args[kIn];
     MT r[kOut];
 #pragma unroll
-    for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(in.at[k][offsets[k]]);
+    for (int k = 0; k < kIn; ++k) args[k] = ReadOrZero(in.at[k], offsets[k]);
     Apply(f, args, r);
 #pragma unroll
     for (int g = 0; g < kOut; ++g) {
-      if (elementwise.at[g] != nullptr) {
-        elementwise.at[g][i] = r[g];
-      } else {
-        grads.at[g][i] = static_cast<T>(r[g]);
-      }
+      if (which.full[g]) grads.at[g][i] = static_cast<T>(r[g]);
     }
   }
 }
 
-// Where an input's element e gathers its gradient from: e's digits in the dims the input keeps
-// give the base offset in the output, and the dims it is broadcast along are walked from there.
-template <typename I>
-struct ReduceMap {
-  I count;          // elements of the input
+// A broadcast input's gradient as a reduction: element e of the input (its digits in the dims the
+// input keeps) sums the functor's gradient over the output elements its digits in the other
+// (reduced) dims pick. Each input's offset for such an element is the sum of both digit sets
+// times that input's strides, so nothing goes through the output's linear index.
+template <typename I, int kIn>
+struct GatherMap {
+  I count;          // elements of the input: kept digit sets
   I reduced_count;  // output elements each of them sums
   int kept_rank;
   int reduced_rank;
   IntDivider<I> kept_sizes[kMaxBroadcastRank];  // innermost first
-  I kept_strides[kMaxBroadcastRank];            // the output's strides over those dims
+  I kept_strides[kMaxBroadcastRank][kIn];       // every input's stride over those dims
   IntDivider<I> reduced_sizes[kMaxBroadcastRank];
-  I reduced_strides[kMaxBroadcastRank];
+  I reduced_strides[kMaxBroadcastRank][kIn];
 };
 
 template <typename I, int kIn>
-ReduceMap<I> MakeReduceMap(const BroadcastPlan<kIn>& plan, int input) {
-  ReduceMap<I> map;
+GatherMap<I, kIn> MakeGatherMap(const BroadcastPlan<kIn>& plan, int input) {
+  GatherMap<I, kIn> map;
   map.count = static_cast<I>(plan.in_numel[input]);
   map.reduced_count = 1;
   map.kept_rank = map.reduced_rank = 0;
-  int64_t out_stride = 1;
   for (int d = plan.rank - 1; d >= 0; --d) {
     const I size = static_cast<I>(plan.dims[d]);
-    if (plan.strides[input][d] != 0) {
-      map.kept_sizes[map.kept_rank] = IntDivider<I>(size);
-      map.kept_strides[map.kept_rank++] = static_cast<I>(out_stride);
-    } else {
-      map.reduced_sizes[map.reduced_rank] = IntDivider<I>(size);
-      map.reduced_strides[map.reduced_rank++] = static_cast<I>(out_stride);
-      map.reduced_count *= size;
+    const bool kept = plan.strides[input][d] != 0;
+    const int at = kept ? map.kept_rank++ : map.reduced_rank++;
+    (kept ? map.kept_sizes : map.reduced_sizes)[at] = IntDivider<I>(size);
+    for (int k = 0; k < kIn; ++k) {
+      (kept ? map.kept_strides : map.reduced_strides)[at][k] =
+          static_cast<I>(plan.strides[k][d]);
     }
-    out_stride *= plan.dims[d];
+    if (!kept) map.reduced_count *= size;
   }
   return map;
 }
 
-// One thread per input element sums its elementwise gradients in the output's order.
-template <typename I, typename T>
+// Gradient `g` of a broadcast input, one pass, no workspace: block x takes blockDim.x consecutive
+// input elements (consecutive output addresses when the innermost dim is kept, so lanes run
+// along it; else blockDim.x is 1 and the block's threads run along the reduced elements), its
+// threadIdx.y walks the reduced elements y, y + blockDim.y, ..., and a fixed tree over y in
+// shared memory adds them up: the same order every run. A null input reads as zeros.
+template <typename I, typename T, typename F, int kIn, int kOut>
 __global__ void __launch_bounds__(kReduceThreads)
-    SumBroadcastDimsKernel(const OpMathT<T>* elementwise, ReduceMap<I> map, T* grad) {
+    GatherSumKernel(F f, int g, GatherMap<I, kIn> map, Pointers<const T, kIn> in, T* grad) {
   using MT = OpMathT<T>;
-  const I stride = static_cast<I>(gridDim.x) * kReduceThreads;
-  for (I e = static_cast<I>(blockIdx.x) * kReduceThreads + threadIdx.x; e < map.count;
-       e += stride) {
-    I base = 0, rest = e;
-    for (int d = 0; d < map.kept_rank; ++d) {
-      const DivMod<I> digit = map.kept_sizes[d].Divide(rest);
-      base += digit.mod * map.kept_strides[d];
-      rest = digit.div;
-    }
+  __shared__ MT shared[kReduceThreads];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  // Blocks stride over groups of blockDim.x elements; the loop's bounds are the block's alone,
+  // so every thread reaches the barriers.
+  for (I group = static_cast<I>(blockIdx.x) * blockDim.x; group < map.count;
+       group += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I e = group + threadIdx.x;
     MT sum = 0;
-    for (I j = 0; j < map.reduced_count; ++j) {
-      I at = base;
-      rest = j;
-      for (int d = 0; d < map.reduced_rank; ++d) {
-        const DivMod<I> digit = map.reduced_sizes[d].Divide(rest);
-        at += digit.mod * map.reduced_strides[d];
+    if (e < map.count) {
+      I base[kIn];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) base[k] = 0;
+      I rest = e;
+      for (int d = 0; d < map.kept_rank; ++d) {
+        const DivMod<I> digit = map.kept_sizes[d].Divide(rest);
         rest = digit.div;
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) base[k] += digit.mod * map.kept_strides[d][k];
       }
-      sum += elementwise[at];
+      for (I j = threadIdx.y; j < map.reduced_count; j += blockDim.y) {
+        I offsets[kIn];
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) offsets[k] = base[k];
+        rest = j;
+        for (int d = 0; d < map.reduced_rank; ++d) {
+          const DivMod<I> digit = map.reduced_sizes[d].Divide(rest);
+          rest = digit.div;
+#pragma unroll
+          for (int k = 0; k < kIn; ++k) offsets[k] += digit.mod * map.reduced_strides[d][k];
+        }
+        MT args[kIn];
+        MT r[kOut];
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) args[k] = ReadOrZero(in.at[k], offsets[k]);
+        Apply(f, args, r);
+#pragma unroll
+        for (int o = 0; o < kOut; ++o) {
+          if (o == g) sum += r[o];
+        }
+      }
     }
-    grad[e] = static_cast<T>(sum);
+    shared[tid] = sum;
+    __syncthreads();
+    for (int s = blockDim.y / 2; s > 0; s /= 2) {
+      if (threadIdx.y < s) shared[tid] += shared[tid + s * blockDim.x];
+      __syncthreads();
+    }
+    if (threadIdx.y == 0 && e < map.count) grad[e] = static_cast<T>(shared[tid]);
+    __syncthreads();
   }
 }
 
@@ -1051,21 +1146,32 @@ inline unsigned ElementGrid(int64_t n) {
 template <typename T, typename F, int kIn, int kOut>
 void LaunchNdBackward(const F& f, const BroadcastPlan<kIn>& plan,
                       const Pointers<const T, kIn>& in, const Pointers<T, kOut>& grads,
-                      OpMathT<T>* workspace, cudaStream_t stream) {
-  using MT = OpMathT<T>;
-  Pointers<MT, kOut> elementwise;
-  int slot = 0;
+                      cudaStream_t stream) {
+  FullGradients<kOut> which;
+  bool any_full = false;
   for (int g = 0; g < kOut; ++g) {
-    elementwise.at[g] = plan.IsFull(g) ? nullptr : workspace + slot++ * plan.numel;
+    which.full[g] = plan.IsFull(g);
+    any_full = any_full || which.full[g];
   }
   detail::WithIndexType(plan.numel, [&](auto index) {
     using I = decltype(index);
-    NdBackwardKernel<I, T><<<ElementGrid(plan.numel), kReduceThreads, 0, stream>>>(
-        f, static_cast<I>(plan.numel), MakeOffsetCalculator<I>(plan), in, grads, elementwise);
+    if (any_full) {
+      NdBackwardKernel<I, T><<<ElementGrid(plan.numel), kReduceThreads, 0, stream>>>(
+          f, static_cast<I>(plan.numel), MakeOffsetCalculator<I>(plan), in, grads, which);
+    }
     for (int g = 0; g < kOut; ++g) {
-      if (elementwise.at[g] == nullptr) continue;
-      SumBroadcastDimsKernel<I, T><<<ElementGrid(plan.in_numel[g]), kReduceThreads, 0, stream>>>(
-          elementwise.at[g], MakeReduceMap<I>(plan, g), grads.at[g]);
+      if (which.full[g]) continue;
+      const GatherMap<I, kIn> map = MakeGatherMap<I>(plan, g);
+      // Lanes along the input's elements when they are consecutive in the output (the innermost
+      // dim kept) and there are enough of them; the rest of the block along the reduced ones.
+      const bool inner_kept = plan.strides[g][plan.rank - 1] != 0;
+      int lanes = inner_kept ? 32 : 1;
+      while (lanes > 1 && lanes / 2 >= plan.in_numel[g]) lanes /= 2;
+      const dim3 block(lanes, kReduceThreads / lanes);
+      int64_t blocks = detail::CeilDiv(plan.in_numel[g], lanes);
+      if (blocks > detail::kMaxGrid) blocks = detail::kMaxGrid;
+      GatherSumKernel<I, T, F, kIn, kOut><<<static_cast<unsigned>(blocks), block, 0, stream>>>(
+          f, g, map, in, grads.at[g]);
     }
   });
 }
@@ -1090,9 +1196,6 @@ std::size_t BroadcastBackwardWorkspaceBytes(const BroadcastPlan<kIn>& plan, int 
     }
     case BroadcastPattern::kScalarOperand:
       elements = reduced * detail::MaxResidentReduceBlocks(device);
-      break;
-    case BroadcastPattern::kGeneral:
-      elements = reduced * plan.numel;
       break;
     default:
       break;
@@ -1149,7 +1252,7 @@ cudaError_t LaunchBroadcastBackward(const F& f, const BroadcastPlan<kIn>& plan,
       LaunchScalarBackward(f, plan, in, grads, partials, device, stream);
       break;
     default:
-      LaunchNdBackward(f, plan, in, grads, partials, stream);
+      LaunchNdBackward(f, plan, in, grads, stream);
   }
   return cudaGetLastError();
 }
