@@ -91,12 +91,14 @@ def _empty_result(shape: list[int], *inputs: paddle.Tensor) -> paddle.Tensor:
     used = inputs if _EMPTY_RESULT_USES_EVERY_INPUT else inputs[:1]
     with _current_device_of(inputs[0]):
         zeros = [t * 0 for t in used]
-        dtype = zeros[0].dtype
-        if len(zeros) > 1 and dtype in (paddle.float16, paddle.bfloat16):
-            zeros = [z.astype("float32") for z in zeros]  # Paddle's CPU has no 16-bit float add
-        result = sum(zeros[1:], zeros[0]).astype(dtype)
+        result = zeros[0]
+        if len(zeros) > 1:
+            dtype = result.dtype
+            if dtype in (paddle.float16, paddle.bfloat16):  # Paddle's CPU has no 16-bit float add
+                zeros = [z.astype("float32") for z in zeros]
+            result = sum(zeros[1:], zeros[0]).astype(dtype)
         if list(result.shape) != shape:  # the first input alone, smaller than the broadcast
-            result = paddle.zeros(shape, dtype)
+            result = paddle.zeros(shape, result.dtype)
         return result
 
 
