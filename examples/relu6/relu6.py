@@ -40,7 +40,8 @@ def _float_bits(value: float) -> int:
     return struct.unpack("q", struct.pack("d", value))[0]
 
 
-_DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)  # as listed in relu6.yaml
+# The dtypes listed in relu6.yaml.
+_DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 
 
 def _check_inputs(x: paddle.Tensor) -> None:

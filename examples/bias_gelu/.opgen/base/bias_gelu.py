@@ -33,7 +33,8 @@ def _ops():
     return _library
 
 
-_DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)  # as listed in bias_gelu.yaml
+# The dtypes listed in bias_gelu.yaml.
+_DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 
 
 def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> list[int]:

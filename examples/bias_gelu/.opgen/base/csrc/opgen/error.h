@@ -1,8 +1,8 @@
 // opgen errors: how a generated op fails. Paddle turns a common::PD_Exception thrown by an op into
 // a Python exception (Paddle 2.6 catches nothing else: a std::runtime_error aborts the process).
 // PD_THROW and PD_CHECK build it with std::ostream number formatting, which kills the process
-// (SIGSEGV) when the op is compiled by a newer g++ than libpaddle (g++ 13 against Paddle 2.6's
-// GCC 8.2 build, measured on an H200 machine). So messages here are assembled from std::string
+// (SIGSEGV) when the op is compiled by a much newer g++ than libpaddle was (seen with Paddle 2.6
+// on a GPU machine whose g++ is 13). So messages here are assembled from std::string
 // pieces (std::to_string formats numbers without streams), and the exception is copied from an
 // object with PD_Exception's layout, never constructed by its formatting constructor.
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
