@@ -473,12 +473,15 @@ def test_fuzzed_ops_match_numpy(tmp_path_factory):
 
 @pytest.mark.build
 def test_fuzzed_ops_with_several_inputs_run_broadcast_shapes(tmp_path):
-    """Issue 11 §2: four ops of seed 0 with 2 or 3 inputs, one library: about half their calls
-    run inputs of different shapes that broadcast, checked forward and backward, and all pass."""
-    indices = [0, 1, 2, 4]
-    assert all(len(fuzzing.draw_op(0, i).inputs) > 1 and not fuzzing.draw_op(0, i).stub_backward
-               for i in indices)
-    report = fuzzing.run(len(indices), 0, workdir=tmp_path, only=indices, batch=len(indices),
+    """Issue 11 §2: four ops of seed 7 with 2 or 3 inputs, one library: about half their calls
+    run inputs of different shapes that broadcast, checked forward and backward, and all pass.
+    (Not seed 0: the CI sample above loads ops of that name into this process, and Paddle aborts
+    on a second library registering an op name again.)"""
+    seed = 7
+    indices = [i for i in range(40) if len(fuzzing.draw_op(seed, i).inputs) > 1 and
+               not fuzzing.draw_op(seed, i).stub_backward][:4]
+    assert len(indices) == 4
+    report = fuzzing.run(len(indices), seed, workdir=tmp_path, only=indices, batch=len(indices),
                          jobs=1, log=lambda line: None)
     assert not report.problems, "\n".join(p.report() for p in report.problems)
     assert report.checked == len(indices) and report.builds == 1
