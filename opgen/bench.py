@@ -737,6 +737,12 @@ def require_matplotlib() -> None:
                          "pip install 'opgen[plot]' (or pip install matplotlib)")
 
 
+def format_gbps(gbps: float) -> str:
+    """GB/s with at least three significant digits (a CPU moves 0.5 to 50 GB/s), whole numbers
+    with thousands separators from 100 up (an H200's copy moves ~4,000)."""
+    return f"{gbps:,.0f}" if gbps >= 100 else f"{gbps:.3g}"
+
+
 def plot(rows: list[Row], path: Path, title: str) -> None:
     """GB/s, one panel per dtype: against size, one line per kernel and direction; or, for
     ``--shapes``, one group of bars per case."""
@@ -762,6 +768,9 @@ def plot(rows: list[Row], path: Path, title: str) -> None:
                         label=label)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("elements")
+        # log: a CPU's op and baseline run at a tenth of its copy's GB/s, an H200's small sizes
+        # at a hundredth of its large ones; a linear axis flattens them against zero
+        ax.set_yscale("log")
         ax.set_ylabel("GB/s (bytes read + written)")
         ax.set_title(f"{title} {dtype}")
         ax.grid(True, alpha=0.3)

@@ -13,8 +13,10 @@ once while the others wait and then load the result.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -23,6 +25,8 @@ import subprocess
 import sys
 import sysconfig
 import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -489,8 +493,28 @@ def load_library(op_dir: Path | str, *, cpu_only: bool = False, arches: tuple[in
     library = compile_library(config, verbose=verbose)
     if library in _loaded:
         return _loaded[library]
-    from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
+    with _quiet_paddle(verbose):
+        from paddle.utils.cpp_extension.extension_utils import _import_module_from_library
 
-    module = _import_module_from_library(config.library, str(library.parent), verbose)
+        module = _import_module_from_library(config.library, str(library.parent), verbose)
     _loaded[library] = module
     return module
+
+
+@contextlib.contextmanager
+def _quiet_paddle(verbose: bool) -> Iterator[None]:
+    """Keeps Paddle's loader quiet unless ``verbose``: its "No ccache found" warning (about
+    compiling, which happened in a subprocess) and its INFO lines ("using custom operator
+    only"), which would otherwise land amid a caller's output, such as ``opgen bench``'s table."""
+    if verbose:
+        yield
+        return
+    logger = logging.getLogger("utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No ccache found")
+            yield
+    finally:
+        logger.setLevel(level)

@@ -324,7 +324,7 @@ def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, A
         s = summary.get((r.direction, r.dtype, r.size, r.shapes)) if r.kernel == "op" else None
         fmt = lambda v: f"{v:.2f}x" if v else ""  # noqa: E731
         table.add_row(r.dtype, *((r.shapes or "",) if by_shapes else ()), f"{r.size:,}",
-                      r.direction, r.kernel, f"{r.ms:.4f}", f"{r.gbps:,.0f}",
+                      r.direction, r.kernel, f"{r.ms:.4f}", bench_lib.format_gbps(r.gbps),
                       fmt(r.gbps / c.gbps if c else None),
                       fmt(s and s["speedup_vs_baseline"]), fmt(s and s["speedup_vs_naive"]))
     out.print(table, width=max(out.width, 130))

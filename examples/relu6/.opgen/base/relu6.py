@@ -34,6 +34,27 @@ def _ops():
     return _library
 
 
+_run = None  # Paddle's eager entry into the op, once _load_run has loaded the library
+
+
+def _load_run():  # noqa: ANN202 (Paddle's C++ function or a stand-in with its signature)
+    """Loads the library and returns the cheapest entry into Paddle's custom-op machinery that
+    keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)``, the C++ function that
+    the library's generated Python API calls in eager mode, minus that API's mode check (about
+    0.5 us a call); a list of the outputs. Where a Paddle lacks it, that Python API."""
+    global _run
+    library = _ops()
+    run = getattr(paddle._C_ops, "_run_custom_op", None)
+    if run is None:
+        api = getattr(library, "custom_relu6")
+
+        def run(op_name, *args):  # noqa: ANN001, ANN002, ANN202, ARG001
+            outs = api(*args)
+            return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    _run = run
+    return run
+
+
 def _float_bits(value: float) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
     float attrs are 32-bit), so float64 kernels compute with the value exactly."""
@@ -46,14 +67,15 @@ _DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 
 def _check_inputs(x: paddle.Tensor) -> None:
     """Refuses what the kernels would refuse, naming the input and the rule: checked here
-    because an error raised inside an op's C++ code kills the process on some machines."""
-    for name, tensor in (("x", x),):
-        if not isinstance(tensor, paddle.Tensor):
-            raise TypeError(f"relu6: {name} must be a paddle.Tensor, "
-                            f"not {type(tensor).__name__}")
-        if tensor.dtype not in _DTYPES:
-            raise TypeError(f"relu6: {name} is {_dtype_name(tensor)}; "
-                            "relu6 supports float32, float64, float16, bfloat16")
+    because an error raised inside an op's C++ code kills the process on some machines.
+    Each check is one of the cheapest Python can make on a Paddle tensor (docs/benchmarks.md,
+    "Per-call overhead"): this runs on every call."""
+    if not isinstance(x, paddle.Tensor):
+        raise TypeError(f"relu6: x must be a paddle.Tensor, "
+                        f"not {type(x).__name__}")
+    if x.dtype not in _DTYPES:
+        raise TypeError(f"relu6: x is {_dtype_name(x)}; "
+                        "relu6 supports float32, float64, float16, bfloat16")
 
 
 def _dtype_name(tensor: paddle.Tensor) -> str:
@@ -100,8 +122,9 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     _check_inputs(x)
     if not x.is_contiguous():  # kernels read dense memory; views are copied first
         x = x.contiguous()
-    if x.size == 0:
+    if 0 in x.shape:  # not .size == 0: Paddle 3.3's .size costs 5 us
         # Paddle 2.6 rejects empty outputs of custom ops; an empty result needs no kernel, and
         # this keeps the inputs in the autograd graph.
         return _empty_like(x)
-    return _ops().custom_relu6(x, _float_bits(threshold))
+    outs = (_run or _load_run())("custom_relu6", x, _float_bits(threshold))
+    return outs[0]
