@@ -176,7 +176,8 @@ class Model(paddle.nn.Layer):
     def __init__(self, attrs):
         super().__init__()
         self.attrs = attrs
-        self.scale = self.create_parameter([1], default_initializer=paddle.nn.initializer.Constant(1.0))
+        self.scale = self.create_parameter(
+            [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
     def forward(self, x):
         return relu6(x * self.scale, **self.attrs)
@@ -223,8 +224,9 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
     prefix = str(tmp_path / "model")
-    paddle.jit.save(static_relu6(specs, ATTRS[-1].values[0]), prefix)
-    expected = [o.numpy() for o in ot.as_tuple(Model(ATTRS[-1].values[0])(*inputs.values()))]
+    attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
+    paddle.jit.save(static_relu6(specs, attrs), prefix)
+    expected = [o.numpy() for o in ot.as_tuple(Model(attrs)(*inputs.values()))]
     got = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, way,
                              [str(Path(__file__).resolve().parent)])
     for name, out, want in zip(["out"], got, expected, strict=True):
