@@ -248,7 +248,7 @@ def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | No
     build_with(build.configure(op_dir))
     env = {**os.environ, "OPGEN_TEST_DEVICES": device, "GLOG_minloglevel": "2"}
     cmd = [sys.executable, "-m", "pytest", str(test_file), "-p", "no:cacheprovider",
-           *(pytest_args or [])]
+           "-p", "opgen.testing", *(pytest_args or [])]  # the plugin registers the markers
     return subprocess.call(cmd, env=env, cwd=op_dir)
 
 

@@ -50,6 +50,11 @@ class BuildError(OpgenError):
     """Raised when compiling an op fails; the message holds the first compiler error."""
 
 
+class DeployError(OpgenError):
+    """Raised when a saved model cannot be loaded as it is: not a saved model, or it needs custom
+    ops this process has not registered (the message names them and how to register them)."""
+
+
 class BenchError(OpgenError):
     """Raised when a benchmark step fails part-way; the message names the step. The rows
     measured before it are still reported and written."""

@@ -278,3 +278,70 @@ def assert_periodic(out: Any, block: np.ndarray, dtype: str, what: str,
         index = np.arange(start, stop) % period
         assert_close(host[start:stop].astype(np.float64), block[index], dtype,
                      f"{what}[{start}:{stop}]")
+
+
+# Deploy tests (marked ``deploy``): a saved model run in a fresh process, as a server would.
+_SAVED_MODEL_CHILD = r"""
+import sys
+import numpy as np
+import opgen
+import paddle
+from opgen.errors import DeployError
+
+prefix, way, inputs_file, outputs_file, *libraries = sys.argv[1:]
+for library in libraries:
+    opgen.register(library)
+try:
+    opgen.check_model(prefix)
+except DeployError as err:
+    sys.exit(f"DeployError: {err}")
+inputs = dict(np.load(inputs_file))
+if way == "jit.load":
+    outputs = paddle.jit.load(prefix)(*(paddle.to_tensor(a) for a in inputs.values()))
+    outputs = [o.numpy() for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+else:
+    from pathlib import Path
+    from paddle import inference
+    model = f"{prefix}.json" if Path(f"{prefix}.json").is_file() else f"{prefix}.pdmodel"
+    config = inference.Config(model, f"{prefix}.pdiparams")
+    config.disable_gpu()
+    predictor = inference.create_predictor(config)
+    for name in predictor.get_input_names():
+        predictor.get_input_handle(name).copy_from_cpu(inputs[name])
+    predictor.run()
+    outputs = [predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()]
+np.savez(outputs_file, *outputs)
+"""
+
+
+def pytest_configure(config: Any) -> None:
+    """Registers the generated tests' marker (``opgen test`` loads this module as a pytest
+    plugin): ``opgen test OP -- -m "not deploy"`` skips those tests, ``-m deploy`` runs only
+    them."""
+    config.addinivalue_line("markers", "deploy: to_static, jit.save / jit.load and the Paddle "
+                                       "Inference predictor, in fresh processes (CPU)")
+
+
+def run_saved_model(prefix: str, inputs: dict[str, np.ndarray], way: str,
+                    libraries: Sequence[str]) -> list[np.ndarray]:
+    """The outputs of the model saved at ``prefix`` (``paddle.jit.save``) for ``inputs`` (by the
+    names of its InputSpecs, in order), computed in a fresh Python process on the CPU that first
+    registers ``libraries`` (as ``opgen.register`` takes them), then checks the model
+    (``opgen.check_model``), then runs it through ``way``: "jit.load" or "predictor" (Paddle
+    Inference). Fails the test with the child's last lines of output when it fails."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs_file, outputs_file = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
+        np.savez(inputs_file, **inputs)
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GLOG_minloglevel": "2"}
+        proc = subprocess.run([sys.executable, "-c", _SAVED_MODEL_CHILD, prefix, way, inputs_file,
+                               outputs_file, *libraries], capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise AssertionError(f"{way} of {prefix} in a fresh process failed "
+                                 f"(exit {proc.returncode}):\n{tail}")
+        with np.load(outputs_file) as outputs:
+            return [outputs[f"arr_{k}"] for k in range(len(outputs.files))]

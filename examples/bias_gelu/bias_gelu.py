@@ -108,6 +108,28 @@ def _broadcast_shape(*named_shapes: tuple[str, list[int]]) -> list[int]:
     return out
 
 
+def _check_static_inputs(x, bias) -> None:
+    """What can be checked of static-graph variables (``paddle.jit.to_static``, static mode):
+    their dtypes and the dims known before the program runs (-1 is a dim known only then). A
+    variable has no device and no data: the kernels and InferShape check the rest at run time."""
+    for name, variable in (("x", x), ("bias", bias)):
+        if variable.dtype not in _DTYPES:
+            raise TypeError(f"bias_gelu: {name} is {_dtype_name(variable)}; "
+                            "bias_gelu supports float32, float64, float16, bfloat16")
+    if bias.dtype != x.dtype:
+        raise TypeError(f"bias_gelu: bias is {_dtype_name(bias)} but x is "
+                        f"{_dtype_name(x)}; the inputs must share one dtype")
+    named = (("x", list(x.shape)), ("bias", list(bias.shape)))
+    try:  # a dim known only at run time (-1) counts as 1 here
+        _broadcast_shape(*((name, [size if size is not None and size >= 0 else 1 for size in shape])
+                           for name, shape in named))
+    except ValueError:
+        listed = ", ".join(f"{name} {shape}" for name, shape in named)
+        raise ValueError(f"bias_gelu: the inputs' shapes do not broadcast: {listed} (-1: known "
+                         "at run time); aligned at their last dims, sizes must match or be "
+                         "1") from None
+
+
 def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
@@ -152,6 +174,7 @@ def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
         paddle.device.set_device(previous)
 
 
+@paddle.jit.not_to_static  # to_static calls it as is; it builds the static op itself
 def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     """GELU (tanh approximation) of x plus a bias, in one pass over memory
 
@@ -168,6 +191,9 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     Returns:
         out: a tensor of the inputs' broadcast shape (numpy's rules).
     """
+    if not paddle.in_dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
+        _check_static_inputs(x, bias)
+        return _ops().custom_bias_gelu(x, bias)
     shape = _check_inputs(x, bias)
     if not x.is_contiguous():  # kernels read dense memory; views are copied first
         x = x.contiguous()
@@ -179,3 +205,7 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         return _empty_result(shape, x, bias)
     outs = (_run or _load_run())("custom_bias_gelu", x, bias)
     return outs[0]
+
+
+if not (_HERE / "csrc").is_dir():
+    _ops()  # installed (a wheel): importing the op registers it, for paddle.jit.load and predictors

@@ -78,6 +78,16 @@ def _check_inputs(x: paddle.Tensor) -> None:
                         "relu6 supports float32, float64, float16, bfloat16")
 
 
+def _check_static_inputs(x) -> None:
+    """What can be checked of static-graph variables (``paddle.jit.to_static``, static mode):
+    the dtype. A variable has no device and no data: the kernels and InferShape check the rest
+    when the program runs."""
+    for name, variable in (("x", x),):
+        if variable.dtype not in _DTYPES:
+            raise TypeError(f"relu6: {name} is {_dtype_name(variable)}; "
+                            "relu6 supports float32, float64, float16, bfloat16")
+
+
 def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
@@ -105,6 +115,7 @@ def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
         paddle.device.set_device(previous)
 
 
+@paddle.jit.not_to_static  # to_static calls it as is; it builds the static op itself
 def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     """ReLU6, min(max(x, 0), threshold)
 
@@ -119,6 +130,9 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     Returns:
         out: a tensor shaped like x.
     """
+    if not paddle.in_dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
+        _check_static_inputs(x)
+        return _ops().custom_relu6(x, _float_bits(threshold))
     _check_inputs(x)
     if not x.is_contiguous():  # kernels read dense memory; views are copied first
         x = x.contiguous()
@@ -128,3 +142,7 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         return _empty_like(x)
     outs = (_run or _load_run())("custom_relu6", x, _float_bits(threshold))
     return outs[0]
+
+
+if not (_HERE / "csrc").is_dir():
+    _ops()  # installed (a wheel): importing the op registers it, for paddle.jit.load and predictors

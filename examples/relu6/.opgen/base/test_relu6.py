@@ -7,6 +7,8 @@ backward is also checked against central differences of the op's own forward. In
 the host and copied; gradients of the outputs are always passed explicitly.
 """
 
+from pathlib import Path
+
 import numpy as np
 import paddle
 import pytest
@@ -148,3 +150,97 @@ def test_double_backward_is_a_clear_error(device):
     ones = [ot.to_paddle(np.ones(3), "float64", device) for _ in grads]
     with pytest.raises(Exception, match='custom_relu6 has no double backward'):
         paddle.grad(list(grads), [x], grad_outputs=ones, allow_unused=True)
+
+
+# Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
+# (docs/deploy.md). CPU, float32; `opgen test relu6 -- -m "not deploy"` skips these.
+DEPLOY_SHAPES = {"x": (4, 67)}
+
+
+def deploy_inputs(stop_gradient=True):
+    """float32 CPU inputs of the deploy tests, and their InputSpecs: the first input's leading
+    (batch) dim is None, known only when the program runs."""
+    rng = np.random.default_rng(9)
+    inputs = {name: ot.sample(rng, shape, "float32", "cpu", *DOMAIN[name], special=False,
+                              stop_gradient=stop_gradient)[0]
+              for name, shape in DEPLOY_SHAPES.items()}
+    specs = [paddle.static.InputSpec([None, *shape[1:]] if k == 0 else list(shape), "float32", name)
+             for k, (name, shape) in enumerate(DEPLOY_SHAPES.items())]
+    return inputs, specs
+
+
+class Model(paddle.nn.Layer):
+    """A model that calls relu6 with fixed attrs on its input times a parameter (1.0: a model
+    with no parameters cannot be served by Paddle 2.6's predictor)."""
+
+    def __init__(self, attrs):
+        super().__init__()
+        self.attrs = attrs
+        self.scale = self.create_parameter(
+            [1], default_initializer=paddle.nn.initializer.Constant(1.0))
+
+    def forward(self, x):
+        return relu6(x * self.scale, **self.attrs)
+
+
+def static_relu6(specs, attrs):
+    """relu6 with ``attrs`` in a full static graph (``paddle.jit.to_static``)."""
+    return paddle.jit.to_static(Model(attrs), input_spec=specs, full_graph=True)
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("attrs", ATTRS)
+def test_to_static_matches_eager(attrs):
+    """Forward and gradients through a to_static graph are eager's, bit for bit."""
+    inputs, specs = deploy_inputs(stop_gradient=False)
+    results = []
+    for model in (Model(attrs), static_relu6(specs, attrs)):
+        outputs = ot.as_tuple(model(*inputs.values()))
+        grads_out = [paddle.full_like(o, 0.5) + o.detach() * 0.25 for o in outputs]
+        grads = paddle.grad(list(outputs), [*inputs.values(), model.scale], grad_outputs=grads_out)
+        results.append([ot.to_numpy(t) for t in (*outputs, *grads)])
+    for eager, static in zip(*results, strict=True):
+        np.testing.assert_array_equal(static, eager)
+
+
+@pytest.mark.deploy
+def test_static_graph_refuses_what_the_kernels_would():
+    """In a static program the wrapper still names a wrong dtype."""
+    _, specs = deploy_inputs()
+    paddle.enable_static()
+    try:
+        with paddle.static.program_guard(paddle.static.Program(), paddle.static.Program()):
+            wrong = [paddle.static.data(s.name, s.shape, "int32") for s in specs]
+            with pytest.raises(TypeError, match="relu6: x is int32"):
+                relu6(*wrong)
+    finally:
+        paddle.disable_static()
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("way", ["jit.load", "predictor"])
+def test_saved_model_in_a_fresh_process(tmp_path, way):
+    """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
+    that registers the op (opgen.register) first: eager's outputs."""
+    inputs, specs = deploy_inputs()
+    prefix = str(tmp_path / "model")
+    attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
+    paddle.jit.save(static_relu6(specs, attrs), prefix)
+    expected = [o.numpy() for o in ot.as_tuple(Model(attrs)(*inputs.values()))]
+    got = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, way,
+                             [str(Path(__file__).resolve().parent)])
+    for name, out, want in zip(["out"], got, expected, strict=True):
+        if way == "jit.load":
+            np.testing.assert_array_equal(out, want, err_msg=name)
+        else:  # the predictor's passes may fuse and reorder the ops around relu6
+            np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.deploy
+def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
+    """A fresh process that has not registered the op is told which op and how, not crashed."""
+    _, specs = deploy_inputs()
+    prefix = str(tmp_path / "model")
+    paddle.jit.save(static_relu6(specs, {}), prefix)
+    with pytest.raises(AssertionError, match=r"DeployError: .*custom_relu6.*opgen\.register"):
+        ot.run_saved_model(prefix, {}, "jit.load", [])
