@@ -145,4 +145,7 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
 
 
 if not (_HERE / "csrc").is_dir():
-    _ops()  # installed (a wheel): importing the op registers it, for paddle.jit.load and predictors
+    # Installed (a wheel): importing the op registers it, for paddle.jit.load and predictors. With
+    # no library at all, the first call raises the ImportError.
+    with contextlib.suppress(ImportError):
+        _ops()

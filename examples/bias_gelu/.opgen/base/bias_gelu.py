@@ -208,4 +208,7 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
 
 
 if not (_HERE / "csrc").is_dir():
-    _ops()  # installed (a wheel): importing the op registers it, for paddle.jit.load and predictors
+    # Installed (a wheel): importing the op registers it, for paddle.jit.load and predictors. With
+    # no library at all, the first call raises the ImportError.
+    with contextlib.suppress(ImportError):
+        _ops()
