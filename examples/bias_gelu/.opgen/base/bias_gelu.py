@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paddle
@@ -36,18 +36,19 @@ def _ops():
 _run = None  # Paddle's eager entry into the op, once _load_run has loaded the library
 
 
-def _load_run():  # noqa: ANN202 (Paddle's C++ function or a stand-in with its signature)
+def _load_run() -> Callable[..., list[paddle.Tensor]]:
     """Loads the library and returns the cheapest entry into Paddle's custom-op machinery that
     keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)``, the C++ function that
     the library's generated Python API calls in eager mode, minus that API's mode check (about
-    0.5 us a call); a list of the outputs. Where a Paddle lacks it, that Python API."""
+    0.5 us a call); a list of the outputs. Where a Paddle lacks it (2.6), that Python API."""
     global _run
     library = _ops()
     run = getattr(paddle._C_ops, "_run_custom_op", None)
     if run is None:
-        api = getattr(library, "custom_bias_gelu")
+        api = library.custom_bias_gelu
 
-        def run(op_name, *args):  # noqa: ANN001, ANN002, ANN202, ARG001
+        def run(op_name: str, *args: object) -> list[paddle.Tensor]:
+            del op_name  # the API is this op's own
             outs = api(*args)
             return list(outs) if isinstance(outs, (list, tuple)) else [outs]
     _run = run
