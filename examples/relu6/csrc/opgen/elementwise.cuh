@@ -74,13 +74,7 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
   if (!like.is_gpu()) Fail(op, ": ", kernel, " expected GPU tensors, got ", like.place());
   const int device = like.place().GetDeviceId();
   DeviceGuard guard(device);
-  std::vector<int64_t> shapes[kIn];
-  for (int k = 0; k < kIn; ++k) {
-    shapes[k] = k < int(kFwd) ? forward_inputs[k].shape() : OutputShape(op, rest);
-  }
-  BroadcastPlan<kIn> plan;
-  const std::string error = MakeBroadcastPlan(shapes, &plan);
-  if (!error.empty()) Fail(op, ": ", error);
+  const BroadcastPlan<kIn> plan = BackwardPlanOf(op, forward_inputs, rest);
   std::vector<paddle::Tensor> grads = EmptyGradients(forward_inputs);
   const cudaStream_t stream = like.stream();
   cudaError_t status = cudaSuccess;

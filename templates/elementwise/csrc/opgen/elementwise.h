@@ -133,6 +133,15 @@ std::vector<paddle::Tensor> CheckInputs(const char* op, const paddle::Tensor (&i
   return checked;
 }
 
+// How `shapes` broadcast (numpy's rules); fails naming the op and the shapes when they do not.
+template <int kIn>
+BroadcastPlan<kIn> PlanOfShapes(const char* op, const std::vector<int64_t> (&shapes)[kIn]) {
+  BroadcastPlan<kIn> plan;
+  const std::string error = MakeBroadcastPlan(shapes, &plan);
+  if (!error.empty()) Fail(op, ": ", error);
+  return plan;
+}
+
 // How the inputs broadcast (numpy's rules) to the output; an absent input counts as shaped like
 // `absent_like`. Fails naming the op and the shapes when they do not broadcast.
 template <int kIn>
@@ -142,10 +151,7 @@ BroadcastPlan<kIn> PlanOf(const char* op, const std::vector<paddle::Tensor>& inp
   for (int k = 0; k < kIn; ++k) {
     shapes[k] = inputs[k].defined() ? inputs[k].shape() : absent_like;
   }
-  BroadcastPlan<kIn> plan;
-  const std::string error = MakeBroadcastPlan(shapes, &plan);
-  if (!error.empty()) Fail(op, ": ", error);
-  return plan;
+  return PlanOfShapes(op, shapes);
 }
 
 // The output shape for InferShape: numpy's broadcast of `shapes`, where -1 is a dim not known
@@ -222,11 +228,18 @@ std::vector<paddle::Tensor> BackwardInputs(const char* op,
   return CheckInputs(op, all);
 }
 
-// The shape of the op's output, as the backward sees it: that of its first present tensor after
-// the forward inputs.
-template <std::size_t kRest>
-std::vector<int64_t> OutputShape(const char* op, const paddle::Tensor (&rest)[kRest]) {
-  return FirstPresent(op, rest).shape();
+// How a backward's tensors broadcast: the forward inputs with their own shapes, the rest with the
+// output's (that of the first present one: forward outputs and output gradients).
+template <std::size_t kFwd, std::size_t kRest>
+BroadcastPlan<int(kFwd + kRest)> BackwardPlanOf(const char* op,
+                                                const paddle::Tensor (&forward_inputs)[kFwd],
+                                                const paddle::Tensor (&rest)[kRest]) {
+  const std::vector<int64_t> output_shape = FirstPresent(op, rest).shape();
+  std::vector<int64_t> shapes[kFwd + kRest];
+  for (std::size_t k = 0; k < kFwd + kRest; ++k) {
+    shapes[k] = k < kFwd ? forward_inputs[k].shape() : output_shape;
+  }
+  return PlanOfShapes(op, shapes);
 }
 
 inline int64_t Bytes(const paddle::Tensor& t) {
@@ -309,13 +322,7 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
   const std::vector<paddle::Tensor> ins = BackwardInputs(op, forward_inputs, reads, rest);
   const paddle::Tensor& like = FirstPresent(op, rest);
   if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
-  std::vector<int64_t> shapes[kIn];
-  for (int k = 0; k < kIn; ++k) {
-    shapes[k] = k < int(kFwd) ? forward_inputs[k].shape() : OutputShape(op, rest);
-  }
-  BroadcastPlan<kIn> plan;
-  const std::string error = MakeBroadcastPlan(shapes, &plan);
-  if (!error.empty()) Fail(op, ": ", error);
+  const BroadcastPlan<kIn> plan = BackwardPlanOf(op, forward_inputs, rest);
   std::vector<paddle::Tensor> grads = EmptyGradients(forward_inputs);
   if (plan.numel == 0 || PoisonOutputs()) {  // an empty output gives zero gradients
     for (paddle::Tensor& t : grads) {
