@@ -5,6 +5,7 @@ Nothing here touches the output folder; :mod:`opgen.writer` applies a plan.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -49,12 +50,28 @@ def render_op(spec: Spec, *, naive: bool = False) -> Plan:
     """Render every file of the op described by ``spec`` from its kind's template folder
     (``naive``: the benchmark's copy, whose kernels are the simplest correct ones)."""
     kind = kinds.get(spec.model.kind)
-    template = kind.templates
     root = templates_root()
     env = _environment(root)
     variables = kind.context(spec, naive)
-    base = root / template
     files: dict[str, bytes] = {}
+    for folder in (COMMON, kind.templates):
+        for rel, out_rel, data in _render_folder(env, root, folder, variables):
+            if out_rel in files:
+                raise TemplateError(f"template {folder}/{rel} renders to {out_rel}, which "
+                                    f"{COMMON}/ renders too")
+            files[out_rel] = data
+    return Plan(files)
+
+
+#: the folder under templates/ rendered into every op, whatever its kind: the runtime headers
+#: kinds share (math, errors, fast division)
+COMMON = "common"
+
+
+def _render_folder(env: jinja2.Environment, root: Path, folder: str,
+                   variables: Mapping[str, object]) -> Iterator[tuple[str, str, bytes]]:
+    """(template path, output path, bytes) for each file under ``templates/<folder>``."""
+    base = root / folder
     for source in sorted(p for p in base.rglob("*") if p.is_file()):
         rel = source.relative_to(base).as_posix()
         if "__pycache__" in rel:
@@ -63,15 +80,14 @@ def render_op(spec: Spec, *, naive: bool = False) -> Plan:
             out_rel = env.from_string(rel).render(variables)
             if rel.endswith(TEMPLATE_SUFFIX):
                 out_rel = out_rel[: -len(TEMPLATE_SUFFIX)]
-                text = env.get_template(f"{template}/{rel}").render(variables)
+                text = env.get_template(f"{folder}/{rel}").render(variables)
                 data = _tidy(text).encode()
             else:
                 data = source.read_bytes()  # copied verbatim: the shared runtime headers
         except jinja2.TemplateError as exc:
-            raise TemplateError(f"template {template}/{rel}: {exc}") from None
+            raise TemplateError(f"template {folder}/{rel}: {exc}") from None
         _check_relative(out_rel, rel)
-        files[out_rel] = data
-    return Plan(files)
+        yield rel, out_rel, data
 
 
 def _tidy(text: str) -> str:

@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CSRC = ROOT / "templates" / "elementwise" / "csrc"
+COMMON_CSRC = ROOT / "templates" / "common" / "csrc"
 DRIVER = ROOT / "tests" / "cpp" / "broadcast_runtime.cc"
 BENCH = ROOT / "scripts" / "gpu" / "broadcast_bench.cu"
 GPP = shutil.which("g++")
@@ -34,7 +35,8 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("needs g++")
     binary = tmp_path_factory.mktemp("broadcast") / "broadcast_runtime"
     subprocess.run([GPP, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{CSRC}",
-                    str(DRIVER), "-o", str(binary)], check=True, capture_output=True, text=True)
+                    f"-I{COMMON_CSRC}", str(DRIVER), "-o", str(binary)],
+                   check=True, capture_output=True, text=True)
     return binary
 
 
@@ -221,7 +223,8 @@ def test_int_divider_matches_division(driver: Path) -> None:
 def test_gpu_bench_compiles_for_sm_90(tmp_path: Path) -> None:
     nvcc = _nvcc()
     assert nvcc is not None
-    result = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", f"-I{CSRC}", "-c", str(BENCH),
+    result = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", f"-I{CSRC}", f"-I{COMMON_CSRC}",
+                             "-c", str(BENCH),
                              "-o", str(tmp_path / "broadcast_bench.o")],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -378,7 +378,7 @@ def test_error_column_points_at_the_culprit() -> None:
 
 # -- the functions of the runtime's math.h against numpy ------------------------------------------
 
-MATH_H = Path(__file__).resolve().parents[1] / "templates/elementwise/csrc/opgen/math.h"
+MATH_H = Path(__file__).resolve().parents[1] / "templates/common/csrc/opgen/math.h"
 #: The functions added with autodiff, over points that include NaN, infinities, zeros and ties.
 MATH_CASES = ["softplus(x)", "square(x)", "sign(x)", "tan(x)", "atan(x)", "log2(x)", "exp2(x)",
               "clamp(x, y, z)", "(x + y) ** 3", "x ** 2"]

@@ -18,10 +18,10 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.memory --forma
 i=0
 for flags in "$@"; do
   i=$((i + 1))
-  nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc $flags scripts/gpu/broadcast_bench.cu \
+  nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc $flags scripts/gpu/broadcast_bench.cu \
     -o /tmp/broadcast/v$i 2>&1 | tee "$OUT/broadcast-build-v$i.txt" &
 done
-nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc scripts/gpu/tanh_ulp.cu \
+nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc scripts/gpu/tanh_ulp.cu \
   -o /tmp/broadcast/tanh_ulp 2>&1 | tee "$OUT/tanh-ulp-build.txt" &
 wait
 status=0

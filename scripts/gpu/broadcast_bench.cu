@@ -1,6 +1,6 @@
 // Checks and times opgen's broadcasting launcher (templates/elementwise/csrc/opgen/broadcast.cuh) on its
 // own, without Paddle (scripts/gpu/broadcast.sh builds and runs it):
-//   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc scripts/gpu/broadcast_bench.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc scripts/gpu/broadcast_bench.cu
 //     -o /tmp/broadcast_bench && /tmp/broadcast_bench [--large] [--check-only | --time-only | --profile]
 // First every path, forward and backward, in float32, float16 and bfloat16, against a host
 // reference: bias, unaligned and ragged rows, per-row values, scalars, general N-d, empty and 0-d

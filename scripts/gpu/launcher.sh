@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.memory --forma
 i=0
 for flags in "$@"; do
   i=$((i + 1))
-  nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc $flags scripts/gpu/launcher_bench.cu \
+  nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc $flags scripts/gpu/launcher_bench.cu \
     -o /tmp/launcher/v$i &
 done
 wait

@@ -1,7 +1,7 @@
 // Times opgen's CUDA launcher (templates/elementwise/csrc/opgen/launch.cuh) on its own, without Paddle,
 // against cudaMemcpyAsync of the same bytes on the same GPU. Build one binary per set of launcher
 // knobs and compare (scripts/gpu/launcher.sh does both):
-//   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc -DOPGEN_WAVES=0 \
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc -DOPGEN_WAVES=0 \
 //     scripts/gpu/launcher_bench.cu -o /tmp/launcher_bench && /tmp/launcher_bench 268435456
 // Prints one line per (dtype, kernel): median ms per call, GB/s (bytes read + written) and the
 // ratio to the copy. Forward results are checked against the host before timing.

@@ -1,6 +1,6 @@
 // Measures opgen::tanh(float) on the device (opgen/math.h) against double precision over every
 // one of the 2^32 float bit patterns, next to CUDA's own tanhf:
-//   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/elementwise/csrc scripts/gpu/tanh_ulp.cu \
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc scripts/gpu/tanh_ulp.cu \
 //     -o /tmp/tanh_ulp && /tmp/tanh_ulp
 // The reference is tanh in double rounded to float (correctly rounded but for inputs whose tanh
 // lies within about 2^-29 of a halfway point, where it can be one ulp off). For each function:
