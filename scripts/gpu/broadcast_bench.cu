@@ -60,7 +60,8 @@ struct BiasGeluGrad {
 // The same for float16 and bfloat16 with faster math (opgen::lowp), by BENCH_GELU:
 //   0 opgen::tanh (as float32), 1 opgen::lowp::tanh, 2 the hardware's tanh.approx.f32,
 //   3 the sigmoid form: gelu_tanh(v) = v sigmoid(2 z), its derivative
-//     s + 2 v s (1 - s) dz/dv with s = sigmoid(2 z).
+//     s + 2 v s (1 - s) dz/dv with s = sigmoid(2 z), with opgen::lowp::sigmoid;
+//   4 the sigmoid form with opgen::sigmoid (expf and a division, as float32 would get).
 // On the host (the reference) every form is the accurate one.
 #ifndef BENCH_GELU
 #define BENCH_GELU 3
@@ -84,6 +85,8 @@ struct BiasGeluLowp {
     const MT z = MT(kSqrt2OverPi) * (v + MT(0.044715) * v * v * v);
 #if BENCH_GELU == 3
     out = v * opgen::lowp::sigmoid(MT(2) * z);
+#elif BENCH_GELU == 4
+    out = v * opgen::sigmoid(MT(2) * z);
 #else
     out = MT(0.5) * v * (MT(1) + LowpTanh(z));
 #endif
@@ -95,8 +98,12 @@ struct BiasGeluLowpGrad {
     const MT v = x + b;
     const MT z = MT(kSqrt2OverPi) * (v + MT(0.044715) * v * v * v);
     const MT dz = MT(kSqrt2OverPi) * (MT(1) + MT(3 * 0.044715) * v * v);
+#if BENCH_GELU == 3 || BENCH_GELU == 4
 #if BENCH_GELU == 3
     const MT s = opgen::lowp::sigmoid(MT(2) * z);
+#else
+    const MT s = opgen::sigmoid(MT(2) * z);
+#endif
     const MT g = grad_out * (s + MT(2) * v * s * (MT(1) - s) * dz);
 #else
     const MT t = LowpTanh(z);
