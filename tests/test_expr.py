@@ -248,10 +248,13 @@ inline double min(double a, double b) { return std::fmin(a, b); }
 inline double max(double a, double b) { return std::fmax(a, b); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+template <typename T> double tanh(double x) { return std::tanh(x); }
+template <typename T> double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 template <typename MT> MT where(bool c, MT a, MT b) { return c ? a : b; }
 template <typename MT> MT square(MT x) { return x * x; }
 template <typename MT> MT cube(MT x) { return x * x * x; }
 }  // namespace opgen
+using T = double;
 using MT = double;
 """
 

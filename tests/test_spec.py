@@ -345,14 +345,14 @@ def test_names_that_are_not_targets_are_intermediates_computed_once() -> None:
     assert context.forward.body == [
         "const MT sp = opgen::softplus(x);",
         "const bool inside = x > MT(-20) && x < MT(20);",
-        "out = opgen::where(inside, x * opgen::tanh(sp), MT(0));",
+        "out = opgen::where(inside, x * opgen::tanh<T>(sp), MT(0));",
     ]
     assert context.forward.params == ["MT x", "MT& out"]
     assert context.backward.functor is not None
     assert context.backward.functor.body == [
         "const MT sp = opgen::softplus(x);",
-        "const MT t = opgen::tanh(sp);",
-        "grad_x = grad_out * (t + x * (MT(1) - t * t) * opgen::sigmoid(x));",
+        "const MT t = opgen::tanh<T>(sp);",
+        "grad_x = grad_out * (t + x * (MT(1) - t * t) * opgen::sigmoid<T>(x));",
     ]
     assert context.backward.inputs == ["x", "grad_out"]
     assert context.backward.functor.numpy_lines[0] == ("sp", "np.logaddexp(0.0, x)")

@@ -82,6 +82,40 @@ OPGEN_HD float tanh(float x) {
 }
 OPGEN_HD double tanh(double x) { return ::tanh(x); }
 
+// Fast forms for values that are stored in 16 bits (float16, bfloat16), whose tolerance is an
+// absolute error of about 1e-3: computed in float, but without the care for the last float bit.
+// On the host they are the accurate functions.
+namespace lowp {
+// tanh(x) = sign(x) (1 - 2 / (2^(2|x| log2 e) + 1)) everywhere: the accurate tanh's large-|x| form
+// without its small-|x| polynomial. Absolute error below 2^-20 (scripts/gpu/tanh_ulp.cu checks it
+// over every float); relative error grows as |x| -> 0, where a 16-bit type's tolerance is
+// absolute. NaN propagates, tanh(+-inf) = +-1, tanh(+-0) = +-0.
+OPGEN_HD float tanh(float x) {
+#if defined(__CUDA_ARCH__)
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(::fabsf(x) * 0x1.715476p+1f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  return ::copysignf(::fmaf(-2.0f, r, 1.0f), x);
+#else
+  return ::tanhf(x);
+#endif
+}
+OPGEN_HD double tanh(double x) { return ::tanh(x); }
+// 1 / (1 + e^-x) from the hardware's exp2 and reciprocal: relative error of a few float ulps
+// for every x (e^-x overflowing to inf gives 0).
+OPGEN_HD float sigmoid(float x) {
+#if defined(__CUDA_ARCH__)
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -0x1.715476p+0f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  return r;
+#else
+  return 1.0f / (1.0f + ::expf(-x));
+#endif
+}
+OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
+}  // namespace lowp
+
 // min and max propagate NaN as numpy's minimum and maximum do (fminf/fmaxf return the number, and
 // a bare comparison's result would depend on the argument order). A comparison and a select, on
 // the CPU (where the compiler vectorizes it) and the GPU alike.
@@ -110,6 +144,30 @@ OPGEN_HD double rsqrt(double x) {
 }
 OPGEN_HD float sigmoid(float x) { return 1.0f / (1.0f + ::expf(-x)); }
 OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
+
+// opgen::tanh<T>(x) and opgen::sigmoid<T>(x): the function for values stored as T, which is how
+// generated functors call them. A float16 or bfloat16 result keeps about 3 significant digits,
+// so for those the GPU takes opgen::lowp's fast forms (absolute error below 2^-20); every other
+// dtype, and the CPU, take the accurate functions above.
+template <typename T>
+constexpr bool kLowPrecision = sizeof(T) == 2 && std::is_same<OpMathT<T>, float>::value;
+template <typename T>
+OPGEN_HD OpMathT<T> tanh(OpMathT<T> x) {
+  if constexpr (kLowPrecision<T>) {
+    return lowp::tanh(x);
+  } else {
+    return opgen::tanh(x);
+  }
+}
+template <typename T>
+OPGEN_HD OpMathT<T> sigmoid(OpMathT<T> x) {
+  if constexpr (kLowPrecision<T>) {
+    return lowp::sigmoid(x);
+  } else {
+    return opgen::sigmoid(x);
+  }
+}
+
 template <typename MT>
 OPGEN_HD MT where(bool condition, MT a, MT b) {
   return condition ? a : b;

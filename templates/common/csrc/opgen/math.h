@@ -87,9 +87,9 @@ OPGEN_HD double tanh(double x) { return ::tanh(x); }
 // On the host they are the accurate functions.
 namespace lowp {
 // tanh(x) = sign(x) (1 - 2 / (2^(2|x| log2 e) + 1)) everywhere: the accurate tanh's large-|x| form
-// without its small-|x| polynomial. Absolute error below 2^-22 (scripts/gpu/tanh_ulp.cu measures
-// it over every float); relative error grows as |x| -> 0, where a 16-bit type's tolerance is
-// absolute. NaN propagates, tanh(+-inf) = +-1.
+// without its small-|x| polynomial. Absolute error below 2^-20 (scripts/gpu/tanh_ulp.cu checks it
+// over every float); relative error grows as |x| -> 0, where a 16-bit type's tolerance is
+// absolute. NaN propagates, tanh(+-inf) = +-1, tanh(+-0) = +-0.
 OPGEN_HD float tanh(float x) {
 #if defined(__CUDA_ARCH__)
   float e, r;
@@ -144,6 +144,30 @@ OPGEN_HD double rsqrt(double x) {
 }
 OPGEN_HD float sigmoid(float x) { return 1.0f / (1.0f + ::expf(-x)); }
 OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
+
+// opgen::tanh<T>(x) and opgen::sigmoid<T>(x): the function for values stored as T, which is how
+// generated functors call them. A float16 or bfloat16 result keeps about 3 significant digits,
+// so for those the GPU takes opgen::lowp's fast forms (absolute error below 2^-20); every other
+// dtype, and the CPU, take the accurate functions above.
+template <typename T>
+constexpr bool kLowPrecision = sizeof(T) == 2 && std::is_same<OpMathT<T>, float>::value;
+template <typename T>
+OPGEN_HD OpMathT<T> tanh(OpMathT<T> x) {
+  if constexpr (kLowPrecision<T>) {
+    return lowp::tanh(x);
+  } else {
+    return opgen::tanh(x);
+  }
+}
+template <typename T>
+OPGEN_HD OpMathT<T> sigmoid(OpMathT<T> x) {
+  if constexpr (kLowPrecision<T>) {
+    return lowp::sigmoid(x);
+  } else {
+    return opgen::sigmoid(x);
+  }
+}
+
 template <typename MT>
 OPGEN_HD MT where(bool condition, MT a, MT b) {
   return condition ? a : b;

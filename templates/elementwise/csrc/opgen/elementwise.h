@@ -278,7 +278,7 @@ void Loop(const F& f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> ou
   }
 }
 
-// Runs `Functor<MT>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
+// Runs `Functor<T>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
 // their broadcast shape, dispatches over Dtypes and loops.
 template <typename DtypeList, template <typename> class Functor, int kOut, std::size_t kIn,
           typename... Attrs>
@@ -298,7 +298,7 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
     using T = typename decltype(tag)::type;
     const auto in = ConstData<T, int(kIn)>(ins);
     const auto out = MutableData<T, kOut>(outs);
-    const Functor<OpMathT<T>> f(attrs...);
+    const Functor<T> f(attrs...);
     if (plan.pattern == BroadcastPattern::kSameShape) {
       Loop<T>(f, plan.numel, in, out);
     } else {
@@ -308,7 +308,7 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   return outs;
 }
 
-// The backward of an op whose inputs broadcast: runs `Functor<MT>(attrs...)` over the forward
+// The backward of an op whose inputs broadcast: runs `Functor<T>(attrs...)` over the forward
 // inputs (those `reads` marks) and `rest`, and returns the gradient of each forward input, shaped
 // like it: where the input was broadcast, its elementwise gradient summed over those dims.
 template <typename DtypeList, template <typename> class Functor, std::size_t kFwd,
@@ -334,7 +334,7 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
     using T = typename decltype(tag)::type;
     const auto in = ConstData<T, kIn>(ins);
     const auto out = MutableData<T, int(kFwd)>(grads);
-    const Functor<OpMathT<T>> f(attrs...);
+    const Functor<T> f(attrs...);
     if (plan.pattern == BroadcastPattern::kSameShape) {
       Loop<T>(f, plan.numel, in, out);
     } else {

@@ -11,22 +11,24 @@ using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
 // u = x + bias
 // out = 0.5 * u * (1 + tanh(0.7978845608028654 * (u + 0.044715 * u ** 3)))
-template <typename MT>
+template <typename T>
 struct Forward {
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   OPGEN_HD void operator()(MT x, MT bias, MT& out) const {
     const MT u = x + bias;
-    out = MT(0.5) * u * (MT(1) + opgen::tanh(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u))));
+    out = MT(0.5) * u * (MT(1) + opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u))));
   }
 };
 // u = x + bias
 // grad_u = grad_out * (0.5 * (1 + tanh(0.7978845608028654 * (u + 0.044715 * u ** 3))) + 0.3989422804014327 * u * (1 - tanh(0.7978845608028654 * (u + 0.044715 * u ** 3)) ** 2) * (1 + 0.134145 * u ** 2))
 // grad_x = grad_u
 // grad_bias = grad_u
-template <typename MT>
+template <typename T>
 struct Backward {
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   OPGEN_HD void operator()(MT x, MT bias, MT grad_out, MT& grad_x, MT& grad_bias) const {
     const MT u = x + bias;
-    const MT grad_u = grad_out * (MT(0.5) * (MT(1) + opgen::tanh(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u)))) + MT(0.3989422804014327) * u * (MT(1) - opgen::square(opgen::tanh(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u))))) * (MT(1) + MT(0.134145) * (u * u)));
+    const MT grad_u = grad_out * (MT(0.5) * (MT(1) + opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u)))) + MT(0.3989422804014327) * u * (MT(1) - opgen::square(opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u))))) * (MT(1) + MT(0.134145) * (u * u)));
     grad_x = grad_u;
     grad_bias = grad_u;
   }

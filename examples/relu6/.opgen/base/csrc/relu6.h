@@ -10,8 +10,9 @@ namespace relu6 {
 using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
 // out = min(max(x, 0), threshold)
-template <typename MT>
+template <typename T>
 struct Forward {
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   MT threshold;
 
   explicit Forward(double threshold)
@@ -22,8 +23,9 @@ struct Forward {
   }
 };
 // grad_x = where((x > 0) & (x < threshold), grad_out, 0)
-template <typename MT>
+template <typename T>
 struct Backward {
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   MT threshold;
 
   explicit Backward(double threshold)

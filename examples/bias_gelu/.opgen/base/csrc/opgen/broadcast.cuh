@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "opgen/broadcast.h"
 #include "opgen/divider.h"
@@ -64,6 +65,14 @@ namespace cuda {
 #ifndef OPGEN_BCAST_ROW_UNROLL
 #define OPGEN_BCAST_ROW_UNROLL 1
 #endif
+// The widest vector, in bytes, of the [C] gradient's pass (16 or 8), and the reduced elements each
+// thread of the general gradient's pass loads before it computes.
+#ifndef OPGEN_BCAST_COLUMN_VECTOR_BYTES
+#define OPGEN_BCAST_COLUMN_VECTOR_BYTES 16
+#endif
+#ifndef OPGEN_BCAST_GATHER_UNROLL
+#define OPGEN_BCAST_GATHER_UNROLL 4
+#endif
 constexpr int kReduceThreads = OPGEN_BCAST_REDUCE_THREADS;
 constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;
 constexpr int kBroadcastUnroll = OPGEN_BCAST_UNROLL;
@@ -76,6 +85,10 @@ static_assert((kColumnLanes & (kColumnLanes - 1)) == 0 && kColumnLanes <= kReduc
 // shorter rows share a warp.
 constexpr int64_t kBlockPerRowVectors = 1024;
 constexpr int kRowUnroll = OPGEN_BCAST_ROW_UNROLL;
+constexpr int kColumnVectorBytes = OPGEN_BCAST_COLUMN_VECTOR_BYTES;
+constexpr int kGatherUnroll = OPGEN_BCAST_GATHER_UNROLL;
+static_assert(kColumnVectorBytes == 16 || kColumnVectorBytes == 8,
+              "OPGEN_BCAST_COLUMN_VECTOR_BYTES must be 16 or 8");
 
 namespace detail {
 
@@ -119,6 +132,16 @@ void WithIndexType(int64_t n, Body&& body) {
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Calls `body(std::integral_constant<int, k>{})` for k = 0 .. kCount - 1.
+template <int kCount, typename Body, int... K>
+void ForEachIndexImpl(Body& body, std::integer_sequence<int, K...>) {
+  (body(std::integral_constant<int, K>{}), ...);
+}
+template <int kCount, typename Body>
+void ForEachIndex(Body&& body) {
+  ForEachIndexImpl<kCount>(body, std::make_integer_sequence<int, kCount>{});
+}
 
 }  // namespace detail
 
@@ -578,10 +601,15 @@ __global__ void __launch_bounds__(kReduceThreads)
   if (threadIdx.y == 0 && c < cols) out[c] = static_cast<T>(shared[tid]);
 }
 
+// Lanes across the columns: 32 (a 128-byte row) when that gives two blocks per SM, down to 8
+// (a 32-byte sector) otherwise, so that a [1024] gradient's sums still fill the device.
 template <typename T>
 void LaunchSumPartials(const OpMathT<T>* partials, int64_t count, int64_t cols, T* out,
-                       cudaStream_t stream) {
-  const int lanes_x = static_cast<int>(detail::PowerOfTwoAtLeast(cols < 32 ? cols : 32));
+                       int device, cudaStream_t stream) {
+  int lanes_x = static_cast<int>(detail::PowerOfTwoAtLeast(cols < 32 ? cols : 32));
+  while (lanes_x > 8 && detail::CeilDiv(cols, lanes_x) < 2 * MultiprocessorCount(device)) {
+    lanes_x /= 2;
+  }
   const dim3 block(lanes_x, kReduceThreads / lanes_x);
   const int64_t grid = detail::CeilDiv(cols, lanes_x);
   SumPartialsKernel<T><<<static_cast<unsigned>(grid), block, 0, stream>>>(partials, count, cols,
@@ -603,12 +631,26 @@ struct ColumnPass {
 // adds its threads' sums down the rows (a fixed tree in shared memory) and writes them as row y
 // of its gradient's partials. A null input reads as zeros. The register cap lets
 // kColumnMinBlocks blocks share an SM, enough warps to cover the loads' latency.
-template <int kVec, typename T, typename F, int kIn, int kOut>
+// kMask names the [C] inputs at compile time (bit k: input k), so that the registers of the
+// others' sums and fixed values are not held; kRuntimeMask reads them from p.per_column.
+constexpr uint32_t kRuntimeMask = 0xffffffffu;
+
+template <uint32_t kMask, int kIn>
+__device__ __forceinline__ bool PerColumn(const ColumnPass<kIn>& p, int k) {
+  if constexpr (kMask == kRuntimeMask) {
+    return p.per_column[k];
+  } else {
+    return ((kMask >> k) & 1u) != 0;
+  }
+}
+
+template <int kVec, uint32_t kMask, typename T, typename F, int kIn, int kOut>
 __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
     ColumnPassKernel(F f, ColumnPass<kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> grads,
                      OpMathT<T>* partials) {
   using MT = OpMathT<T>;
   using V = Vec<T, kVec>;
+  const auto per_column = [&p](int k) { return PerColumn<kMask>(p, k); };
   const int64_t col = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kVec;
   const int64_t first_row = int64_t{blockIdx.y} * p.rows_per_block;
   const int64_t end_row = first_row + p.rows_per_block < p.rows ? first_row + p.rows_per_block
@@ -623,7 +665,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
     V fixed[kIn];  // the [C] inputs' values, the same on every row
 #pragma unroll
     for (int k = 0; k < kIn; ++k) {
-      fixed[k] = p.per_column[k] ? LoadVecOrZero<V>(in.at[k], col) : ZeroVec<V>();
+      fixed[k] = per_column(k) ? LoadVecOrZero<V>(in.at[k], col) : ZeroVec<V>();
     }
     const int64_t step = blockDim.y;
     for (int64_t row0 = first_row + threadIdx.y; row0 < end_row; row0 += kRowUnroll * step) {
@@ -633,7 +675,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
         const int64_t row = row0 + u * step;
 #pragma unroll
         for (int k = 0; k < kIn; ++k) {
-          loaded[u][k] = p.per_column[k] || row >= end_row
+          loaded[u][k] = per_column(k) || row >= end_row
                              ? fixed[k]
                              : LoadVecOrZero<V>(in.at[k], row * p.cols + col);
         }
@@ -652,7 +694,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
           Apply(f, args, r);
 #pragma unroll
           for (int g = 0; g < kOut; ++g) {
-            if (p.per_column[g]) {
+            if (per_column(g)) {
               sums[g][j] += r[g];
             } else {
               results[g].v[j] = static_cast<T>(r[g]);
@@ -661,7 +703,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
         }
 #pragma unroll
         for (int g = 0; g < kOut; ++g) {
-          if (!p.per_column[g]) {
+          if (!per_column(g)) {
             StoreVec(reinterpret_cast<V*>(grads.at[g] + row * p.cols + col), results[g]);
           }
         }
@@ -674,7 +716,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
   int slot = 0;
 #pragma unroll
   for (int g = 0; g < kOut; ++g) {
-    if (!p.per_column[g]) continue;
+    if (!per_column(g)) continue;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) shared[j][tid] = sums[g][j];
     __syncthreads();
@@ -735,7 +777,10 @@ void LaunchColumnBackward(const F& f, const BroadcastPlan<kIn>& plan,
   p.rows = view.rows;
   p.cols = view.cols;
   for (int k = 0; k < kIn; ++k) p.per_column[k] = view.kind[k] == Operand2d::kPerColumn;
+  uint32_t mask = 0;
+  for (int k = 0; k < kIn; ++k) mask |= p.per_column[k] ? 1u << k : 0u;
   const int width = detail::WidestVector<T>([&](int w) {
+    if (w * sizeof(T) > kColumnVectorBytes) return false;
     bool fits = view.cols % w == 0;
     for (int k = 0; k < kIn; ++k) fits = fits && detail::AlignedTo(in.at[k], w * sizeof(T));
     for (int g = 0; g < kOut; ++g) {
@@ -743,9 +788,12 @@ void LaunchColumnBackward(const F& f, const BroadcastPlan<kIn>& plan,
     }
     return fits;
   });
-  detail::WithVectorWidth<T>(width, [&](auto vec) {
+  // The kernel with the [C] inputs known at compile time for the widest vector and one [C]
+  // input (a bias), the common case; the run-time flags otherwise.
+  auto launch = [&](auto vec, auto mask_constant) {
     constexpr int kVec = decltype(vec)::value;
-    constexpr auto kernel = ColumnPassKernel<kVec, T, F, kIn, kOut>;
+    constexpr uint32_t kMask = decltype(mask_constant)::value;
+    constexpr auto kernel = ColumnPassKernel<kVec, kMask, T, F, kIn, kOut>;
     const ColumnGeometry g = ColumnPassGeometry<T>(p.rows, p.cols, kVec,
                                                    detail::ResidentBlocks<kernel>(device));
     p.rows_per_block = g.rows_per_block;
@@ -756,10 +804,29 @@ void LaunchColumnBackward(const F& f, const BroadcastPlan<kIn>& plan,
     for (int k = 0; k < kOut; ++k) {
       if (!p.per_column[k]) continue;
       LaunchSumPartials(partials + slot * g.row_blocks * p.cols, g.row_blocks, p.cols,
-                        grads.at[k], stream);
+                        grads.at[k], device, stream);
       ++slot;
     }
-  });
+  };
+  constexpr int kWidest = kColumnVectorBytes / static_cast<int>(sizeof(T)) > 0
+                              ? kColumnVectorBytes / static_cast<int>(sizeof(T))
+                              : 1;
+  bool done = false;
+  if (width == kWidest) {
+    detail::ForEachIndex<kIn>([&](auto k) {
+      constexpr uint32_t kMask = 1u << decltype(k)::value;
+      if (!done && mask == kMask) {
+        launch(std::integral_constant<int, kWidest>{},
+               std::integral_constant<uint32_t, kMask>{});
+        done = true;
+      }
+    });
+  }
+  if (!done) {
+    detail::WithVectorWidth<T>(width, [&](auto vec) {
+      launch(vec, std::integral_constant<uint32_t, kRuntimeMask>{});
+    });
+  }
 }
 
 // ---- backward, [N, C] with [N, 1] ------------------------------------------------------------
@@ -1003,7 +1070,7 @@ void LaunchScalarBackward(const F& f, const BroadcastPlan<kIn>& plan,
     int slot = 0;
     for (int g = 0; g < kOut; ++g) {
       if (!p.scalar[g]) continue;
-      LaunchSumPartials(partials + slot * blocks, blocks, 1, grads.at[g], stream);
+      LaunchSumPartials(partials + slot * blocks, blocks, 1, grads.at[g], device, stream);
       ++slot;
     }
   });
@@ -1135,6 +1202,103 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
+// GatherSumKernel for a gradient whose input keeps the innermost dim, kVec of its elements per
+// thread (consecutive along that dim, which is a multiple of kVec): each input that runs along
+// the innermost dim is read in vectors, one broadcast along it as one value; each thread loads
+// kGatherUnroll reduced elements' vectors before it computes, and the block adds its threads'
+// sums over threadIdx.y with the same fixed tree. The same order every run.
+template <int kVec, typename I, typename T, typename F, int kIn, int kOut>
+__global__ void __launch_bounds__(kReduceThreads)
+    GatherSumVecKernel(F f, int g, GatherMap<I, kIn> map, Pointers<const T, kIn> in, T* grad) {
+  using MT = OpMathT<T>;
+  using V = Vec<T, kVec>;
+  __shared__ MT shared[kVec][kReduceThreads];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  const I per_block = static_cast<I>(blockDim.x) * kVec;
+  for (I group = static_cast<I>(blockIdx.x) * per_block; group < map.count;
+       group += static_cast<I>(gridDim.x) * per_block) {
+    const I e = group + static_cast<I>(threadIdx.x) * kVec;
+    MT sum[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) sum[j] = 0;
+    if (e < map.count) {
+      I base[kIn];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) base[k] = 0;
+      I rest = e;
+      for (int d = 0; d < map.kept_rank; ++d) {
+        const DivMod<I> digit = map.kept_sizes[d].Divide(rest);
+        rest = digit.div;
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) base[k] += digit.mod * map.kept_strides[d][k];
+      }
+      const I step = blockDim.y;
+      for (I j0 = threadIdx.y; j0 < map.reduced_count; j0 += kGatherUnroll * step) {
+        V loaded[kGatherUnroll][kIn];
+#pragma unroll
+        for (int u = 0; u < kGatherUnroll; ++u) {
+          const I j = j0 + u * step;
+          I offsets[kIn];
+#pragma unroll
+          for (int k = 0; k < kIn; ++k) offsets[k] = base[k];
+          rest = j < map.reduced_count ? j : 0;
+          for (int d = 0; d < map.reduced_rank; ++d) {
+            const DivMod<I> digit = map.reduced_sizes[d].Divide(rest);
+            rest = digit.div;
+#pragma unroll
+            for (int k = 0; k < kIn; ++k) offsets[k] += digit.mod * map.reduced_strides[d][k];
+          }
+#pragma unroll
+          for (int k = 0; k < kIn; ++k) {
+            if (in.at[k] == nullptr) {
+              loaded[u][k] = ZeroVec<V>();
+            } else if (map.kept_strides[0][k] != 0) {
+              loaded[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + offsets[k]));
+            } else {
+              const T v = in.at[k][offsets[k]];
+#pragma unroll
+              for (int i = 0; i < kVec; ++i) loaded[u][k].v[i] = v;
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kGatherUnroll; ++u) {
+          if (j0 + u * step >= map.reduced_count) break;
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            MT args[kIn];
+            MT r[kOut];
+#pragma unroll
+            for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(loaded[u][k].v[i]);
+            Apply(f, args, r);
+#pragma unroll
+            for (int o = 0; o < kOut; ++o) {
+              if (o == g) sum[i] += r[o];
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) shared[i][tid] = sum[i];
+    __syncthreads();
+    for (int s = blockDim.y / 2; s > 0; s /= 2) {
+      if (threadIdx.y < s) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) shared[i][tid] += shared[i][tid + s * blockDim.x];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.y == 0 && e < map.count) {
+      V result;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) result.v[i] = static_cast<T>(shared[i][tid]);
+      *reinterpret_cast<V*>(grad + e) = result;
+    }
+    __syncthreads();
+  }
+}
+
 // A grid of kReduceThreads-thread blocks for n elements, a thread each, capped so that the
 // grid-stride loops' index never passes 2^32 in 32-bit math.
 inline unsigned ElementGrid(int64_t n) {
@@ -1146,7 +1310,7 @@ inline unsigned ElementGrid(int64_t n) {
 template <typename T, typename F, int kIn, int kOut>
 void LaunchNdBackward(const F& f, const BroadcastPlan<kIn>& plan,
                       const Pointers<const T, kIn>& in, const Pointers<T, kOut>& grads,
-                      cudaStream_t stream) {
+                      int device, cudaStream_t stream) {
   FullGradients<kOut> which;
   bool any_full = false;
   for (int g = 0; g < kOut; ++g) {
@@ -1165,6 +1329,35 @@ void LaunchNdBackward(const F& f, const BroadcastPlan<kIn>& plan,
       // Lanes along the input's elements when they are consecutive in the output (the innermost
       // dim kept) and there are enough of them; the rest of the block along the reduced ones.
       const bool inner_kept = plan.strides[g][plan.rank - 1] != 0;
+      // Vectors along the innermost dim when it is kept and every input that runs along it (and
+      // the gradient) allows them.
+      const int inner = plan.rank - 1;
+      const int width = !inner_kept ? 1 : detail::WidestVector<T>([&](int w) {
+        const std::size_t bytes = w * sizeof(T);
+        bool fits = plan.dims[inner] % w == 0 && detail::AlignedTo(grads.at[g], bytes);
+        for (int k = 0; k < kIn; ++k) {
+          if (plan.strides[k][inner] != 0) fits = fits && detail::AlignedTo(in.at[k], bytes);
+        }
+        return fits;
+      });
+      if (width > 1) {
+        detail::WithVectorWidth<T>(width, [&](auto vec) {
+          constexpr int kVec = decltype(vec)::value;
+          const int64_t vectors = plan.in_numel[g] / kVec;
+          // Lanes across the vectors: a warp's worth when that makes enough blocks to fill the
+          // device, fewer (and more threads down the reduced elements) otherwise.
+          int lanes = 32;
+          while (lanes > 1 && lanes / 2 >= vectors) lanes /= 2;
+          const int64_t enough = 4 * MultiprocessorCount(device);
+          while (lanes > 4 && detail::CeilDiv(vectors, lanes) < enough) lanes /= 2;
+          const dim3 block(lanes, kReduceThreads / lanes);
+          int64_t blocks = detail::CeilDiv(vectors, lanes);
+          if (blocks > detail::kMaxGrid) blocks = detail::kMaxGrid;
+          GatherSumVecKernel<kVec, I, T, F, kIn, kOut>
+              <<<static_cast<unsigned>(blocks), block, 0, stream>>>(f, g, map, in, grads.at[g]);
+        });
+        continue;
+      }
       int lanes = inner_kept ? 32 : 1;
       while (lanes > 1 && lanes / 2 >= plan.in_numel[g]) lanes /= 2;
       const dim3 block(lanes, kReduceThreads / lanes);
@@ -1252,7 +1445,7 @@ cudaError_t LaunchBroadcastBackward(const F& f, const BroadcastPlan<kIn>& plan,
       LaunchScalarBackward(f, plan, in, grads, partials, device, stream);
       break;
     default:
-      LaunchNdBackward(f, plan, in, grads, stream);
+      LaunchNdBackward(f, plan, in, grads, device, stream);
   }
   return cudaGetLastError();
 }

@@ -25,7 +25,7 @@ inline cudaError_t Fill(std::vector<paddle::Tensor>& tensors, int byte, cudaStre
   return cudaSuccess;
 }
 
-// Runs `Functor<MT>(attrs...)` over GPU tensors on their device and stream: checks the inputs,
+// Runs `Functor<T>(attrs...)` over GPU tensors on their device and stream: checks the inputs,
 // allocates kOut outputs of their broadcast shape, dispatches over Dtypes and launches.
 template <Schedule kSchedule, typename DtypeList, template <typename> class Functor, int kOut,
           std::size_t kIn, typename... Attrs>
@@ -45,7 +45,7 @@ std::vector<paddle::Tensor> Run(const char* op, const char* kernel,
     using T = typename decltype(tag)::type;
     const auto in = ConstData<T, int(kIn)>(ins);
     const auto out = MutableData<T, kOut>(outs);
-    const Functor<OpMathT<T>> f(attrs...);
+    const Functor<T> f(attrs...);
     if (status != cudaSuccess) return;
     if (kSchedule == Schedule::kNaive && plan.pattern == BroadcastPattern::kSameShape) {
       status = LaunchNaive(f, plan.numel, in, out, device, stream);
@@ -86,7 +86,7 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
       using T = typename decltype(tag)::type;
       const auto in = ConstData<T, kIn>(ins);
       const auto out = MutableData<T, int(kFwd)>(grads);
-      const Functor<OpMathT<T>> f(attrs...);
+      const Functor<T> f(attrs...);
       const std::size_t bytes = BroadcastBackwardWorkspaceBytes<T, int(kFwd)>(plan, device);
       paddle::Tensor workspace;
       if (bytes > 0) {
