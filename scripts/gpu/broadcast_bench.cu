@@ -64,7 +64,7 @@ struct BiasGeluGrad {
 //   4 the sigmoid form with opgen::sigmoid (expf and a division, as float32 would get).
 // On the host (the reference) every form is the accurate one.
 #ifndef BENCH_GELU
-#define BENCH_GELU 3
+#define BENCH_GELU 1  // what a generated op computes: opgen::tanh<T> is opgen::lowp::tanh
 #endif
 template <typename MT>
 OPGEN_HD MT LowpTanh(MT z) {
