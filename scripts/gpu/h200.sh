@@ -10,6 +10,8 @@
 #   fuzz-memcheck  the same 50 ops under compute-sanitizer memcheck (run `fuzz` first: it builds)
 #   broadcast examples/bias_gelu and a broadcasting mul (tests/specs/mul.yaml): generated tests
 #             on gpu:0, then opgen bench --shapes for the patterns of issue 11
+#   broadcast-kernels  the broadcasting launcher alone (nvcc, scripts/gpu/broadcast.sh): every
+#             host check (outputs past 2^31 included), timings against cudaMemcpy, ncu
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
@@ -102,6 +104,8 @@ for stage in "$@"; do
         --shapes 64x1x512:1x256x512,16384x1024:16384x1,16384x1024:[],16384x1024:16384x1024 \
         --json "$OUT/bench-mul.json" 2>&1 | tee "$OUT/bench-mul.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    broadcast-kernels)
+      OUT="$OUT" bash scripts/gpu/broadcast.sh "" || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done
