@@ -73,6 +73,13 @@ namespace cuda {
 #ifndef OPGEN_BCAST_GATHER_UNROLL
 #define OPGEN_BCAST_GATHER_UNROLL 4
 #endif
+// The general (N-d) forward kernel's widest vector in bytes and its unroll.
+#ifndef OPGEN_BCAST_ND_VECTOR_BYTES
+#define OPGEN_BCAST_ND_VECTOR_BYTES 16
+#endif
+#ifndef OPGEN_BCAST_ND_UNROLL
+#define OPGEN_BCAST_ND_UNROLL OPGEN_BCAST_UNROLL
+#endif
 constexpr int kReduceThreads = OPGEN_BCAST_REDUCE_THREADS;
 constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;
 constexpr int kBroadcastUnroll = OPGEN_BCAST_UNROLL;
@@ -87,6 +94,8 @@ constexpr int64_t kBlockPerRowVectors = 1024;
 constexpr int kRowUnroll = OPGEN_BCAST_ROW_UNROLL;
 constexpr int kColumnVectorBytes = OPGEN_BCAST_COLUMN_VECTOR_BYTES;
 constexpr int kGatherUnroll = OPGEN_BCAST_GATHER_UNROLL;
+constexpr int kNdVectorBytes = OPGEN_BCAST_ND_VECTOR_BYTES;
+constexpr int kNdUnroll = OPGEN_BCAST_ND_UNROLL;
 static_assert(kColumnVectorBytes == 16 || kColumnVectorBytes == 8,
               "OPGEN_BCAST_COLUMN_VECTOR_BYTES must be 16 or 8");
 
@@ -307,7 +316,8 @@ __device__ __forceinline__ Vec<T, kVec> Load2d(const T* p, Operand2d kind, I fir
   }
 }
 
-// Calls `f` on kVec elements' values and stores the kOut results as vectors at `first`.
+// Calls `f` on kVec elements' values and stores the kOut results as vectors at `first`; a null
+// output is not stored (the backward's summed gradients, when its full ones go through here).
 template <int kVec, typename T, typename F, int kIn, int kOut>
 __device__ __forceinline__ void ApplyAndStore(const F& f, const Vec<T, kVec> (&values)[kIn],
                                               const Pointers<T, kOut>& out, int64_t first) {
@@ -325,7 +335,9 @@ __device__ __forceinline__ void ApplyAndStore(const F& f, const Vec<T, kVec> (&v
     for (int o = 0; o < kOut; ++o) results[o].v[j] = static_cast<T>(r[o]);
   }
 #pragma unroll
-  for (int o = 0; o < kOut; ++o) StoreVec(reinterpret_cast<V*>(out.at[o] + first), results[o]);
+  for (int o = 0; o < kOut; ++o) {
+    if (out.at[o] != nullptr) StoreVec(reinterpret_cast<V*>(out.at[o] + first), results[o]);
+  }
 }
 
 // Tiles of kThreads * kVec * kBroadcastUnroll outputs, one block per tile (blocks stride when
@@ -460,13 +472,13 @@ __global__ void __launch_bounds__(kThreads)
                       Pointers<T, kOut> out) {
   using V = Vec<T, kVec>;
   constexpr I kStep = I{kThreads} * kVec;
-  constexpr I kTile = kStep * kBroadcastUnroll;
+  constexpr I kTile = kStep * kNdUnroll;
   const I full_tiles = n / kTile;
   for (I tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
     const I first = tile * kTile + static_cast<I>(threadIdx.x) * kVec;
-    V values[kBroadcastUnroll][kIn];
+    V values[kNdUnroll][kIn];
 #pragma unroll
-    for (int u = 0; u < kBroadcastUnroll; ++u) {
+    for (int u = 0; u < kNdUnroll; ++u) {
       I offsets[kIn];
       calc.Offsets(first + u * kStep, offsets);
 #pragma unroll
@@ -483,7 +495,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 #pragma unroll
-    for (int u = 0; u < kBroadcastUnroll; ++u) {
+    for (int u = 0; u < kNdUnroll; ++u) {
       ApplyAndStore<kVec, T>(f, values[u], out, static_cast<int64_t>(first + u * kStep));
     }
   }
@@ -507,7 +519,7 @@ void LaunchNd(const F& f, const BroadcastPlan<kIn>& plan, const Pointers<const T
   const int inner = plan.rank - 1;
   const int width = detail::WidestVector<T>([&](int w) {
     const std::size_t bytes = w * sizeof(T);
-    bool fits = plan.dims[inner] % w == 0;
+    bool fits = bytes <= kNdVectorBytes && plan.dims[inner] % w == 0;
     for (int k = 0; k < kIn; ++k) {
       if (plan.strides[k][inner] != 0) fits = fits && detail::AlignedTo(in.at[k], bytes);
     }
@@ -519,7 +531,7 @@ void LaunchNd(const F& f, const BroadcastPlan<kIn>& plan, const Pointers<const T
     const OffsetCalculator<I, kIn> calc = MakeOffsetCalculator<I>(plan);
     detail::WithVectorWidth<T>(width, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
-      constexpr int64_t kTile = int64_t{kThreads} * kVec * kBroadcastUnroll;
+      constexpr int64_t kTile = int64_t{kThreads} * kVec * kNdUnroll;
       int64_t grid = detail::CeilDiv(plan.numel, kTile);
       if (grid > detail::kMaxGrid) grid = detail::kMaxGrid;
       BroadcastNdKernel<kVec, I, T, F, kIn, kOut><<<static_cast<unsigned>(grid), kThreads, 0,
@@ -1077,33 +1089,6 @@ void LaunchScalarBackward(const F& f, const BroadcastPlan<kIn>& plan,
 }
 
 // ---- backward, any plan ----------------------------------------------------------------------
-// Full gradients: one pass over the output, one element per thread, written at the output's
-// index (the summed gradients' values are not stored).
-template <int kOut>
-struct FullGradients {
-  bool full[kOut];
-};
-
-template <typename I, typename T, typename F, int kIn, int kOut>
-__global__ void __launch_bounds__(kReduceThreads)
-    NdBackwardKernel(F f, I n, OffsetCalculator<I, kIn> calc, Pointers<const T, kIn> in,
-                     Pointers<T, kOut> grads, FullGradients<kOut> which) {
-  using MT = OpMathT<T>;
-  const I stride = static_cast<I>(gridDim.x) * kReduceThreads;
-  for (I i = static_cast<I>(blockIdx.x) * kReduceThreads + threadIdx.x; i < n; i += stride) {
-    I offsets[kIn];
-    calc.Offsets(i, offsets);
-    MT args[kIn];
-    MT r[kOut];
-#pragma unroll
-    for (int k = 0; k < kIn; ++k) args[k] = ReadOrZero(in.at[k], offsets[k]);
-    Apply(f, args, r);
-#pragma unroll
-    for (int g = 0; g < kOut; ++g) {
-      if (which.full[g]) grads.at[g][i] = static_cast<T>(r[g]);
-    }
-  }
-}
 
 // A broadcast input's gradient as a reduction: element e of the input (its digits in the dims the
 // input keeps) sums the functor's gradient over the output elements its digits in the other
@@ -1299,32 +1284,23 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-// A grid of kReduceThreads-thread blocks for n elements, a thread each, capped so that the
-// grid-stride loops' index never passes 2^32 in 32-bit math.
-inline unsigned ElementGrid(int64_t n) {
-  const int64_t cap = (int64_t{1} << 31) / kReduceThreads;
-  const int64_t blocks = detail::CeilDiv(n, kReduceThreads);
-  return static_cast<unsigned>(blocks < cap ? blocks : cap);
-}
-
 template <typename T, typename F, int kIn, int kOut>
 void LaunchNdBackward(const F& f, const BroadcastPlan<kIn>& plan,
                       const Pointers<const T, kIn>& in, const Pointers<T, kOut>& grads,
                       int device, cudaStream_t stream) {
-  FullGradients<kOut> which;
+  // The full gradients: the forward kernel's pass over the output, in vectors, with the summed
+  // gradients' outputs null (not stored).
+  Pointers<T, kOut> full = grads;
   bool any_full = false;
   for (int g = 0; g < kOut; ++g) {
-    which.full[g] = plan.IsFull(g);
-    any_full = any_full || which.full[g];
+    full.at[g] = plan.IsFull(g) ? grads.at[g] : nullptr;
+    any_full = any_full || plan.IsFull(g);
   }
+  if (any_full) LaunchNd(f, plan, in, full, stream);
   detail::WithIndexType(plan.numel, [&](auto index) {
     using I = decltype(index);
-    if (any_full) {
-      NdBackwardKernel<I, T><<<ElementGrid(plan.numel), kReduceThreads, 0, stream>>>(
-          f, static_cast<I>(plan.numel), MakeOffsetCalculator<I>(plan), in, grads, which);
-    }
     for (int g = 0; g < kOut; ++g) {
-      if (which.full[g]) continue;
+      if (plan.IsFull(g)) continue;
       const GatherMap<I, kIn> map = MakeGatherMap<I>(plan, g);
       // Lanes along the input's elements when they are consecutive in the output (the innermost
       // dim kept) and there are enough of them; the rest of the block along the reduced ones.
