@@ -11,7 +11,8 @@
 #   broadcast examples/bias_gelu and a broadcasting mul (tests/specs/mul.yaml): generated tests
 #             on gpu:0, then opgen bench --shapes for the patterns of issue 11
 #   broadcast-kernels  the broadcasting launcher alone (nvcc, scripts/gpu/broadcast.sh): every
-#             host check (outputs past 2^31 included), timings against cudaMemcpy, ncu
+#             host check (outputs past 2^31 included), timings against cudaMemcpy, ncu; then
+#             four knob variants timed (about 3 minutes in all)
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
@@ -105,7 +106,10 @@ for stage in "$@"; do
         --json "$OUT/bench-mul.json" 2>&1 | tee "$OUT/bench-mul.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     broadcast-kernels)
-      OUT="$OUT" bash scripts/gpu/broadcast.sh "" || status=1 ;;
+      # the defaults with every check; then, timed only, the knobs still open (docs/benchmarks.md)
+      OUT="$OUT" QUICK=1 bash scripts/gpu/broadcast.sh "" "-DOPGEN_BCAST_WAVES=2" \
+        "-DOPGEN_BCAST_WAVES=2 -DOPGEN_BCAST_UNROLL=1" "-DOPGEN_BCAST_COLUMN_PREFETCH=0" \
+        "-DOPGEN_BCAST_COLUMN_VECTOR_BYTES=8" || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done

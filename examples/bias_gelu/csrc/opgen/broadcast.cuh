@@ -59,6 +59,11 @@ namespace cuda {
 #ifndef OPGEN_BCAST_UNROLL
 #define OPGEN_BCAST_UNROLL 2
 #endif
+// 0: the 2-d forward kernel runs one block per tile; N > 0: N waves of resident blocks stride
+// over the tiles, each thread loading its next tile while it computes the current one.
+#ifndef OPGEN_BCAST_WAVES
+#define OPGEN_BCAST_WAVES 0
+#endif
 #ifndef OPGEN_BCAST_COLUMN_BLOCKS
 #define OPGEN_BCAST_COLUMN_BLOCKS 4
 #endif
@@ -69,6 +74,11 @@ namespace cuda {
 // thread of the general gradient's pass loads before it computes.
 #ifndef OPGEN_BCAST_COLUMN_VECTOR_BYTES
 #define OPGEN_BCAST_COLUMN_VECTOR_BYTES 16
+#endif
+// 1: each thread of the [C] gradient's pass loads its next row while it computes the current one
+// (OPGEN_BCAST_ROW_UNROLL is then unused); 0: it loads OPGEN_BCAST_ROW_UNROLL rows, then computes.
+#ifndef OPGEN_BCAST_COLUMN_PREFETCH
+#define OPGEN_BCAST_COLUMN_PREFETCH 1
 #endif
 #ifndef OPGEN_BCAST_GATHER_UNROLL
 #define OPGEN_BCAST_GATHER_UNROLL 4
@@ -84,6 +94,7 @@ constexpr int kReduceThreads = OPGEN_BCAST_REDUCE_THREADS;
 constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;
 constexpr int kBroadcastUnroll = OPGEN_BCAST_UNROLL;
 constexpr int kColumnMinBlocks = OPGEN_BCAST_COLUMN_BLOCKS;
+constexpr int kBroadcastWaves = OPGEN_BCAST_WAVES;
 static_assert((kReduceThreads & (kReduceThreads - 1)) == 0 && kReduceThreads >= 32,
               "OPGEN_BCAST_REDUCE_THREADS must be a power of two of at least a warp");
 static_assert((kColumnLanes & (kColumnLanes - 1)) == 0 && kColumnLanes <= kReduceThreads,
@@ -94,6 +105,7 @@ constexpr int64_t kBlockPerRowVectors = 1024;
 constexpr int kRowUnroll = OPGEN_BCAST_ROW_UNROLL;
 constexpr int kColumnVectorBytes = OPGEN_BCAST_COLUMN_VECTOR_BYTES;
 constexpr int kGatherUnroll = OPGEN_BCAST_GATHER_UNROLL;
+constexpr bool kColumnPrefetch = OPGEN_BCAST_COLUMN_PREFETCH != 0;
 constexpr int kNdVectorBytes = OPGEN_BCAST_ND_VECTOR_BYTES;
 constexpr int kNdUnroll = OPGEN_BCAST_ND_UNROLL;
 static_assert(kColumnVectorBytes == 16 || kColumnVectorBytes == 8,
@@ -352,9 +364,8 @@ __global__ void __launch_bounds__(kThreads)
   constexpr I kTile = kStep * kBroadcastUnroll;
   const I cols = p.cols.divisor();
   const I full_tiles = p.n / kTile;
-  for (I tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+  const auto load = [&](V (&values)[kBroadcastUnroll][kIn], I tile) {
     const I first = tile * kTile + static_cast<I>(threadIdx.x) * kVec;
-    V values[kBroadcastUnroll][kIn];
 #pragma unroll
     for (int u = 0; u < kBroadcastUnroll; ++u) {
       const DivMod<I> at = p.cols.Divide(first + u * kStep);
@@ -363,9 +374,34 @@ __global__ void __launch_bounds__(kThreads)
         values[u][k] = Load2d<kVec, kWholeRows>(in.at[k], p.kind[k], first + u * kStep, at, cols);
       }
     }
+  };
+  const auto compute = [&](const V (&values)[kBroadcastUnroll][kIn], I tile) {
+    const I first = tile * kTile + static_cast<I>(threadIdx.x) * kVec;
 #pragma unroll
     for (int u = 0; u < kBroadcastUnroll; ++u) {
       ApplyAndStore<kVec, T>(f, values[u], out, static_cast<int64_t>(first + u * kStep));
+    }
+  };
+  if constexpr (kBroadcastWaves > 0) {
+    // The next tile's loads are in flight while this one computes.
+    I tile = blockIdx.x;
+    V next[kBroadcastUnroll][kIn];
+    if (tile < full_tiles) load(next, tile);
+    for (; tile < full_tiles; tile += gridDim.x) {
+      V current[kBroadcastUnroll][kIn];
+#pragma unroll
+      for (int u = 0; u < kBroadcastUnroll; ++u) {
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) current[u][k] = next[u][k];
+      }
+      if (full_tiles - tile > gridDim.x) load(next, tile + gridDim.x);
+      compute(current, tile);
+    }
+  } else {
+    for (I tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+      V values[kBroadcastUnroll][kIn];
+      load(values, tile);
+      compute(values, tile);
     }
   }
   if (blockIdx.x == full_tiles % gridDim.x) {
@@ -381,17 +417,26 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int kVec, bool kWholeRows, typename I, typename T, typename F, int kIn, int kOut>
 void Launch2dWith(const F& f, const Params2d<I, kIn>& p, const Pointers<const T, kIn>& in,
-                  const Pointers<T, kOut>& out, cudaStream_t stream) {
+                  const Pointers<T, kOut>& out, int device, cudaStream_t stream) {
   constexpr int64_t kTile = int64_t{kThreads} * kVec * kBroadcastUnroll;
+  constexpr auto kernel = Broadcast2dKernel<kVec, kWholeRows, I, T, F, kIn, kOut>;
   int64_t grid = detail::CeilDiv(static_cast<int64_t>(p.n), kTile);
+  if constexpr (kBroadcastWaves > 0) {
+    static const int per_sm = [] {
+      int count = 0;
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, kThreads, 0);
+      return count > 0 ? count : 1;
+    }();
+    const int64_t cap = int64_t{kBroadcastWaves} * per_sm * MultiprocessorCount(device);
+    if (grid > cap) grid = cap;
+  }
   if (grid > detail::kMaxGrid) grid = detail::kMaxGrid;
-  Broadcast2dKernel<kVec, kWholeRows, I, T, F, kIn, kOut>
-      <<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(f, p, in, out);
+  kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(f, p, in, out);
 }
 
 template <typename T, typename F, int kIn, int kOut>
 void Launch2d(const F& f, const BroadcastPlan<kIn>& plan, const Pointers<const T, kIn>& in,
-              const Pointers<T, kOut>& out, cudaStream_t stream) {
+              const Pointers<T, kOut>& out, int device, cudaStream_t stream) {
   const View2d<kIn> view = ViewAs2d(plan);
   // Full inputs and the outputs are read and written at the output's index: they set the width.
   const int width = detail::WidestVector<T>([&](int w) {
@@ -418,11 +463,11 @@ void Launch2d(const F& f, const BroadcastPlan<kIn>& plan, const Pointers<const T
     detail::WithVectorWidth<T>(width, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       if constexpr (kVec == 1) {
-        Launch2dWith<1, true>(f, p, in, out, stream);
+        Launch2dWith<1, true>(f, p, in, out, device, stream);
       } else if (whole_rows) {
-        Launch2dWith<kVec, true>(f, p, in, out, stream);
+        Launch2dWith<kVec, true>(f, p, in, out, device, stream);
       } else {
-        Launch2dWith<kVec, false>(f, p, in, out, stream);
+        Launch2dWith<kVec, false>(f, p, in, out, device, stream);
       }
     });
   });
@@ -554,7 +599,7 @@ cudaError_t LaunchBroadcast(const F& f, const BroadcastPlan<kIn>& plan,
   }
   DeviceGuard guard(device);
   if (plan.rank <= 2) {
-    Launch2d(f, plan, in, out, stream);
+    Launch2d(f, plan, in, out, device, stream);
   } else {
     LaunchNd(f, plan, in, out, stream);
   }
@@ -680,6 +725,51 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
       fixed[k] = per_column(k) ? LoadVecOrZero<V>(in.at[k], col) : ZeroVec<V>();
     }
     const int64_t step = blockDim.y;
+    // One row's values, its gradients and its sums.
+    const auto compute = [&](const V (&values)[kIn], int64_t row) {
+      V results[kOut];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        MT args[kIn];
+        MT r[kOut];
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(values[k].v[j]);
+        Apply(f, args, r);
+#pragma unroll
+        for (int g = 0; g < kOut; ++g) {
+          if (per_column(g)) {
+            sums[g][j] += r[g];
+          } else {
+            results[g].v[j] = static_cast<T>(r[g]);
+          }
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < kOut; ++g) {
+        if (!per_column(g)) {
+          StoreVec(reinterpret_cast<V*>(grads.at[g] + row * p.cols + col), results[g]);
+        }
+      }
+    };
+    const auto load = [&](V (&values)[kIn], int64_t row) {
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) {
+        values[k] = per_column(k) ? fixed[k] : LoadVecOrZero<V>(in.at[k], row * p.cols + col);
+      }
+    };
+    if constexpr (kColumnPrefetch) {
+      // The next row's loads are in flight while this one computes.
+      int64_t row = first_row + threadIdx.y;
+      V next[kIn];
+      if (row < end_row) load(next, row);
+      for (; row < end_row; row += step) {
+        V current[kIn];
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) current[k] = next[k];
+        if (row + step < end_row) load(next, row + step);
+        compute(current, row);
+      }
+    } else {
     for (int64_t row0 = first_row + threadIdx.y; row0 < end_row; row0 += kRowUnroll * step) {
       V loaded[kRowUnroll][kIn];
 #pragma unroll
@@ -696,30 +786,9 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
       for (int u = 0; u < kRowUnroll; ++u) {
         const int64_t row = row0 + u * step;
         if (row >= end_row) break;
-        V results[kOut];
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          MT args[kIn];
-          MT r[kOut];
-#pragma unroll
-          for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(loaded[u][k].v[j]);
-          Apply(f, args, r);
-#pragma unroll
-          for (int g = 0; g < kOut; ++g) {
-            if (per_column(g)) {
-              sums[g][j] += r[g];
-            } else {
-              results[g].v[j] = static_cast<T>(r[g]);
-            }
-          }
-        }
-#pragma unroll
-        for (int g = 0; g < kOut; ++g) {
-          if (!per_column(g)) {
-            StoreVec(reinterpret_cast<V*>(grads.at[g] + row * p.cols + col), results[g]);
-          }
-        }
+        compute(loaded[u], row);
       }
+    }
     }
   }
   // Down the rows of the block: element j of thread t at shared[j][t], a tree over threadIdx.y.
@@ -756,25 +825,24 @@ struct ColumnGeometry {
   int64_t rows_per_block;
 };
 
-// The grid of the [C] gradients' pass: vectors of `width` elements, row blocks enough for
-// `resident` blocks in all. Row blocks are counted as if the widest vector were used, so the
-// workspace size does not depend on the pointers' alignment (a narrower vector only adds column
-// blocks).
+// The grid of the [C] gradients' pass: vectors of `width` elements, as many row blocks as
+// `resident` blocks in all allow. The workspace is sized with the widest vector and the most
+// blocks a device can hold: a narrower vector (an unaligned pointer) or a kernel that fits fewer
+// blocks only makes fewer row blocks.
 template <typename T>
 ColumnGeometry ColumnPassGeometry(int64_t rows, int64_t cols, int width, int64_t resident) {
   auto lanes_for = [](int64_t vectors) {
     return static_cast<int>(
         detail::PowerOfTwoAtLeast(vectors < kColumnLanes ? vectors : kColumnLanes));
   };
-  const int64_t widest_vectors = detail::CeilDiv(cols, 16 / static_cast<int64_t>(sizeof(T)));
-  const int64_t widest_col_blocks = detail::CeilDiv(widest_vectors, lanes_for(widest_vectors));
-  int64_t row_blocks = detail::CeilDiv(resident, widest_col_blocks);
-  if (row_blocks > rows) row_blocks = rows;
-  if (row_blocks < 1) row_blocks = 1;
   ColumnGeometry g;
-  const int64_t vectors = cols / width;
+  const int64_t vectors = detail::CeilDiv(cols, width);
   g.lanes_x = lanes_for(vectors);
   g.col_blocks = detail::CeilDiv(vectors, g.lanes_x);
+  // At most `resident` blocks in all: one wave (a few blocks more would make a second one).
+  int64_t row_blocks = resident / g.col_blocks;
+  if (row_blocks > rows) row_blocks = rows;
+  if (row_blocks < 1) row_blocks = 1;
   g.rows_per_block = detail::CeilDiv(rows, row_blocks);
   g.row_blocks = detail::CeilDiv(rows, g.rows_per_block);
   return g;
