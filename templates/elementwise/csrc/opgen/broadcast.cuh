@@ -81,7 +81,7 @@ namespace cuda {
 #define OPGEN_BCAST_COLUMN_PREFETCH 1
 #endif
 #ifndef OPGEN_BCAST_GATHER_UNROLL
-#define OPGEN_BCAST_GATHER_UNROLL 4
+#define OPGEN_BCAST_GATHER_UNROLL 2
 #endif
 // The general (N-d) forward kernel's widest vector in bytes and its unroll.
 #ifndef OPGEN_BCAST_ND_VECTOR_BYTES
