@@ -148,6 +148,15 @@ def parse_arches(text: str | None) -> tuple[int, ...]:
     return arches
 
 
+#: The C++ compiler's flags for the CPU kernels (docs/building.md, "CPU flags"): portable ones
+#: only, no -march, so a built op runs on any x86-64 (or aarch64) machine; the CPU loop is cloned
+#: for AVX2 and AVX-512 inside the library instead (opgen/broadcast.h). -fno-trapping-math and
+#: -fno-math-errno change no result: they let the compiler evaluate both sides of a select
+#: (``where``, min, max, the fast tanh) and vectorize the loop instead of branching per element.
+#: -ffp-contract=off keeps a * b + c two roundings in every clone, so all compute the same bits.
+CXX_FLAGS = ("-O3", "-std=c++17", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off")
+
+
 def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] = ()) -> BuildConfig:
     """Decide sources, flags and archs for the installed Paddle and toolkit."""
     op_dir = Path(op_dir).resolve()
@@ -189,7 +198,7 @@ def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] =
         for a in arches
     ] + extra_nvcc
     return BuildConfig(name=name, op_dir=op_dir, sources=tuple(sources), cuda=cuda,
-                       arches=tuple(arches), cxx_flags=("-O3", "-std=c++17"),
+                       arches=tuple(arches), cxx_flags=CXX_FLAGS,
                        cuda_flags=tuple(cuda_flags) if cuda else (),
                        include_dirs=tuple(include_dirs), env=env)
 

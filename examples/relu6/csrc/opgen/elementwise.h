@@ -260,23 +260,27 @@ inline T Store(MT r) {
   return static_cast<T>(r);
 }
 
-// The broadcasting loops (opgen/broadcast.h) store results the same way.
+// The loops (opgen/broadcast.h) store results the same way.
 template <>
 struct StoreAs<paddle::float16> {
   static paddle::float16 From(float r) { return Store<paddle::float16>(r); }
 };
 
-template <typename T, typename F, int kIn, int kOut>
-void Loop(const F& f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
-  using MT = OpMathT<T>;
-  for (int64_t i = 0; i < n; ++i) {
-    MT args[kIn];
-    MT results[kOut];
-    for (int k = 0; k < kIn; ++k) args[k] = in.at[k] ? static_cast<MT>(in.at[k][i]) : MT(0);
-    Apply(f, args, results);
-    for (int k = 0; k < kOut; ++k) out.at[k][i] = Store<T>(results[k]);
+// Paddle's float -> bfloat16 (round to nearest even; NaN becomes 0x7FFF) without its switch over
+// std::fpclassify, which keeps the store loops from vectorizing; zeros and infinities come out of
+// the rounding unchanged, as in Paddle.
+template <>
+struct StoreAs<paddle::bfloat16> {
+  static paddle::bfloat16 From(float r) {
+    uint32_t bits;
+    std::memcpy(&bits, &r, sizeof bits);
+    const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+    const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+    paddle::bfloat16 value;
+    value.x = static_cast<uint16_t>(nan ? 0x7FFFu : rounded);
+    return value;
   }
-}
+};
 
 // Runs `Functor<MT>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
 // their broadcast shape, dispatches over Dtypes and loops.
@@ -299,11 +303,7 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
     const auto in = ConstData<T, int(kIn)>(ins);
     const auto out = MutableData<T, kOut>(outs);
     const Functor<OpMathT<T>> f(attrs...);
-    if (plan.pattern == BroadcastPattern::kSameShape) {
-      Loop<T>(f, plan.numel, in, out);
-    } else {
-      BroadcastLoop<T>(f, plan, in, out);
-    }
+    BroadcastLoop<T>(f, plan, in, out);
   });
   return outs;
 }
@@ -335,11 +335,7 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
     const auto in = ConstData<T, kIn>(ins);
     const auto out = MutableData<T, int(kFwd)>(grads);
     const Functor<OpMathT<T>> f(attrs...);
-    if (plan.pattern == BroadcastPattern::kSameShape) {
-      Loop<T>(f, plan.numel, in, out);
-    } else {
-      BroadcastBackwardLoop<T>(f, plan, in, out);
-    }
+    BroadcastBackwardLoop<T>(f, plan, in, out);
   });
   return grads;
 }
