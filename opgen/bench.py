@@ -199,6 +199,7 @@ class Results:
 
     rows: list[Row] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    calls: list[CallRow] = field(default_factory=list)
 
 
 def first_line(exc: BaseException) -> str:
@@ -354,6 +355,145 @@ def _check_outputs(outs: list[Any], case: Case, name: str) -> None:
                              f"{format_shape(case.out_shape)}")
 
 
+# -- per call -----------------------------------------------------------------------------------
+
+#: The element counts of the "per call" section: where a call's fixed cost, not bandwidth, decides.
+PER_CALL_SIZES = (1, 1024, 2**16)
+PER_CALL_ENTRIES = ("op", "raw", "builtin")
+
+
+@dataclass
+class CallRow:
+    """What one call costs at a small size, float32, best of the rounds: ``op`` (the generated
+    wrapper), ``raw`` (the op's Python API that Paddle generates, attrs as the op takes them) or
+    ``builtin`` (what a model calls instead: ``F.<name>`` where Paddle has one, else the spec's
+    baseline; PyTorch's on the GPU)."""
+
+    entry: str
+    call: str      # what was called, as a model would write it
+    device: str
+    size: int
+    us: float
+
+
+def best_us(fn: Callable[[], Any], sync: Callable[[], None], *, calls: int,
+            rounds: int) -> float:
+    """Microseconds per call of ``fn``: the best of ``rounds`` batches of ``calls`` back-to-back
+    calls and one synchronization (a busy machine only ever makes a batch slower)."""
+    for _ in range(max(3, calls // 10)):
+        fn()
+    sync()
+    best = math.inf
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best * 1e6
+
+
+def calls_per_round(size: int) -> int:
+    """About 10-20 ms a batch on a CPU: 2000 calls of a few microseconds, fewer for 2^16."""
+    return 2000 if size <= 4096 else 500
+
+
+def builtin_call(spec: Any) -> str:
+    """The built-in a model would call instead of the op, as text: ``F.<name>(inputs)`` when
+    ``paddle.nn.functional`` has a function of the op's name, else the spec's baseline (None
+    when there is neither)."""
+    import paddle
+
+    if callable(getattr(paddle.nn.functional, spec.name, None)):
+        return f"F.{spec.name}({', '.join(spec.model.inputs)})"
+    return spec.model.baseline
+
+
+def _attr_args(spec: Any) -> list[Any]:
+    """The attrs' defaults as the op's raw API takes them: a float as its double's 64 bits."""
+    import struct
+
+    return [struct.unpack("q", struct.pack("d", float(a.default)))[0] if a.type == "float"
+            else a.default for a in spec.model.attrs.values()]
+
+
+def bench_per_call_paddle(module: Any, spec: Any, device: str, *, sizes: tuple[int, ...],
+                          rounds: int, builtin: bool) -> list[CallRow]:
+    """The op through its wrapper and through its raw API (and, with ``builtin``, Paddle's
+    built-in) at each of ``sizes`` elements, float32, on ``device``."""
+    import paddle
+
+    from .tensors import to_paddle
+
+    m = spec.model
+    sync = paddle.device.cuda.synchronize if device == "gpu" else (lambda: None)
+    op = getattr(module, spec.name)
+    raw = getattr(module._ops(), m.op_name)
+    attrs = _attr_args(spec)
+    text = builtin_call(spec) if builtin else None
+    builtin_fn = getattr(paddle.nn.functional, spec.name) if text and text[:2] == "F." else None
+    code = compile_baseline(spec.baseline) if text and builtin_fn is None else None
+    defaults = {k: a.default for k, a in m.attrs.items()}
+    rng = np.random.default_rng(0)
+    domains = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
+    names = ", ".join(m.inputs)
+
+    def entries(inputs: list[Any]) -> list[tuple[str, str, Callable[[], Any]]]:
+        found: list[tuple[str, str, Callable[[], Any]]] = [
+            ("op", f"{spec.name}({names})", lambda: op(*inputs)),
+            ("raw", f"{m.op_name}({', '.join([names, *m.attrs])})", lambda: raw(*inputs, *attrs)),
+        ]
+        if builtin_fn is not None:
+            found.append(("builtin", str(text), lambda: builtin_fn(*inputs)))
+        elif code is not None:
+            ns = framework_namespace(paddle, inputs[0], "paddle")
+            given = dict(zip(m.inputs, inputs, strict=True))
+            found.append(("builtin", str(text),
+                          lambda: evaluate_baseline(code, ns, defaults, given)))
+        return found
+
+    rows = []
+    for size in sizes:
+        inputs = [to_paddle(_sample(rng, (size,), d), "float32", device) for d in domains]
+        for entry, call, fn in entries(inputs):
+            rows.append(CallRow(entry, call, device, size,
+                                best_us(fn, sync, calls=calls_per_round(size), rounds=rounds)))
+    return rows
+
+
+def bench_per_call_torch(spec: Any, *, sizes: tuple[int, ...], rounds: int) -> list[CallRow]:
+    """PyTorch's built-in (``torch.nn.functional.<name>`` where it has one, else the spec's
+    baseline) per call on the GPU, in a subprocess as :func:`bench_torch_baselines`."""
+    m = spec.model
+    args = {"per_call": True, "name": spec.name, "baseline": m.baseline,
+            "symbols": baseline_symbols(spec), "inputs": list(m.inputs),
+            "attrs": {k: a.default for k, a in m.attrs.items()},
+            "domains": [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs],
+            "sizes": list(sizes), "rounds": rounds}
+    proc = subprocess.run([sys.executable, "-m", "opgen._torch_baseline", json.dumps(args)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"the PyTorch baseline failed (is torch installed with CUDA?): {tail}")
+    return [CallRow(**r) for r in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
+def per_call_ratios(calls: list[CallRow]) -> list[dict[str, Any]]:
+    """One entry per device and size: each entry's microseconds, and the op's time over the
+    built-in's and over the raw API's."""
+    table: dict[tuple[str, int], dict[str, Any]] = {}
+    for c in calls:
+        entry = table.setdefault((c.device, c.size), {"device": c.device, "size": c.size})
+        entry[c.entry] = c.us
+        entry[f"{c.entry}_call"] = c.call
+    for entry in table.values():
+        op = entry.get("op")
+        for other in ("builtin", "raw"):
+            value = entry.get(other)
+            entry[f"op_over_{other}"] = op / value if op and value else None
+    return list(table.values())
+
+
 class BaselineUnsupported(Exception):
     """Raised when the framework cannot run the composed baseline for a dtype (Paddle's CPU has
     no float16 ``tanh``, say); the message is the framework's own first line."""
@@ -443,12 +583,14 @@ COMPARISONS = ("copy", "baseline", "naive")
 
 def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
         shapes: list[Case] | None = None, dtypes: list[str] | None = None, repeats: int = 5,
-        compare: tuple[str, ...] = COMPARISONS,
+        compare: tuple[str, ...] = COMPARISONS, per_call: bool = True,
         progress: Callable[[str, int, int], None] | None = None,
         results: Results | None = None) -> Results:
     """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels, at
     ``sizes`` (element counts, every input and output that long) or at ``shapes`` (cases of
-    :func:`parse_shapes`: one shape per input, broadcast), not both.
+    :func:`parse_shapes`: one shape per input, broadcast), not both. With ``per_call``, then
+    what one call costs at :data:`PER_CALL_SIZES` (float32): the op, its raw API and the built-in
+    (``results.calls``).
 
     Rows are added to ``results`` (a new :class:`Results` unless given) as they are measured, so
     a caller that passes its own keeps them when a later step fails. A composed baseline the
@@ -480,7 +622,7 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     for case in shapes or []:
         check_case(case, list(m.inputs), name)
     cases = shapes or [Case(size) for size in sizes or DEFAULT_SIZES[device]]
-    plan = _Plan(spec, op_dir, device, cases, dtypes, repeats, set(compare))
+    plan = _Plan(spec, op_dir, device, cases, dtypes, repeats, set(compare), per_call)
     steps = plan.steps()
     done = [0]
 
@@ -519,13 +661,15 @@ class _Plan:
     dtypes: list[str]
     repeats: int
     compare: set[str]
+    per_call: bool = True
     current: str = "starting"  #: the step running now, for error messages
 
     def steps(self) -> int:
         on_gpu = self.device == "gpu"
         return (1 + (self.spec.backward is not None) + (on_gpu and "naive" in self.compare)
                 + len(self.dtypes) * len(self.cases)
-                + (on_gpu and bool({"copy", "baseline"} & self.compare)))
+                + (on_gpu and bool({"copy", "baseline"} & self.compare))
+                + self.per_call * (1 + on_gpu))
 
     def measure(self, results: Results, step: Callable[[str], str]) -> None:
         """Build the op (and what it is compared with), then time every dtype and case."""
@@ -560,6 +704,17 @@ class _Plan:
             results.rows += bench_torch_baselines(
                 baseline, baseline_symbols(self.spec), list(m.inputs), self._attrs(),
                 len(m.outputs), domains, self.dtypes, self.cases, repeats=self.repeats)
+        if self.per_call:
+            self.current = step("per call")
+            # On the GPU, Paddle 2.6's built-ins may have no kernels for the device (sm_90):
+            # the built-in is PyTorch's there.
+            results.calls += bench_per_call_paddle(
+                module, spec, device, sizes=PER_CALL_SIZES, rounds=max(self.repeats, 7),
+                builtin=device == "cpu")
+            if device == "gpu":
+                self.current = step("per call: PyTorch's built-in")
+                results.calls += bench_per_call_torch(spec, sizes=PER_CALL_SIZES,
+                                                      rounds=max(self.repeats, 7))
 
     def _op_rows(self, results: Results, module: Any, backward_op: _BackwardOp | None,
                  naive: Any, domains: list[tuple[float, float]], dtype: str, case: Case) -> None:
@@ -709,7 +864,8 @@ def write_json(results: Results, path: Path, meta: dict[str, Any],
     """The rows, their ratios, the skipped comparisons and, when the run stopped early, why."""
     rows = results.rows
     data = {"meta": meta, "rows": [as_dict(r) for r in rows], "summary": ratios(rows),
-            "skipped": [as_dict(s) for s in results.skipped], "error": error}
+            "skipped": [as_dict(s) for s in results.skipped],
+            "per_call": per_call_ratios(results.calls), "error": error}
     _write(path, (json.dumps(data, indent=2) + "\n").encode())
 
 

@@ -122,7 +122,7 @@ def find_op(op_dir: Path) -> str:
 def refuse_conflicts(op_dir: Path, files: list[Path]) -> None:
     """Raise :class:`MergeError` naming the first line of ``files`` that is a merge conflict
     marker, so a half-merged source never reaches the compiler (or pytest)."""
-    from .merge import conflict_marker_line
+    from .markers import conflict_marker_line
 
     for path in files:
         try:
@@ -518,12 +518,16 @@ def _quiet_paddle(verbose: bool) -> Iterator[None]:
     if verbose:
         yield
         return
-    logger = logging.getLogger("utils.cpp_extension")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="No ccache found")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No ccache found")
+        # Imported before the level is set: importing it sets its logger's level to INFO, which
+        # would undo ours when this load is the process's first use of cpp_extension.
+        import paddle.utils.cpp_extension.extension_utils  # noqa: F401
+
+        logger = logging.getLogger("utils.cpp_extension")
+        level = logger.level
+        logger.setLevel(logging.WARNING)
+        try:
             yield
-    finally:
-        logger.setLevel(level)
+        finally:
+            logger.setLevel(level)
