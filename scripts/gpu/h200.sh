@@ -5,7 +5,9 @@
 #   gpu1      the same tests with every tensor on gpu:1 (a machine with two GPUs)
 #   large     relu6 forward over more than 2^31 elements
 #   sanitize  compute-sanitizer memcheck over relu6's GPU tests
-#   bench     opgen bench on the GPU: table, JSON, PNG
+#   bench     opgen bench on the GPU: table, JSON, PNG (and the per-call section)
+#   percall   opgen bench's per-call section alone (issue 15): relu6 at 1, 1024 and 2^16
+#             elements through its wrapper, its raw API and PyTorch's F.relu6, same run (~1 min)
 #   fuzz      50 fuzzed ops against numpy on the GPU, float32 and float16 (docs/fuzzing.md)
 #   fuzz-memcheck  the same 50 ops under compute-sanitizer memcheck (run `fuzz` first: it builds)
 #   broadcast examples/bias_gelu and a broadcasting mul (tests/specs/mul.yaml): generated tests
@@ -67,6 +69,10 @@ for stage in "$@"; do
     bench)
       opgen bench examples/relu6 --device gpu --sizes 2^16,2^20,2^24,2^26,2^28 \
         --json "$OUT/bench-relu6.json" --plot "$OUT/bench-relu6.png" 2>&1 | tee "$OUT/bench-relu6.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    percall)
+      opgen bench examples/relu6 --device gpu --sizes 2^16 --dtype float32 --compare copy \
+        --json "$OUT/percall-relu6.json" 2>&1 | tee "$OUT/percall-relu6.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     hardening)
       python3 scripts/gpu/error_cases.py --device gpu --arch 90 --work /tmp/error-cases 2>&1 |
