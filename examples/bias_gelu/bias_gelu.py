@@ -38,12 +38,14 @@ _run = None  # Paddle's eager entry into the op, once _load_run has loaded the l
 
 def _load_run() -> Callable[..., list[paddle.Tensor]]:
     """Loads the library and returns the cheapest entry into Paddle's custom-op machinery that
-    keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)``, the C++ function that
-    the library's generated Python API calls in eager mode, minus that API's mode check (about
-    0.5 us a call); a list of the outputs. Where a Paddle lacks it (2.6), that Python API."""
+    keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)`` (``core.eager``'s in
+    Paddle 2.6), the C++ function that the library's generated Python API calls in eager mode,
+    minus that API's mode check (about 0.5 us a call); a list of the outputs. Where a Paddle
+    lacks both, that Python API."""
     global _run
     library = _ops()
-    run = getattr(paddle._C_ops, "_run_custom_op", None)
+    run = getattr(paddle._C_ops, "_run_custom_op", None) or getattr(
+        getattr(paddle.base.core, "eager", None), "_run_custom_op", None)
     if run is None:
         api = library.custom_bias_gelu
 
