@@ -199,6 +199,8 @@ class Spec:
     baseline: ast.Expression | None = None   # the checked tree that `opgen bench` evaluates
     forward_source: dict[str, str] = field(default_factory=dict)
     backward_source: dict[str, str] = field(default_factory=dict)
+    #: what a kind with its own schema found checking the spec (kind: custom), for its templates
+    kind_data: Any = None
 
     @property
     def name(self) -> str:
@@ -242,11 +244,22 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     if not isinstance(data, dict):
         raise SpecError(path, lines.get((), 1),
                         "a spec is a YAML mapping (name: ..., inputs: ..., forward: ...)")
+    own = _kind_loader(data.get("kind"))
+    if own is not None:  # a kind with its own schema (kind: custom) checks its spec itself
+        return own(data, lines, path, check_builtins=check_builtins)
     try:
         model = OpSpec.model_validate(data)
     except ValidationError as exc:
         raise _first_validation_error(exc, path, lines) from None
     return _check(model, path, lines, check_builtins=check_builtins)
+
+
+def _kind_loader(kind: Any) -> Any:
+    """The loader of the kind ``kind`` names, where that kind has its own schema; else None."""
+    from . import kinds
+
+    found = kinds.KINDS.get(kind) if isinstance(kind, str) else None
+    return found.load if found is not None else None
 
 
 # -- step 1: YAML with line numbers -------------------------------------------------------------
