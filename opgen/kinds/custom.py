@@ -1,4 +1,4 @@
-"""The custom kind: free-form ops whose kernels the user writes, rendered from ``templates/custom/``.
+"""The custom kind: free-form ops whose kernels the user writes (``templates/custom/``).
 
 opgen generates everything around the kernels: registration with shape and dtype inference, the
 dispatch over the declared dtypes, the launch context (the inputs' device and stream, the launch
@@ -56,8 +56,13 @@ from ..codegen import (
     wrap_call,
 )
 from ..errors import SpecError
-from ..names import camel_case, free_op_name, identifier_problem, op_name_problem, \
-    paddle_builtin_ops
+from ..names import (
+    camel_case,
+    free_op_name,
+    identifier_problem,
+    op_name_problem,
+    paddle_builtin_ops,
+)
 from . import Kind
 
 # -- dtypes ----------------------------------------------------------------------------------------
@@ -477,7 +482,7 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
 def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str) -> str:
     """An int expression of an output's shape in C++, over ``<input><suffix>`` shape vectors."""
     if isinstance(node, ast.Constant):
-        return f"int64_t{{{node.value}}}"
+        return f"int64_t{{{node.value!r}}}"
     if isinstance(node, ast.Name):
         if node.id in dims:
             source, index = dims[node.id]
@@ -567,10 +572,7 @@ def _tensor(name: str, spec: TensorSpec, rule: DtypeRule, custom: Custom,
             params: dict[str, str], output: bool) -> Tensor:
     source = rule.same_as or name
     choices = _choices(custom.dtypes, name)
-    if source in params:
-        cpp_type = params[source]
-    else:
-        cpp_type = DTYPE_TYPES[choices[0]][0]
+    cpp_type = params[source] if source in params else DTYPE_TYPES[choices[0]][0]
     shape = spec.shape
     shape_text = "any shape" if shape in (None, "any") else (
         shape if isinstance(shape, str) else "[" + ", ".join(str(s) for s in shape) + "]")
@@ -744,8 +746,8 @@ class Context:
     backward_kernel: Kernel | None
     signatures: dict[str, str]
     py_params: str
-    no_double_backward_cpp: str
-    no_double_backward_match: str
+    op_name_cpp: str                     # op_name as a C++ string literal
+    paddle_attrs: str                    # the attrs' declarations, for PD_BUILD_OP's Attrs
     dims: dict[str, str]                 # dim name -> its test size
     ranges: dict[str, tuple[str, str]]
     combos: list[Combo]
@@ -844,10 +846,6 @@ def build_context(spec: Any) -> Context:
     signatures = {
         "forward": wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs),
         "backward": wrap_call(f"{vec} {camel}Backward", grad_in + kernel_attrs),
-        "double_backward": wrap_call(
-            f"{vec} {camel}DoubleBackward",
-            [f"const paddle::Tensor& grad_{o}" for o in m.outputs] +
-            [f"const paddle::Tensor& grad_grad_{i}" for i in backward] + kernel_attrs),
         "infer_shape": wrap_call(
             f"std::vector<std::vector<int64_t>> {camel}InferShape",
             [f"const std::vector<int64_t>& {n}_shape" for n in m.inputs] +
@@ -880,8 +878,6 @@ def build_context(spec: Any) -> Context:
                             float64=bool(floats) and all(d == "float64" for d in floats)))
     spec_file = Path(spec.path).name
     summary = m.summary.strip() or f"The {m.name} custom op."
-    no_double_backward = f"{spec.op_name} has no double backward (a gradient of its gradient): " \
-        "opgen ops are differentiable once"
     return Context(
         opgen_version=__version__,
         spec_file_comment=cpp_comment(spec_file),
@@ -913,8 +909,8 @@ def build_context(spec: Any) -> Context:
         signatures=signatures,
         py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
                             [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
-        no_double_backward_cpp=cpp_string(no_double_backward),
-        no_double_backward_match=repr(f"{spec.op_name} has no double backward"),
+        op_name_cpp=cpp_string(spec.op_name),
+        paddle_attrs=", ".join(cpp_string(a.paddle_decl) for a in attrs),
         dims={d: str(m.sizes.get(d, 7)) for d in custom.dims},
         ranges=custom.ranges,
         combos=combos,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "opgen/error.h"
+#include "opgen/math.h"  // DoubleFromBits: float attrs travel as their 64 bits
 #include "paddle/extension.h"
 
 namespace embedding {
