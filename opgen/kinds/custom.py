@@ -747,6 +747,12 @@ class Context:
     signatures: dict[str, str]
     py_params: str
     op_name_cpp: str                     # op_name as a C++ string literal
+    py_def: str                          # the wrapper's `def` line(s)
+    py_attrs: str                        # the attrs as the op takes them: a tuple display
+    allocations: list[str]               # the forward's output allocations, C++ statements
+    forward_args: str                    # the forward's ForwardArgs initialization
+    backward_allocations: list[str]      # the backward's gradient allocations
+    backward_args: str                   #   and its BackwardArgs initialization
     paddle_attrs: str                    # the attrs' declarations, for PD_BUILD_OP's Attrs
     dims: dict[str, str]                 # dim name -> its test size
     ranges: dict[str, tuple[str, str]]
@@ -795,16 +801,18 @@ def build_context(spec: Any) -> Context:
 
     template = ("template <" + ", ".join(f"typename {p}" for p in params.values()) + ">") \
         if params else "inline"
-    targs = ("<" + ", ".join(f"typename decltype({n}_type)::type" for n in params) + ">") \
-        if params else ""
 
     def call(function: str, device: bool) -> str:
-        dtypes = [f'"{function}"'] + [f"args.{n}.dtype()" for n in params]
-        lambda_params = ", ".join(f"auto {n}_type" for n in params)
-        body = f"{m.name}::{function}{targs}(args{', gpu' if device else ''});"
-        head = wrap_call(f"{m.name}::Dispatch", dtypes + [f"[&]({lambda_params}) {{"],
-                         indent=2)
-        return f"{head[:-1]}\n    {body}\n  }});"
+        """The dispatched call of a kernel, as the .cc and .cu write it (indented 2)."""
+        dtypes = ", ".join([f'"{function}"'] + [f"args.{n}.dtype()" for n in params])
+        tags = ", ".join(f"auto {n}_type" for n in params)
+        lines = [f"{m.name}::Dispatch(", f"    {dtypes}, [&]({tags}) {{"]
+        lines += [f"      using {t} = typename decltype({n}_type)::type;"
+                  for n, t in params.items()]
+        targs = f"<{', '.join(params.values())}>" if params else ""
+        lines += [f"      {m.name}::{function}{targs}(args{', gpu' if device else ''});",
+                  "    });"]
+        return "\n  ".join(lines)
 
     copies = _trivial(outputs, inputs, m, custom)
     fwd_fields = [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}") for n, t in inputs.items()]
@@ -844,20 +852,20 @@ def build_context(spec: Any) -> Context:
     kernel_attrs = [a.kernel_param for a in attrs]
     grad_in = tensors + [f"const paddle::Tensor& grad_{n}" for n in m.outputs]
     signatures = {
-        "forward": wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs),
-        "backward": wrap_call(f"{vec} {camel}Backward", grad_in + kernel_attrs),
+        "forward": wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs, " {"),
+        "backward": wrap_call(f"{vec} {camel}Backward", grad_in + kernel_attrs, " {"),
         "infer_shape": wrap_call(
             f"std::vector<std::vector<int64_t>> {camel}InferShape",
             [f"const std::vector<int64_t>& {n}_shape" for n in m.inputs] +
-            [a.kernel_param for a in shape_attrs]),
+            [a.kernel_param for a in shape_attrs], " {"),
         "infer_dtype": wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
-                                 [f"const paddle::DataType& {n}_dtype" for n in m.inputs]),
+                                 [f"const paddle::DataType& {n}_dtype" for n in m.inputs], " {"),
         "forward_cuda": wrap_call(f"void {camel}ForwardCUDA",
                                   [f"const {m.name}::ForwardArgs& args"]),
         "backward_cuda": wrap_call(f"void {camel}BackwardCUDA",
                                    [f"const {m.name}::BackwardArgs& args"]),
         "dispatch": wrap_call("void Dispatch", ["const char* kernel"] +
-                              [f"paddle::DataType {n}" for n in params] + ["F&& f"]),
+                              [f"paddle::DataType {n}" for n in params] + ["F&& f"], " {"),
     }
 
     combos = []
@@ -876,6 +884,7 @@ def build_context(spec: Any) -> Context:
         combos.append(Combo(id="-".join(chosen) or "default", dtypes=dtypes,
                             out_dtypes=out_dtypes,
                             float64=bool(floats) and all(d == "float64" for d in floats)))
+    first = next(iter(m.inputs))
     spec_file = Path(spec.path).name
     summary = m.summary.strip() or f"The {m.name} custom op."
     return Context(
@@ -910,6 +919,25 @@ def build_context(spec: Any) -> Context:
         py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
                             [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
         op_name_cpp=cpp_string(spec.op_name),
+        py_def=wrap_call(f"def {m.name}", [f"{n}: paddle.Tensor" for n in m.inputs] +
+                         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
+                         " -> paddle.Tensor:" if len(m.outputs) == 1 else
+                         f" -> tuple[{', '.join(['paddle.Tensor'] * len(m.outputs))}]:"),
+        py_attrs="(" + ", ".join(a.py_arg for a in attrs) + ("," if len(attrs) == 1 else "")
+        + ")",
+        allocations=[wrap_call(f"paddle::Tensor {t.name} = paddle::empty",
+                               [f"{t.name}_shape", t.cpp_dtype_expr, f"{first}.place()"], ";",
+                               indent=2) for t in outputs.values()],
+        forward_args=wrap_call(f"const {m.name}::ForwardArgs args", [*m.inputs, *m.outputs] +
+                               [a.name for a in attrs], ";", indent=2).replace("(", "{", 1)
+        .replace(");", "};"),
+        backward_allocations=[wrap_call(f"paddle::Tensor grad_{n} = paddle::empty",
+                                        [f"{n}.shape()", f"{n}.dtype()", f"{n}.place()"], ";",
+                                        indent=2) for n in backward],
+        backward_args=wrap_call(f"const {m.name}::BackwardArgs args",
+                                [*m.inputs, *(f"grad_{o}" for o in m.outputs),
+                                 *(f"grad_{n}" for n in backward)] + [a.name for a in attrs],
+                                ";", indent=2).replace("(", "{", 1).replace(");", "};"),
         paddle_attrs=", ".join(cpp_string(a.paddle_decl) for a in attrs),
         dims={d: str(m.sizes.get(d, 7)) for d in custom.dims},
         ranges=custom.ranges,

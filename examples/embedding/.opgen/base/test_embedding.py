@@ -74,7 +74,8 @@ def assert_matches(got, fn, arrays, attrs, dtype, what):
     want, spread = ot.named_reference(fn, arrays, attrs, dtype)
     assert tuple(got.shape) == want.shape, \
         f"{what}: shape {list(got.shape)}, reference {list(want.shape)}"
-    assert str(got.dtype).removeprefix("paddle.") == dtype, f"{what}: dtype {got.dtype}, spec {dtype}"
+    got_dtype = str(got.dtype).removeprefix("paddle.")
+    assert got_dtype == dtype, f"{what}: dtype {got_dtype}, the spec says {dtype}"
     if dtype in FLOATS:
         ot.assert_close(ot.to_numpy(got), want, dtype, what, spread)
     else:
@@ -161,7 +162,8 @@ def test_backward_matches_finite_differences(device, combo, attrs):
             numeric = (4 * central(h / 2) - central(h)) / 3
             analytic = float((ot.to_numpy(grad) * direction).sum())
             assert abs(numeric - analytic) <= 1e-6 * (1 + abs(analytic)), \
-                f"grad_{name}: {analytic!r} along a random direction, finite differences {numeric!r}"
+                f"grad_{name}: {analytic!r} along a random direction; finite differences " \
+                f"give {numeric!r}"
 
 
 @pytest.mark.parametrize("device", ot.devices())
