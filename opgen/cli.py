@@ -118,6 +118,11 @@ def generate(
                   markup=False)
         return
     _report(result.changes, result.dest, pretend=pretend)
+    merged = [c.path for c in result.changes if c.status is Status.MERGED]
+    if merged and not pretend:  # e.g. a custom op's kernels around a changed signature
+        out.print(f"note: your edits to {', '.join(merged)} were merged with the new render; "
+                  "check that they still fit the spec (kernel arguments, template parameters)",
+                  markup=False)
     _raise_on_conflicts(result, pretend=pretend)
 
 

@@ -184,6 +184,22 @@ def test_a_kernel_edit_survives_three_spec_changes(tmp_path):
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
 
 
+def test_generate_says_which_edited_files_to_check(tmp_path):
+    api.new("twin", kind="custom", directory=tmp_path)
+    op = tmp_path / "twin"
+    _edit_forward(op / "csrc/twin_cpu.h")
+    old, new, _ = SPEC_CHANGES[0]
+    spec = op / "twin.yaml"
+    spec.write_text(spec.read_text().replace(old, new))
+    result = run_opgen("generate", str(spec))
+    assert result.returncode == 0, result.stderr
+    assert "merged" in result.stdout
+    assert "note: your edits to csrc/twin_cpu.h, csrc/twin_cuda.cuh were merged" not in \
+        result.stdout  # the CUDA file was not edited: it takes the new render
+    assert "note: your edits to csrc/twin_cpu.h were merged with the new render" in \
+        " ".join(result.stdout.split())
+
+
 @pytest.mark.build
 def test_new_custom_builds_and_passes_its_tests_unchanged(tmp_path):
     assert run_opgen("new", "twin", "--custom", "--dir", str(tmp_path)).returncode == 0
