@@ -5,7 +5,7 @@
 //             as zeros, and an out-of-range id is recorded in a device-side flag for the caller.
 //   backward  grad_table[v, :] = sum of grad_out[i, :] over i with ids[i] == v, two ways:
 //             atomics (float32 and float64; fast, the order of the additions varies), or sorted:
-//             ids radix-sorted with their positions, then one block per run of equal ids sums
+//             ids radix-sorted with their positions, then one warp per run of equal ids sums
 //             its rows in a fixed order (any dtype; bit-for-bit repeatable).
 #pragma once
 
@@ -208,27 +208,56 @@ __global__ void KeysKernel(const Id* __restrict__ ids, int64_t n, int64_t rows,
   }
 }
 
-// One block per run of equal sorted keys (found where the key changes): its threads sum the
-// run's rows of grad_out column by column, in sorted order, and write the table's row once.
-template <typename T>
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+// One warp per run of equal sorted keys (found where the key changes): its lanes sum the run's
+// rows of grad_out, kVec columns at a time and four column groups in flight, in sorted order,
+// and write the table's row once.
+template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads)
     SegmentSumKernel(const int64_t* __restrict__ keys, const int64_t* __restrict__ positions,
                      int64_t n, const T* __restrict__ grad_out, int64_t rows, int64_t d,
                      T* __restrict__ grad_table) {
-  for (int64_t start = blockIdx.x; start < n; start += gridDim.x) {
+  using V = Pack<T, kVec>;
+  constexpr int kGroups = 4;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t{gridDim.x} * (kThreads / 32);
+  const int64_t vectors = d / kVec;
+  for (int64_t start = int64_t{blockIdx.x} * (kThreads / 32) + threadIdx.x / 32; start < n;
+       start += warps) {
     const int64_t key = keys[start];
     if (key == rows || (start > 0 && keys[start - 1] == key)) continue;
     int64_t end = start + 1;
     while (end < n && keys[end] == key) ++end;
-    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-      Acc<T> sum[4] = {0, 0, 0, 0};  // four rows in flight, added in a fixed order
-      int64_t j = start;
-      for (; j + 4 <= end; j += 4) {
+    for (int64_t first = lane; first < vectors; first += 32 * kGroups) {
+      Acc<T> sum[kGroups][kVec] = {};
+      for (int64_t j = start; j < end; ++j) {
+        const V* row = reinterpret_cast<const V*>(grad_out + positions[j] * d);
+        V x[kGroups];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) sum[u] += ToAcc(grad_out[positions[j + u] * d + c]);
+        for (int g = 0; g < kGroups; ++g) {
+          const int64_t c = first + 32 * g;
+          x[g] = c < vectors ? row[c] : V{};
+        }
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) sum[g][k] += ToAcc(x[g].v[k]);
+        }
       }
-      for (; j < end; ++j) sum[0] += ToAcc(grad_out[positions[j] * d + c]);
-      grad_table[key * d + c] = FromAcc<T>((sum[0] + sum[1]) + (sum[2] + sum[3]));
+      V* to = reinterpret_cast<V*>(grad_table + key * d);
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const int64_t c = first + 32 * g;
+        if (c >= vectors) break;
+        V o;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) o.v[k] = FromAcc<T>(sum[g][k]);
+        to[c] = o;
+      }
     }
   }
 }
@@ -283,11 +312,19 @@ cudaError_t ScatterAdd(const Id* ids, int64_t n, const T* grad_out, int64_t rows
                                            sorted_keys, positions, sorted_positions,
                                            static_cast<int>(n), 0, BitsFor(rows), stream);
   if (status != cudaSuccess) return status;
-  const unsigned grid = static_cast<unsigned>(
-      n < int64_t{opgen::cuda::MultiprocessorCount(device)} * 16
-          ? n : int64_t{opgen::cuda::MultiprocessorCount(device)} * 16);
-  SegmentSumKernel<T><<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_positions, n, grad_out,
-                                                     rows, d, grad_table);
+  // One warp per run: the grid covers n warps, up to what is resident at once.
+  const unsigned grid = opgen::cuda::GridFor(n, kThreads, device, kThreads / 32, 1);
+  constexpr int kWide = 16 / sizeof(T);
+  const bool wide = (d * sizeof(T)) % 16 == 0 &&
+                    (reinterpret_cast<std::uintptr_t>(grad_out) |
+                     reinterpret_cast<std::uintptr_t>(grad_table)) % 16 == 0;
+  if (wide) {
+    SegmentSumKernel<T, kWide><<<grid, kThreads, 0, stream>>>(
+        sorted_keys, sorted_positions, n, grad_out, rows, d, grad_table);
+  } else {
+    SegmentSumKernel<T, 1><<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_positions, n,
+                                                          grad_out, rows, d, grad_table);
+  }
   return cudaGetLastError();
 }
 
