@@ -298,3 +298,10 @@ def test_reference_matches_numpy_indexing():
                                   [[table[0], table[3]], [table[3], np.zeros(3)]])
     grad = reference.grad_table(ids, table, np.ones((2, 2, 3)), padding_idx=0)
     np.testing.assert_array_equal(grad, [[0, 0, 0], [1, 1, 1], [0, 0, 0], [2, 2, 2]])
+
+
+def test_bench_refuses_a_custom_op_clearly():
+    result = run_opgen("bench", str(EMBEDDING))
+    assert result.returncode != 0
+    assert "opgen bench times elementwise ops; a custom op's kernels are yours to time" in \
+        " ".join(result.stderr.split())
