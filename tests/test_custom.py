@@ -305,3 +305,78 @@ def test_bench_refuses_a_custom_op_clearly():
     assert result.returncode != 0
     assert "opgen bench times elementwise ops; a custom op's kernels are yours to time" in \
         " ".join(result.stderr.split())
+
+
+# -- optional inputs ------------------------------------------------------------------------------
+
+SHIFT = """\
+name: shift
+kind: custom
+inputs:
+  x: {dtype: float types, shape: [..., D]}
+  bias: {dtype: same as x, shape: [D], optional: true}
+outputs:
+  out: {dtype: same as x, shape: "[*x.shape]"}
+backward: [x]
+sizes: {D: 6}
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), [
+    ("x: {dtype: float types, shape: [..., D]}", "x: {dtype: float types, shape: [..., D], "
+     "optional: true}", 4, "the first input is required"),
+    ("dtype: same as x, shape: [D], optional", "dtype: [float32, float64], shape: [D], optional",
+     5, "an optional input has one dtype or 'same as <required input>'"),
+    ("backward: [x]", "backward: [x, bias]", 8, "'bias' is optional; optional inputs get no "
+     "gradient"),
+    ('"[*x.shape]"', '"[*bias.shape]"', 7, "'bias' is optional; an output's shape reads "
+     "required inputs"),
+    ("shape: [D], optional", "shape: [E], optional", 5, "dim 'E' is named first by an optional "
+     "input"),
+])
+def test_optional_input_errors(old, new, line, message):
+    assert old in SHIFT
+    with pytest.raises(SpecError) as info:
+        loads(SHIFT.replace(old, new), "shift.yaml", check_builtins=False)
+    assert info.value.line == line, str(info.value)
+    assert message in str(info.value)
+
+
+def test_optional_inputs_are_paddle_optional():
+    files = render_op(loads(SHIFT, "shift.yaml", check_builtins=False)).files
+    cc = files["csrc/shift.cc"].decode()
+    assert '.Inputs({"x", paddle::Optional("bias")})' in cc
+    assert "const paddle::optional<paddle::Tensor>& bias" in cc
+    assert "const paddle::optional<std::vector<int64_t>>& bias_shape" in cc
+    wrapper = files["shift.py"].decode()
+    assert "def shift(x: paddle.Tensor, bias: paddle.Tensor | None = None)" in wrapper
+    assert "if bias is not None and (bias.shape[0] != x.shape[-1]):" in wrapper
+    assert "def out(x, bias=None):" in files["reference.py"].decode()
+
+
+@pytest.mark.build
+def test_an_optional_input_reaches_the_kernel_given_and_omitted(tmp_path):
+    spec = tmp_path / "shift" / "shift.yaml"
+    spec.parent.mkdir()
+    spec.write_text(SHIFT)
+    api.generate(spec)
+    cpu = spec.parent / "csrc" / "shift_cpu.h"
+    skeleton = "  std::copy_n(args.x.data<XT>(), args.x.numel(), args.out.data<XT>());\n"
+    kernel = """\
+  const int64_t d = args.x.shape().back();
+  const XT* x = args.x.data<XT>();
+  XT* out = args.out.data<XT>();
+  for (int64_t i = 0; i < args.x.numel(); ++i) {
+    const double b = args.bias ? static_cast<double>(args.bias->data<XT>()[i % d]) : 0.0;
+    out[i] = static_cast<XT>(static_cast<double>(x[i]) + b);
+  }
+"""
+    assert cpu.read_text().count(skeleton) == 1  # the forward (the backward copies grad_out)
+    cpu.write_text(cpu.read_text().replace(skeleton, kernel, 1))
+    reference = spec.parent / "reference.py"
+    reference.write_text(reference.read_text().replace(
+        "    return np.array(x, dtype=np.float64)", "    return x if bias is None else x + bias"))
+    result = run_opgen("test", str(spec.parent), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout

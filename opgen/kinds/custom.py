@@ -37,6 +37,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -131,6 +132,7 @@ class TensorSpec(BaseModel):
     dtype: StrictStr | list[StrictStr]
     shape: StrictStr | list[StrictStr | StrictInt] | None = None
     range: list[StrictStr | StrictInt] | None = None  # int inputs: where the tests sample
+    optional: StrictBool = False  # inputs: may be None (paddle::optional)
     doc: StrictStr = ""
 
 
@@ -272,10 +274,16 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
         for name, tensor in tensors.items():
             dtypes[name] = _dtype_rule(tensor.dtype, name, section, model, fail)
 
+    _check_optional(model, dtypes, fail)
     shapes: dict[str, tuple[Dim, ...] | None] = {}
     dims: dict[str, tuple[str, int]] = {}
     for name, tensor in model.inputs.items():
+        known = dict(dims)
         shapes[name] = _shape_constraint(tensor.shape, name, dims, model, fail)
+        new = [d for d in dims if d not in known]
+        if tensor.optional and new:
+            raise fail(("inputs", name, "shape"), f"inputs.{name}.shape: dim '{new[0]}' is "
+                       "named first by an optional input; name it in a required input's shape")
     for name in model.sizes:
         if name not in dims:
             raise fail(("sizes", name), f"sizes: '{name}' names no dim of an input's shape"
@@ -333,6 +341,41 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
                        f"op_name '{op_name}' is a Paddle built-in op, and registering it would "
                        f"replace Paddle's own; use '{free_op_name(op_name, builtins)}'")
     return Custom(dtypes, shapes, dims, out_shapes, ranges)
+
+
+def _check_optional(model: CustomOpSpec, dtypes: dict[str, DtypeRule], fail: Any) -> None:
+    """Optional inputs come after the required ones (the first input gives the op its device),
+    have a dtype fixed by the spec or by a required input, and no gradient (yet)."""
+    names = list(model.inputs)
+    optional = [n for n, t in model.inputs.items() if t.optional]
+    for section in ("outputs",):
+        for name, tensor in model.outputs.items():
+            if tensor.optional:
+                raise fail((section, name, "optional"), f"outputs.{name}.optional: only inputs "
+                           "are optional")
+    for name in optional:
+        where = ("inputs", name, "optional")
+        if name == names[0]:
+            raise fail(where, f"inputs.{name}: the first input is required (the op runs on its "
+                       "device)")
+        later = [n for n in names[names.index(name):] if not model.inputs[n].optional]
+        if later:
+            raise fail(where, f"inputs.{name}: optional inputs come after the required ones "
+                       f"('{later[0]}' is required)")
+        rule = dtypes[name]
+        if rule.same_as is None and len(rule.choices) > 1:
+            raise fail(("inputs", name, "dtype"), f"inputs.{name}.dtype: an optional input has "
+                       "one dtype or 'same as <required input>'")
+        if rule.same_as in optional:
+            raise fail(("inputs", name, "dtype"), f"inputs.{name}.dtype: 'same as "
+                       f"{rule.same_as}', an optional input; name a required one")
+        if name in (model.backward or []):
+            raise fail(("backward",), f"backward: '{name}' is optional; optional inputs get "
+                       "no gradient")
+    for name, rule in dtypes.items():
+        if name in model.outputs and rule.same_as in optional:
+            raise fail(("outputs", name, "dtype"), f"outputs.{name}.dtype: 'same as "
+                       f"{rule.same_as}', an optional input; name a required one")
 
 
 def _choices(dtypes: dict[str, DtypeRule], name: str) -> tuple[str, ...]:
@@ -438,6 +481,9 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
             if node.value.id not in model.inputs:
                 raise fail(where, f"{field}: '{node.value.id}' is not an input (inputs: "
                            f"{', '.join(model.inputs)})")
+            if model.inputs[node.value.id].optional:
+                raise fail(where, f"{field}: '{node.value.id}' is optional; an output's shape "
+                           "reads required inputs")
             return node.value.id
         return None
 
@@ -534,6 +580,7 @@ class Tensor:
     is_float: bool
     cpp_dtype_expr: str          # the output's dtype at run time, in C++
     infer_dtype_expr: str        #   in InferDtype, from the inputs' dtypes
+    optional: bool               # an input that may be absent: paddle::optional, None in Python
     doc: str
 
 
@@ -593,6 +640,7 @@ def _tensor(name: str, spec: TensorSpec, rule: DtypeRule, custom: Custom,
         cpp_dtype_expr=dtype_expr if output else "",
         infer_dtype_expr=(f"{rule.same_as}_dtype" if rule.same_as else dtype_expr)
         if output else "",
+        optional=spec.optional,
         doc=spec.doc,
     )
 
@@ -622,7 +670,7 @@ def _attr(name: str, spec: CustomAttr) -> Attr:
     return attr(name, AttrSpec.model_construct(type=spec.type, default=spec.default))
 
 
-def _shape_checks(op: str, custom: Custom) -> list[Check]:
+def _shape_checks(op: str, custom: Custom, optional: set[str]) -> list[Check]:
     checks: list[Check] = []
     first: dict[str, str] = {}  # dim name -> its first Python expression
     for name, dims in custom.shapes.items():
@@ -631,6 +679,7 @@ def _shape_checks(op: str, custom: Custom) -> list[Check]:
         written = "[" + ", ".join("..." if d.ellipsis else str(d.size if d.size is not None
                                                                  else d.name) for d in dims) + "]"
         fixed = [d for d in dims if not d.ellipsis]
+        first_check = len(checks)
         if dims[0].ellipsis:
             checks.append(Check(f"len({name}.shape) < {len(fixed)}",
                                 f"{op}: {name} must have at least {len(fixed)} dims {written}, "
@@ -652,6 +701,9 @@ def _shape_checks(op: str, custom: Custom) -> list[Check]:
                                     f"({d.name}) is {{{other}}}"))
             else:
                 first.setdefault(d.name, expr)  # type: ignore[arg-type]
+        if name in optional:  # checked when given
+            checks[first_check:] = [Check(f"{name} is not None and ({c.condition})", c.message)
+                                    for c in checks[first_check:]]
     return checks
 
 
@@ -747,6 +799,10 @@ class Context:
     signatures: dict[str, str]
     py_params: str
     op_name_cpp: str                     # op_name as a C++ string literal
+    paddle_inputs: str                   # the inputs, as PD_BUILD_OP's Inputs lists them
+    optional_inputs: list[str]           # inputs that may be None
+    reference_params: str                # the parameters of reference.py's functions: inputs
+    grad_reference_params: str           #   (and output gradients), then the attrs
     py_def: str                          # the wrapper's `def` line(s)
     py_attrs: str                        # the attrs as the op takes them: a tuple display
     allocations: list[str]               # the forward's output allocations, C++ statements
@@ -815,7 +871,12 @@ def build_context(spec: Any) -> Context:
         return "\n  ".join(lines)
 
     copies = _trivial(outputs, inputs, m, custom)
-    fwd_fields = [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}") for n, t in inputs.items()]
+    def described(t: Tensor) -> str:
+        text = f"{t.cpp_type}, {t.shape_text}"
+        return f"optional: {text}, in *args.{t.name} when args.{t.name} is set" \
+            if t.optional else text
+
+    fwd_fields = [(f"args.{n}", described(t)) for n, t in inputs.items()]
     fwd_fields += [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}; fill every element")
                    for n, t in outputs.items()]
     fwd_fields += [(f"args.{a.name}", f"{a.type} attr") for a in attrs]
@@ -832,7 +893,7 @@ def build_context(spec: Any) -> Context:
     if backward:
         for name in backward:
             grad_copies[name] = next((o for o, s in copies.items() if s == name), None)
-        bwd_fields = [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}") for n, t in inputs.items()]
+        bwd_fields = [(f"args.{n}", described(t)) for n, t in inputs.items()]
         bwd_fields += [(f"args.grad_{n}", f"{t.cpp_type}, shaped like {n}")
                        for n, t in outputs.items()]
         bwd_fields += [(f"args.grad_{n}", f"{inputs[n].cpp_type}, shaped like {n}; fill every "
@@ -848,7 +909,8 @@ def build_context(spec: Any) -> Context:
                    if o is None])
 
     vec = "std::vector<paddle::Tensor>"
-    tensors = [f"const paddle::Tensor& {n}" for n in m.inputs]
+    tensors = [f"const paddle::optional<paddle::Tensor>& {n}" if t.optional else
+               f"const paddle::Tensor& {n}" for n, t in m.inputs.items()]
     kernel_attrs = [a.kernel_param for a in attrs]
     grad_in = tensors + [f"const paddle::Tensor& grad_{n}" for n in m.outputs]
     signatures = {
@@ -856,10 +918,13 @@ def build_context(spec: Any) -> Context:
         "backward": wrap_call(f"{vec} {camel}Backward", grad_in + kernel_attrs, " {"),
         "infer_shape": wrap_call(
             f"std::vector<std::vector<int64_t>> {camel}InferShape",
-            [f"const std::vector<int64_t>& {n}_shape" for n in m.inputs] +
+            [f"const paddle::optional<std::vector<int64_t>>& {n}_shape" if t.optional else
+             f"const std::vector<int64_t>& {n}_shape" for n, t in m.inputs.items()] +
             [a.kernel_param for a in shape_attrs], " {"),
         "infer_dtype": wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
-                                 [f"const paddle::DataType& {n}_dtype" for n in m.inputs], " {"),
+                                 [f"const paddle::optional<paddle::DataType>& {n}_dtype"
+                                  if t.optional else f"const paddle::DataType& {n}_dtype"
+                                  for n, t in m.inputs.items()], " {"),
         "forward_cuda": wrap_call(f"void {camel}ForwardCUDA",
                                   [f"const {m.name}::ForwardArgs& args"]),
         "backward_cuda": wrap_call(f"void {camel}BackwardCUDA",
@@ -910,7 +975,7 @@ def build_context(spec: Any) -> Context:
         shape_attrs=shape_attrs,
         shape_inputs=[n for n in m.inputs if any(f"{n}_shape" in line for o in out_shapes
                                                  for line in o.cpp)],
-        checks=_shape_checks(m.name, custom),
+        checks=_shape_checks(m.name, custom, {n for n, t in m.inputs.items() if t.optional}),
         backward=backward,
         grad_outputs=[f"grad_{n}" for n in m.outputs],
         forward_kernel=forward_kernel,
@@ -919,7 +984,20 @@ def build_context(spec: Any) -> Context:
         py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
                             [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
         op_name_cpp=cpp_string(spec.op_name),
-        py_def=wrap_call(f"def {m.name}", [f"{n}: paddle.Tensor" for n in m.inputs] +
+        paddle_inputs=", ".join(f"paddle::Optional({cpp_string(n)})" if t.optional else
+                                cpp_string(n) for n, t in m.inputs.items()),
+        optional_inputs=[n for n, t in m.inputs.items() if t.optional],
+        reference_params=", ".join([n for n, t in m.inputs.items() if not t.optional] +
+                                   [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
+                                   [f"{a.name}={a.py_default}" for a in attrs]),
+        grad_reference_params=", ".join(
+            [n for n, t in m.inputs.items() if not t.optional] +
+            [f"grad_{o}" for o in m.outputs] +
+            [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
+            [f"{a.name}={a.py_default}" for a in attrs]),
+        py_def=wrap_call(f"def {m.name}", [f"{n}: paddle.Tensor | None = None" if t.optional
+                                           else f"{n}: paddle.Tensor"
+                                           for n, t in m.inputs.items()] +
                          [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
                          " -> paddle.Tensor:" if len(m.outputs) == 1 else
                          f" -> tuple[{', '.join(['paddle.Tensor'] * len(m.outputs))}]:"),

@@ -131,9 +131,9 @@ def embedding(ids: paddle.Tensor, table: paddle.Tensor, padding_idx: int = -1,
     if not paddle.in_dynamic_mode():  # a static graph: the kernels and InferShape check the rest
         return _ops().custom_embedding(ids, table, *attrs)
     _check_inputs(ids, table)
-    if not ids.is_contiguous():  # kernels read dense memory; views are copied first
+    if not ids.is_contiguous():  # the kernels read dense memory
         ids = ids.contiguous()
-    if not table.is_contiguous():  # kernels read dense memory; views are copied first
+    if not table.is_contiguous():  # the kernels read dense memory
         table = table.contiguous()
     shapes = _output_shapes(ids, table)
     if all(0 in shape for shape in shapes):
