@@ -44,6 +44,9 @@ ATTRS = [
     pytest.param({"padding_idx": 0, "deterministic": True}, id="other-attrs"),
 ]
 FLOATS = ("float32", "float64", "float16", "bfloat16")
+# Optional inputs: each test runs with them given and omitted (None).
+OPTIONAL = []
+GIVEN = ["given", "omitted"] if OPTIONAL else ["given"]
 
 
 def input_shapes(lead):
@@ -54,11 +57,15 @@ def input_shapes(lead):
     }
 
 
-def sample_inputs(rng, case, combo, device, grad=()):
-    """The inputs as Paddle tensors, and as the numpy arrays reference.py takes."""
+def sample_inputs(rng, case, combo, device, grad=(), given="given"):
+    """The inputs as Paddle tensors, and as the numpy arrays reference.py takes; optional
+    inputs are None where ``given`` is "omitted"."""
     tensors, arrays = {}, {}
     for name, shape in input_shapes(CASES[case]).items():
         dtype = COMBOS[combo][0][name]
+        if name in OPTIONAL and given == "omitted":
+            tensors[name] = arrays[name] = None
+            continue
         if name in RANGES:
             array = rng.integers(*RANGES[name], size=shape).astype(dtype)
             tensors[name], arrays[name] = ot.to_paddle(array, dtype, device), array
@@ -82,13 +89,14 @@ def assert_matches(got, fn, arrays, attrs, dtype, what):
         np.testing.assert_array_equal(got.numpy(), want, err_msg=what)
 
 
+@pytest.mark.parametrize("given", GIVEN)
 @pytest.mark.parametrize("attrs", ATTRS)
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("combo", COMBOS)
 @pytest.mark.parametrize("device", ot.devices())
-def test_forward(device, combo, case, attrs):
+def test_forward(device, combo, case, attrs, given):
     rng = np.random.default_rng(0)
-    tensors, arrays = sample_inputs(rng, case, combo, device)
+    tensors, arrays = sample_inputs(rng, case, combo, device, given=given)
     outputs = ot.as_tuple(embedding(**tensors, **attrs))
     for name, got in zip(OUTPUTS, outputs, strict=True):
         assert str(got.place) == str(tensors["ids"].place), name
@@ -109,13 +117,14 @@ def output_gradients(rng, outputs, combo, device):
     return tensors, arrays
 
 
+@pytest.mark.parametrize("given", GIVEN)
 @pytest.mark.parametrize("attrs", ATTRS)
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("combo", COMBOS)
 @pytest.mark.parametrize("device", ot.devices())
-def test_backward(device, combo, case, attrs):
+def test_backward(device, combo, case, attrs, given):
     rng = np.random.default_rng(2)
-    tensors, arrays = sample_inputs(rng, case, combo, device, grad=BACKWARD)
+    tensors, arrays = sample_inputs(rng, case, combo, device, grad=BACKWARD, given=given)
     outputs = ot.as_tuple(embedding(**tensors, **attrs))
     if all(0 in o.shape for o in outputs):
         assert all(o.stop_gradient for o in outputs)  # no kernel ran: outside the autograd graph
@@ -130,14 +139,15 @@ def test_backward(device, combo, case, attrs):
                        COMBOS[combo][0][name], f"grad_{name}")
 
 
+@pytest.mark.parametrize("given", GIVEN)
 @pytest.mark.parametrize("attrs", ATTRS)
 @pytest.mark.parametrize("combo", FLOAT64_COMBOS)
 @pytest.mark.parametrize("device", ot.devices())
-def test_backward_matches_finite_differences(device, combo, attrs):
+def test_backward_matches_finite_differences(device, combo, attrs, given):
     """In float64, each gradient's projection on random directions agrees with central
     differences of the op's own forward along them."""
     rng = np.random.default_rng(3)
-    tensors, arrays = sample_inputs(rng, "typical", combo, device, grad=BACKWARD)
+    tensors, arrays = sample_inputs(rng, "typical", combo, device, grad=BACKWARD, given=given)
     outputs = ot.as_tuple(embedding(**tensors, **attrs))
     floats = [o for n, o in zip(OUTPUTS, outputs, strict=True) if COMBOS[combo][1][n] in FLOATS]
     grads_out, grads_out_np = output_gradients(rng, outputs, combo, device)

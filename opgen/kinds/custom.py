@@ -611,6 +611,11 @@ class Combo:
     float64: bool                # every float input is float64: finite differences run here
 
 
+def _alternatives(items: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
 def _cpp_type_name(name: str) -> str:
     return camel_case(name) + "T"
 
@@ -876,7 +881,9 @@ def build_context(spec: Any) -> Context:
         return f"optional: {text}, in *args.{t.name} when args.{t.name} is set" \
             if t.optional else text
 
-    fwd_fields = [(f"args.{n}", described(t)) for n, t in inputs.items()]
+    type_fields = [(p, _alternatives([DTYPE_TYPES[d][0] for d in inputs[n].dtypes]))
+                   for n, p in params.items()]
+    fwd_fields = type_fields + [(f"args.{n}", described(t)) for n, t in inputs.items()]
     fwd_fields += [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}; fill every element")
                    for n, t in outputs.items()]
     fwd_fields += [(f"args.{a.name}", f"{a.type} attr") for a in attrs]
@@ -893,7 +900,7 @@ def build_context(spec: Any) -> Context:
     if backward:
         for name in backward:
             grad_copies[name] = next((o for o, s in copies.items() if s == name), None)
-        bwd_fields = [(f"args.{n}", described(t)) for n, t in inputs.items()]
+        bwd_fields = type_fields + [(f"args.{n}", described(t)) for n, t in inputs.items()]
         bwd_fields += [(f"args.grad_{n}", f"{t.cpp_type}, shaped like {n}")
                        for n, t in outputs.items()]
         bwd_fields += [(f"args.grad_{n}", f"{inputs[n].cpp_type}, shaped like {n}; fill every "

@@ -35,6 +35,8 @@ void CheckIds(const IdsT* ids, int64_t n, int64_t rows) {
 }
 
 // Forward, on CPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
 //   args.ids: IdsT, any shape
 //   args.table: TableT, [V, D]
 //   args.out: TableT, [*ids.shape, D]; fill every element
@@ -61,6 +63,8 @@ void ForwardCPU(const ForwardArgs& args) {
 }
 
 // Backward, on CPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
 //   args.ids: IdsT, any shape
 //   args.table: TableT, [V, D]
 //   args.grad_out: TableT, shaped like out

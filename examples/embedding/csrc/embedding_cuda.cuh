@@ -58,6 +58,8 @@ inline paddle::Tensor ZeroedFlag(const paddle::Tensor& like, const opgen::cuda::
 }
 
 // Forward, on GPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
 //   args.ids: IdsT, any shape
 //   args.table: TableT, [V, D]
 //   args.out: TableT, [*ids.shape, D]; fill every element
@@ -80,6 +82,8 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
 }
 
 // Backward, on GPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
 //   args.ids: IdsT, any shape
 //   args.table: TableT, [V, D]
 //   args.grad_out: TableT, shaped like out

@@ -12,6 +12,8 @@
 namespace embedding {
 
 // Forward, on CPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
 //   args.ids: IdsT, any shape
 //   args.table: TableT, [V, D]
 //   args.out: TableT, [*ids.shape, D]; fill every element
@@ -24,6 +26,8 @@ void ForwardCPU(const ForwardArgs& args) {
 }
 
 // Backward, on CPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
 //   args.ids: IdsT, any shape
 //   args.table: TableT, [V, D]
 //   args.grad_out: TableT, shaped like out

@@ -25,6 +25,8 @@ __global__ void CopyKernel(const T* __restrict__ from, T* __restrict__ to, int64
 }
 
 // Forward, on GPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
 //   args.ids: IdsT, any shape
 //   args.table: TableT, [V, D]
 //   args.out: TableT, [*ids.shape, D]; fill every element
@@ -38,6 +40,8 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
 }
 
 // Backward, on GPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
 //   args.ids: IdsT, any shape
 //   args.table: TableT, [V, D]
 //   args.grad_out: TableT, shaped like out
