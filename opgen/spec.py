@@ -16,6 +16,7 @@ import difflib
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -215,6 +216,12 @@ class Spec:
         return _line_of(self.lines, path)
 
 
+#: The loaders of kinds whose specs have a schema of their own, by kind name: (YAML data, its
+#: lines, path, check_builtins=...) -> the checked Spec. opgen.kinds fills it when imported
+#: (importing opgen does); other kinds' specs are checked here.
+SCHEMAS: dict[str, Callable[..., Spec]] = {}
+
+
 def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
     """Read, validate and compile the spec at ``path``; raise :class:`SpecError` if it is wrong."""
     path = Path(path)
@@ -244,7 +251,8 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     if not isinstance(data, dict):
         raise SpecError(path, lines.get((), 1),
                         "a spec is a YAML mapping (name: ..., inputs: ..., forward: ...)")
-    own = _kind_loader(data.get("kind"))
+    kind = data.get("kind")
+    own = SCHEMAS.get(kind) if isinstance(kind, str) else None
     if own is not None:  # a kind with its own schema (kind: custom) checks its spec itself
         return own(data, lines, path, check_builtins=check_builtins)
     try:
@@ -253,13 +261,6 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
         raise _first_validation_error(exc, path, lines) from None
     return _check(model, path, lines, check_builtins=check_builtins)
 
-
-def _kind_loader(kind: Any) -> Any:
-    """The loader of the kind ``kind`` names, where that kind has its own schema; else None."""
-    from . import kinds
-
-    found = kinds.KINDS.get(kind) if isinstance(kind, str) else None
-    return found.load if found is not None else None
 
 
 # -- step 1: YAML with line numbers -------------------------------------------------------------
@@ -804,3 +805,11 @@ def _shortened(text: str, width: int = 60) -> str:
 def _quoted(text: str) -> str:
     """``text`` in quotes that it does not itself contain, where possible."""
     return f'"{text}"' if "'" in text and '"' not in text else f"'{text}'"
+
+
+# -- for kinds whose specs have a schema of their own (opgen.kinds.custom) -----------------------
+# The same YAML lines, messages and attr rules as the elementwise schema's.
+line_of = _line_of
+schema_message = _schema_message
+attr_default = _attr_default
+summary_text = _summary

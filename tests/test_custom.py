@@ -64,7 +64,7 @@ def test_a_custom_spec_loads():
     ('"[*ids.shape, D]"', '"[ids.shape[0] + 1.5]"', 7, "outputs.out.shape: '1.5' is not allowed"),
     ("shape: [V, D]}", "shape: [V, ..., D]}", 5, "'...' (any leading dims) comes first"),
     ("{dtype: float types, shape", "{dtype: float types, shap", 5,
-     "unknown key 'shap' in inputs.table; allowed: dtype, shape, range, doc"),
+     "unknown key 'shap' in inputs.table; allowed: dtype, shape, range, optional, doc"),
     ("backward: [table]", "backward: [ids]", 11, "backward: 'ids' has no float dtype"),
     ("backward: [table]", "backward: [tabel]", 11, "backward: 'tabel' is not an input"),
     ("sizes: {V: 5, D: 3}", "sizes: {V: 5, W: 3}", 12, "sizes: 'W' names no dim"),

@@ -41,9 +41,12 @@ class Kind:
 
 
 def _registry() -> dict[str, Kind]:
+    from .. import spec
     from . import custom, elementwise
 
-    return {kind.name: kind for kind in (elementwise.KIND, custom.KIND)}
+    found = {kind.name: kind for kind in (elementwise.KIND, custom.KIND)}
+    spec.SCHEMAS.update({name: kind.load for name, kind in found.items() if kind.load})
+    return found
 
 
 KINDS: dict[str, Kind] = _registry()

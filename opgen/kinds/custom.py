@@ -64,6 +64,7 @@ from ..names import (
     op_name_problem,
     paddle_builtin_ops,
 )
+from ..spec import AttrSpec, Spec, attr_default, line_of, schema_message, summary_text
 from . import Kind
 
 # -- dtypes ----------------------------------------------------------------------------------------
@@ -107,18 +108,16 @@ class CustomAttr(BaseModel):
     @field_validator("default", mode="plain")
     @classmethod
     def _default_matches_type(cls, value: Any, info: ValidationInfo) -> Any:
-        from ..spec import _attr_default
-
         kind = info.data.get("type")
         if kind is None:
             return value
         if not kind.endswith("[]"):
-            return _attr_default(value, kind)
+            return attr_default(value, kind)
         if not isinstance(value, list):
             raise ValueError(f"expected a list such as [1, 2] for a {kind} attr")
         item = kind[:-2]
         try:
-            return [_attr_default(v, item) for v in value]
+            return [attr_default(v, item) for v in value]
         except ValueError as exc:
             raise ValueError(f"an item of the list: {exc}") from None
 
@@ -136,12 +135,6 @@ class TensorSpec(BaseModel):
     doc: StrictStr = ""
 
 
-def _summary(text: str) -> str:
-    from ..spec import _summary as summary
-
-    return summary(text)
-
-
 class CustomOpSpec(BaseModel):
     """A ``kind: custom`` spec, exactly as written in YAML."""
 
@@ -151,7 +144,7 @@ class CustomOpSpec(BaseModel):
     name: StrictStr
     op_name: StrictStr | None = None
     kind: Literal["custom"]
-    summary: Annotated[StrictStr, AfterValidator(_summary)] = ""
+    summary: Annotated[StrictStr, AfterValidator(summary_text)] = ""
     inputs: dict[StrictStr, TensorSpec] = Field(min_length=1)
     outputs: dict[StrictStr, TensorSpec] = Field(min_length=1)
     attrs: dict[StrictStr, CustomAttr] = Field(default_factory=dict)
@@ -210,13 +203,11 @@ class Custom:
 def load_spec(data: dict[str, Any], lines: dict[Any, int], path: Path, *,
               check_builtins: bool) -> Any:
     """A checked :class:`~opgen.spec.Spec` of a ``kind: custom`` spec, or :class:`SpecError`."""
-    from ..spec import Spec, _line_of, _schema_message
-
     try:
         model = CustomOpSpec.model_validate(data)
     except ValidationError as exc:
         errors = sorted(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden",
-                                                     _line_of(lines, e["loc"])))
+                                                     line_of(lines, e["loc"])))
         err = errors[0]
         loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
@@ -228,12 +219,12 @@ def load_spec(data: dict[str, Any], lines: dict[Any, int], path: Path, *,
             else:
                 allowed = list(CustomOpSpec.model_fields)
             inside = f" in {where}" if where else ""
-            raise SpecError(path, _line_of(lines, loc), f"unknown key '{loc[-1]}'{inside}; "
+            raise SpecError(path, line_of(lines, loc), f"unknown key '{loc[-1]}'{inside}; "
                             f"allowed: {', '.join(allowed)}") from None
-        raise SpecError(path, _line_of(lines, loc), _schema_message(err, loc)) from None
+        raise SpecError(path, line_of(lines, loc), schema_message(err, loc)) from None
 
     def fail(where: tuple[Any, ...], message: str) -> SpecError:
-        return SpecError(path, _line_of(lines, where), message)
+        return SpecError(path, line_of(lines, where), message)
 
     custom = _check(model, fail, check_builtins=check_builtins)
     return Spec(path=path, model=model, forward={}, backward=None,  # type: ignore[arg-type]
@@ -670,8 +661,6 @@ def _vector_attr(name: str, spec: CustomAttr) -> Attr:
 def _attr(name: str, spec: CustomAttr) -> Attr:
     if spec.type.endswith("[]"):
         return _vector_attr(name, spec)
-    from ..spec import AttrSpec
-
     return attr(name, AttrSpec.model_construct(type=spec.type, default=spec.default))
 
 
