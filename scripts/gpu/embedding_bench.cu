@@ -253,7 +253,8 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
               moved / (gather * 1e6), copy / gather);
   std::printf("  forward + flag check    %8.4f ms  %6.0f GB/s  %.3f x copy\n", checked,
               moved / (checked * 1e6), copy / checked);
-  std::printf("  backward atomic         %8.4f ms  (zero fill of V*D included)\n", atomic);
+  std::printf("  backward default        %8.4f ms  (%s; zero fill of V*D included)\n", atomic,
+              std::is_same_v<T, float> ? "atomics" : "16-bit: sorted");
   std::printf("  backward sorted         %8.4f ms  (deterministic)\n", sorted);
   std::fflush(stdout);
   for (void* p : {(void*)d_ids, (void*)d_table, (void*)d_out, (void*)d_copy, (void*)d_grad,
