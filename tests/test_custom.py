@@ -152,8 +152,8 @@ SPEC_CHANGES = [
     ("# attrs:                    # bool, int, int64, float, str, int[], int64[], float[], with "
      "a default\n#   axis: {type: int, default: -1}",
      "attrs:\n  scale: {type: float, default: 2.0}", Status.MERGED),
-    # fewer dtypes: the dispatch changes, the kernel file does not (and is kept as edited)
-    ("x: {dtype: float types,", "x: {dtype: [float32, float64],", Status.KEEP),
+    # fewer dtypes: the dispatch changes, and the kernels' comment naming XT's types
+    ("x: {dtype: float types,", "x: {dtype: [float32, float64],", Status.MERGED),
     # a vector attr
     ("  scale: {type: float, default: 2.0}",
      "  scale: {type: float, default: 2.0}\n  steps: {type: \"int[]\", default: [1, 2]}",
@@ -180,6 +180,7 @@ def test_a_kernel_edit_survives_three_spec_changes(tmp_path):
         assert USER_LOOP in cpu
     assert "//   args.scale: float attr" in cpu and "//   args.steps: int[] attr" in cpu
     assert "float16" not in (op / "csrc/twin.h").read_text()
+    assert "//   XT: float or double" in cpu
     tested = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings")
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
 
@@ -253,6 +254,9 @@ PADDLE_COMPARISON = textwrap.dedent("""
         assert "ids holds 40 (at flat index 2), outside the table's rows [0, 40)" in str(exc), exc
     else:
         raise AssertionError("an out-of-range id was not refused")
+    unchecked = op(bad, paddle.to_tensor(table_np), check_ids=False).numpy()
+    np.testing.assert_array_equal(unchecked[[0, 1, 3]], table_np[[1, 2, 3]])
+    np.testing.assert_array_equal(unchecked[2], np.zeros(16, np.float32))
     try:
         op(paddle.to_tensor(np.array([1])), paddle.to_tensor(table_np), padding_idx=-2)
     except Exception as exc:

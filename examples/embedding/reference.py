@@ -12,18 +12,20 @@ the arrays it is given (np.zeros_like, not np.zeros) lets a sum's tolerance grow
 import numpy as np
 
 
-def out(ids, table, padding_idx=-1, deterministic=False):
+def out(ids, table, padding_idx=-1, deterministic=False, check_ids=True):
     """out: same as table, [*ids.shape, D]."""
-    rows = table[ids]
-    rows[ids == padding_idx] = 0
+    valid = (ids >= 0) & (ids < len(table))  # out-of-range ids (unchecked) read zeros
+    rows = table[np.where(valid, ids, 0)]
+    rows[(ids == padding_idx) | ~valid] = 0
     return rows
 
 
-def grad_table(ids, table, grad_out, padding_idx=-1, deterministic=False):
+def grad_table(ids, table, grad_out, padding_idx=-1, deterministic=False, check_ids=True):
     """The gradient of table, given the gradients of the outputs; shaped like table."""
     grad = np.zeros_like(table)  # in the dtype given: float32 sums show their rounding
     flat = np.reshape(ids, -1)
-    np.add.at(grad, flat, np.reshape(grad_out, (flat.size, -1)))
+    valid = (flat >= 0) & (flat < len(table))
+    np.add.at(grad, flat[valid], np.reshape(grad_out, (flat.size, -1))[valid])
     if padding_idx >= 0:
         grad[padding_idx] = 0
     return grad

@@ -15,14 +15,15 @@ void EmbeddingBackwardCUDA(const embedding::BackwardArgs& args);
 #endif
 
 std::vector<paddle::Tensor> EmbeddingForward(const paddle::Tensor& ids, const paddle::Tensor& table,
-                                             int64_t padding_idx, bool deterministic) {
+                                             int64_t padding_idx, bool deterministic,
+                                             bool check_ids) {
   const std::vector<int64_t> ids_shape = ids.shape();
   const std::vector<int64_t> table_shape = table.shape();
   std::vector<int64_t> out_shape;
   out_shape.insert(out_shape.end(), ids_shape.begin(), ids_shape.end());
   out_shape.push_back(table_shape[1]);
   paddle::Tensor out = paddle::empty(out_shape, table.dtype(), ids.place());
-  const embedding::ForwardArgs args{ids, table, out, padding_idx, deterministic};
+  const embedding::ForwardArgs args{ids, table, out, padding_idx, deterministic, check_ids};
 #ifdef PADDLE_WITH_CUDA
   if (ids.is_gpu()) {
     EmbeddingForwardCUDA(args);
@@ -40,9 +41,10 @@ std::vector<paddle::Tensor> EmbeddingForward(const paddle::Tensor& ids, const pa
 
 std::vector<paddle::Tensor> EmbeddingBackward(const paddle::Tensor& ids, const paddle::Tensor& table,
                                               const paddle::Tensor& grad_out, int64_t padding_idx,
-                                              bool deterministic) {
+                                              bool deterministic, bool check_ids) {
   paddle::Tensor grad_table = paddle::empty(table.shape(), table.dtype(), table.place());
-  const embedding::BackwardArgs args{ids, table, grad_out, grad_table, padding_idx, deterministic};
+  const embedding::BackwardArgs args{ids, table, grad_out, grad_table, padding_idx, deterministic,
+                                   check_ids};
 #ifdef PADDLE_WITH_CUDA
   if (ids.is_gpu()) {
     EmbeddingBackwardCUDA(args);
@@ -74,7 +76,7 @@ std::vector<paddle::DataType> EmbeddingInferDtype(const paddle::DataType& ids_dt
 PD_BUILD_OP(custom_embedding)
     .Inputs({"ids", "table"})
     .Outputs({"out"})
-    .Attrs({"padding_idx: int64_t", "deterministic: bool"})
+    .Attrs({"padding_idx: int64_t", "deterministic: bool", "check_ids: bool"})
     .SetKernelFn(PD_KERNEL(EmbeddingForward))
     .SetInferShapeFn(PD_INFER_SHAPE(EmbeddingInferShape))
     .SetInferDtypeFn(PD_INFER_DTYPE(EmbeddingInferDtype));
@@ -82,5 +84,5 @@ PD_BUILD_OP(custom_embedding)
 PD_BUILD_GRAD_OP(custom_embedding)
     .Inputs({"ids", "table", paddle::Grad("out")})
     .Outputs({paddle::Grad("table")})
-    .Attrs({"padding_idx: int64_t", "deterministic: bool"})
+    .Attrs({"padding_idx: int64_t", "deterministic: bool", "check_ids: bool"})
     .SetKernelFn(PD_KERNEL(EmbeddingBackward));

@@ -42,6 +42,7 @@ void CheckIds(const IdsT* ids, int64_t n, int64_t rows) {
 //   args.out: TableT, [*ids.shape, D]; fill every element
 //   args.padding_idx: int64 attr
 //   args.deterministic: bool attr
+//   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void ForwardCPU(const ForwardArgs& args) {
   const int64_t rows = args.table.shape()[0];
@@ -51,10 +52,10 @@ void ForwardCPU(const ForwardArgs& args) {
   const TableT* table = args.table.data<TableT>();
   TableT* out = args.out.data<TableT>();
   CheckPaddingIdx(args.padding_idx, rows);
-  CheckIds(ids, n, rows);
+  if (args.check_ids) CheckIds(ids, n, rows);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];
-    if (id == args.padding_idx) {
+    if (id == args.padding_idx || id < 0 || id >= rows) {  // out of range: unchecked, zeros
       std::memset(out + i * d, 0, d * sizeof(TableT));  // zero bits are 0 in every float dtype
     } else {
       std::memcpy(out + i * d, table + id * d, d * sizeof(TableT));
@@ -71,6 +72,7 @@ void ForwardCPU(const ForwardArgs& args) {
 //   args.grad_table: TableT, shaped like table; fill every element
 //   args.padding_idx: int64 attr
 //   args.deterministic: bool attr
+//   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void BackwardCPU(const BackwardArgs& args) {
   // Summed in float (double for float64) in the order of ids, rounded once: the same result on
@@ -82,11 +84,11 @@ void BackwardCPU(const BackwardArgs& args) {
   const IdsT* ids = args.ids.data<IdsT>();
   const TableT* grad_out = args.grad_out.data<TableT>();
   CheckPaddingIdx(args.padding_idx, rows);
-  CheckIds(ids, n, rows);
+  if (args.check_ids) CheckIds(ids, n, rows);
   std::vector<Acc> sums(static_cast<std::size_t>(rows * d), Acc(0));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];
-    if (id == args.padding_idx) continue;
+    if (id == args.padding_idx || id < 0 || id >= rows) continue;
     Acc* row = sums.data() + id * d;
     const TableT* from = grad_out + i * d;
     for (int64_t c = 0; c < d; ++c) row[c] += static_cast<Acc>(from[c]);

@@ -65,20 +65,25 @@ inline paddle::Tensor ZeroedFlag(const paddle::Tensor& like, const opgen::cuda::
 //   args.out: TableT, [*ids.shape, D]; fill every element
 //   args.padding_idx: int64 attr
 //   args.deterministic: bool attr
+//   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
   const int64_t rows = args.table.shape()[0];
   const int64_t d = args.table.shape()[1];
   CheckPaddingIdx(args.padding_idx, rows);
-  paddle::Tensor flag = ZeroedFlag(args.ids, gpu);
+  // check_ids costs a wait for the kernel (the flag is read back); without it an out-of-range id
+  // reads zeros, still never outside the table.
+  paddle::Tensor flag;
+  if (args.check_ids) flag = ZeroedFlag(args.ids, gpu);
   const cudaError_t status = cuda::Gather(
       args.ids.data<IdsT>(), args.ids.numel(), args.table.data<TableT>(), rows,
       d * static_cast<int64_t>(sizeof(TableT)), args.padding_idx, args.out.data<TableT>(),
-      reinterpret_cast<cuda::BadId*>(flag.data<int64_t>()), gpu.id, gpu.stream);
+      args.check_ids ? reinterpret_cast<cuda::BadId*>(flag.data<int64_t>()) : nullptr, gpu.id,
+      gpu.stream);
   if (status != cudaSuccess) {
     opgen::Fail("custom_embedding: the gather failed: ", cudaGetErrorString(status));
   }
-  RaiseOnBadId(flag, rows, gpu);
+  if (args.check_ids) RaiseOnBadId(flag, rows, gpu);
 }
 
 // Backward, on GPU tensors:
@@ -90,6 +95,7 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
 //   args.grad_table: TableT, shaped like table; fill every element
 //   args.padding_idx: int64 attr
 //   args.deterministic: bool attr
+//   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void BackwardCUDA(const BackwardArgs& args, const opgen::cuda::Device& gpu) {
   // float32 and float64 add with atomics unless `deterministic`; float16 and bfloat16 always

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads)
       if (i < n) {
         const Id id = ids[i];
         const bool in_range = id >= 0 && static_cast<int64_t>(id) < rows;
-        if (!in_range && lane == 0) Record(bad, i, id);
+        if (!in_range && lane == 0 && bad != nullptr) Record(bad, i, id);
         source[u] = in_range && static_cast<int64_t>(id) != padding_idx ? int64_t{id} : -1;
       }
     }
@@ -115,7 +115,8 @@ void LaunchGatherAs(const Id* ids, int64_t n, const void* table, int64_t rows, i
 
 // out[i, :] = table[ids[i], :] for i < n, rows of row_bytes bytes; padding_idx (-1: none) and
 // out-of-range ids give zero rows, and the first out-of-range id is recorded in *bad (which the
-// caller zeroes first). Returns the launch's error; nothing is launched when n or row_bytes is 0.
+// caller zeroes first; null: not recorded). Returns the launch's error; nothing is launched when
+// n or row_bytes is 0.
 template <typename Id>
 cudaError_t Gather(const Id* ids, int64_t n, const void* table, int64_t rows, int64_t row_bytes,
                    int64_t padding_idx, void* out, BadId* bad, int device, cudaStream_t stream) {

@@ -115,7 +115,7 @@ def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
 
 @paddle.jit.not_to_static  # to_static calls it as is; it builds the static op itself
 def embedding(ids: paddle.Tensor, table: paddle.Tensor, padding_idx: int = -1,
-              deterministic: bool = False) -> paddle.Tensor:
+              deterministic: bool = False, check_ids: bool = True) -> paddle.Tensor:
     """Embedding lookup, out = table[ids]; the padding row reads zeros, gets no gradient
 
     Args:
@@ -123,11 +123,12 @@ def embedding(ids: paddle.Tensor, table: paddle.Tensor, padding_idx: int = -1,
         table: float32, float64, float16 or bfloat16, [V, D]; one row per id.
         padding_idx: int64 attr, default -1.
         deterministic: bool attr, default False.
+        check_ids: bool attr, default True.
 
     Returns:
         out: same as table, [*ids.shape, D].
     """
-    attrs = (int(padding_idx), bool(deterministic))
+    attrs = (int(padding_idx), bool(deterministic), bool(check_ids))
     if not paddle.in_dynamic_mode():  # a static graph: the kernels and InferShape check the rest
         return _ops().custom_embedding(ids, table, *attrs)
     _check_inputs(ids, table)

@@ -13,11 +13,11 @@ A function that still raises NotImplementedError fails the tests that need it.
 import numpy as np
 
 
-def out(ids, table, padding_idx=-1, deterministic=False):
+def out(ids, table, padding_idx=-1, deterministic=False, check_ids=True):
     """out: same as table, [*ids.shape, D]."""
     raise NotImplementedError("reference.py: write out() for embedding's tests")
 
 
-def grad_table(ids, table, grad_out, padding_idx=-1, deterministic=False):
+def grad_table(ids, table, grad_out, padding_idx=-1, deterministic=False, check_ids=True):
     """The gradient of table, given the gradients of the outputs; shaped like table."""
     raise NotImplementedError("reference.py: write grad_table() for embedding's tests")

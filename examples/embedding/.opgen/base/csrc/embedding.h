@@ -21,6 +21,7 @@ struct ForwardArgs {
   paddle::Tensor& out;  // same as table, [*ids.shape, D]
   int64_t padding_idx;
   bool deterministic;
+  bool check_ids;
 };
 
 // The backward kernels': the forward's inputs, the gradients of its outputs, and the gradients
@@ -32,6 +33,7 @@ struct BackwardArgs {
   paddle::Tensor& grad_table;
   int64_t padding_idx;
   bool deterministic;
+  bool check_ids;
 };
 
 template <typename T>

@@ -19,6 +19,7 @@ namespace embedding {
 //   args.out: TableT, [*ids.shape, D]; fill every element
 //   args.padding_idx: int64 attr
 //   args.deterministic: bool attr
+//   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void ForwardCPU(const ForwardArgs& args) {
   // TODO: your kernel; reference.py holds what it must compute.
@@ -34,6 +35,7 @@ void ForwardCPU(const ForwardArgs& args) {
 //   args.grad_table: TableT, shaped like table; fill every element
 //   args.padding_idx: int64 attr
 //   args.deterministic: bool attr
+//   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void BackwardCPU(const BackwardArgs& args) {
   // TODO: your kernel; reference.py holds what it must compute.

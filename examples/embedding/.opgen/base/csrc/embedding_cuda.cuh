@@ -32,6 +32,7 @@ __global__ void CopyKernel(const T* __restrict__ from, T* __restrict__ to, int64
 //   args.out: TableT, [*ids.shape, D]; fill every element
 //   args.padding_idx: int64 attr
 //   args.deterministic: bool attr
+//   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
   // TODO: your kernels; reference.py holds what they must compute.
@@ -48,6 +49,7 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
 //   args.grad_table: TableT, shaped like table; fill every element
 //   args.padding_idx: int64 attr
 //   args.deterministic: bool attr
+//   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void BackwardCUDA(const BackwardArgs& args, const opgen::cuda::Device& gpu) {
   // TODO: your kernels; reference.py holds what they must compute.
