@@ -98,15 +98,14 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
 //   args.check_ids: bool attr
 template <typename IdsT, typename TableT>
 void BackwardCUDA(const BackwardArgs& args, const opgen::cuda::Device& gpu) {
-  // float32 and float64 add with atomics unless `deterministic`; float16 and bfloat16 always
-  // sort (their sums are taken in float and rounded once).
+  // float32 and float64 rows under 4 KiB add with atomics unless `deterministic`; the rest sort
+  // (16-bit sums are taken in float and rounded once): see cuda::UsesSort.
   using T = typename CudaType<TableT>::type;
   const int64_t rows = args.table.shape()[0];
   const int64_t d = args.table.shape()[1];
   const int64_t n = args.ids.numel();
   CheckPaddingIdx(args.padding_idx, rows);
-  constexpr bool kAtomics = std::is_same_v<T, float> || std::is_same_v<T, double>;
-  const bool sorted = !kAtomics || args.deterministic;
+  const bool sorted = cuda::UsesSort<T>(d, args.deterministic);
   if (sorted && n > 0x7fffffff) {
     opgen::Fail("custom_embedding: the sorted backward takes fewer than 2^31 ids, got ", n);
   }
