@@ -384,3 +384,11 @@ def test_an_optional_input_reaches_the_kernel_given_and_omitted(tmp_path):
                        "no:warnings")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
+
+
+@pytest.mark.build
+def test_embedding_passes_its_generated_tests():
+    result = run_opgen("test", str(EMBEDDING), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
