@@ -13,6 +13,8 @@
 #   embedding examples/embedding (kind: custom): generated tests on gpu:0, all dtypes; memcheck
 #             over its small cases; through Paddle against torch F.embedding, and an
 #             out-of-range id on the GPU (scripts/gpu/embedding_op.py); about 4 minutes
+#   embedding-kernels  its CUDA kernels alone against the host and torch (scripts/gpu/embedding.sh,
+#             default knobs, no ncu); about 1 minute
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
@@ -116,6 +118,8 @@ for stage in "$@"; do
       tail -n 5 "$OUT/embedding-memcheck.log"
       python3 scripts/gpu/embedding_op.py examples/embedding 2>&1 | tee "$OUT/embedding-op.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    embedding-kernels)
+      NCU=0 bash scripts/gpu/embedding.sh || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done
