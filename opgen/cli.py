@@ -69,8 +69,10 @@ def _root(
 @app.command()
 def new(
     name: Annotated[str, typer.Argument(help="snake_case op name; the folder is DIR/NAME.")],
-    elementwise: Annotated[bool, typer.Option("--elementwise", help="An elementwise op "
-                                              "(the only kind so far).")] = False,
+    elementwise: Annotated[bool, typer.Option("--elementwise", help="An elementwise op: "
+                                              "math over elements, written in the spec.")] = False,
+    custom: Annotated[bool, typer.Option("--custom", help="A free-form op: you write the "
+                                         "kernels and a numpy reference, opgen the rest.")] = False,
     directory: Annotated[Path, typer.Option("--dir", help="Where to create NAME/.")] = Path("."),
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Generate into an existing folder, as "
@@ -79,9 +81,11 @@ def new(
                                         "are merged.")] = False,
 ) -> None:
     """Scaffold NAME/NAME.yaml and the op generated from it: it builds and passes its tests."""
-    if not elementwise:
-        raise typer.BadParameter("choose the op kind: --elementwise", param_hint="--elementwise")
-    result = api.new(name, directory=directory, pretend=pretend, force=force)
+    if elementwise == custom:
+        raise typer.BadParameter("choose one op kind: --elementwise or --custom",
+                                 param_hint="--elementwise / --custom")
+    result = api.new(name, kind="custom" if custom else "elementwise", directory=directory,
+                     pretend=pretend, force=force)
     _report(result.changes, result.dest, pretend=pretend)
     _raise_on_conflicts(result, pretend=pretend)
     if not pretend:
@@ -114,6 +118,11 @@ def generate(
                   markup=False)
         return
     _report(result.changes, result.dest, pretend=pretend)
+    merged = [c.path for c in result.changes if c.status is Status.MERGED]
+    if merged and not pretend:  # e.g. a custom op's kernels around a changed signature
+        out.print(f"note: your edits to {', '.join(merged)} were merged with the new render; "
+                  "check that they still fit the spec (kernel arguments, template parameters)",
+                  markup=False)
     _raise_on_conflicts(result, pretend=pretend)
 
 

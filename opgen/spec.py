@@ -16,6 +16,7 @@ import difflib
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -199,6 +200,8 @@ class Spec:
     baseline: ast.Expression | None = None   # the checked tree that `opgen bench` evaluates
     forward_source: dict[str, str] = field(default_factory=dict)
     backward_source: dict[str, str] = field(default_factory=dict)
+    #: what a kind with its own schema found checking the spec (kind: custom), for its templates
+    kind_data: Any = None
 
     @property
     def name(self) -> str:
@@ -211,6 +214,12 @@ class Spec:
     def line(self, *path: str | int) -> int:
         """The 1-based line of the YAML entry at ``path`` (or of its closest parent)."""
         return _line_of(self.lines, path)
+
+
+#: The loaders of kinds whose specs have a schema of their own, by kind name: (YAML data, its
+#: lines, path, check_builtins=...) -> the checked Spec. opgen.kinds fills it when imported
+#: (importing opgen does); other kinds' specs are checked here.
+SCHEMAS: dict[str, Callable[..., Spec]] = {}
 
 
 def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
@@ -242,11 +251,16 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     if not isinstance(data, dict):
         raise SpecError(path, lines.get((), 1),
                         "a spec is a YAML mapping (name: ..., inputs: ..., forward: ...)")
+    kind = data.get("kind")
+    own = SCHEMAS.get(kind) if isinstance(kind, str) else None
+    if own is not None:  # a kind with its own schema (kind: custom) checks its spec itself
+        return own(data, lines, path, check_builtins=check_builtins)
     try:
         model = OpSpec.model_validate(data)
     except ValidationError as exc:
         raise _first_validation_error(exc, path, lines) from None
     return _check(model, path, lines, check_builtins=check_builtins)
+
 
 
 # -- step 1: YAML with line numbers -------------------------------------------------------------
@@ -791,3 +805,11 @@ def _shortened(text: str, width: int = 60) -> str:
 def _quoted(text: str) -> str:
     """``text`` in quotes that it does not itself contain, where possible."""
     return f'"{text}"' if "'" in text and '"' not in text else f"'{text}'"
+
+
+# -- for kinds whose specs have a schema of their own (opgen.kinds.custom) -----------------------
+# The same YAML lines, messages and attr rules as the elementwise schema's.
+line_of = _line_of
+schema_message = _schema_message
+attr_default = _attr_default
+summary_text = _summary

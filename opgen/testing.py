@@ -345,3 +345,27 @@ def run_saved_model(prefix: str, inputs: dict[str, np.ndarray], way: str,
                                  f"(exit {proc.returncode}):\n{tail}")
         with np.load(outputs_file) as outputs:
             return [outputs[f"arr_{k}"] for k in range(len(outputs.files))]
+
+
+def named_reference(fn: Callable[..., Any], arrays: dict[str, np.ndarray], attrs: dict[str, Any],
+                    dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """``fn(**arrays, **attrs)`` (a custom op's reference.py function) in float64, and an
+    estimate of a kernel's rounding error as :func:`reference` makes it: how far ``fn`` moves when
+    its float arrays are float32 (integer arrays, such as indices, are passed as they are). A
+    reference that keeps the dtype it is given (``np.zeros_like``, not ``np.zeros``) thus widens
+    the tolerance of sums by their float32 error; one that computes in float64 gets the dtype's
+    tolerance alone."""
+    def floats(step: float) -> dict[str, Any]:
+        return {n: _float32(a, step) if isinstance(a, np.ndarray) and a.dtype == np.float64
+                else a for n, a in arrays.items()}
+
+    with np.errstate(all="ignore"):
+        exact = np.asarray(fn(**arrays, **attrs), np.float64)
+        spread = np.zeros(exact.shape)
+        for step in (0.0, np.inf, -np.inf):
+            low = np.asarray(fn(**floats(step), **attrs), np.float64)
+            spread = np.fmax(spread, np.abs(low - exact))
+    scale = 2.0**-29 if dtype == "float64" else 1.0
+    unknown = 0.0 if dtype == "float64" else np.inf
+    spread = np.where(np.isnan(exact), 0.0, np.where(np.isfinite(spread), scale * spread, unknown))
+    return exact, spread

@@ -12,6 +12,11 @@
 #   fuzz-memcheck  the same 50 ops under compute-sanitizer memcheck (run `fuzz` first: it builds)
 #   broadcast examples/bias_gelu and a broadcasting mul (tests/specs/mul.yaml): generated tests
 #             on gpu:0, then opgen bench --shapes for the patterns of issue 11
+#   embedding examples/embedding (kind: custom): generated tests on gpu:0, all dtypes; memcheck
+#             over its small cases; through Paddle against torch F.embedding, and an
+#             out-of-range id on the GPU (scripts/gpu/embedding_op.py); about 4 minutes
+#   embedding-kernels  its CUDA kernels alone against the host and torch (scripts/gpu/embedding.sh,
+#             default knobs, no ncu); about 1 minute
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
@@ -108,6 +113,19 @@ for stage in "$@"; do
         --shapes 64x1x512:1x256x512,16384x1024:16384x1,16384x1024:[],16384x1024:16384x1024 \
         --json "$OUT/bench-mul.json" 2>&1 | tee "$OUT/bench-mul.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    embedding)
+      opgen build examples/embedding --arch 90 || { status=1; continue; }
+      opgen test examples/embedding --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 15 | tee "$OUT/tests-embedding.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      (cd examples/embedding && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck --error-exitcode 9 \
+        python3 -m pytest test_embedding.py -q -p no:warnings -p no:cacheprovider -k "one or typical") \
+        > "$OUT/embedding-memcheck.log" 2>&1
+      [ $? = 0 ] || status=1
+      tail -n 5 "$OUT/embedding-memcheck.log"
+      python3 scripts/gpu/embedding_op.py examples/embedding 2>&1 | tee "$OUT/embedding-op.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    embedding-kernels)
+      NCU=0 bash scripts/gpu/embedding.sh || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done
