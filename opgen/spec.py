@@ -16,6 +16,7 @@ import difflib
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -176,6 +177,11 @@ class OpSpec(BaseModel):
     domain: dict[StrictStr, Interval] = Field(default_factory=dict)
     forward: dict[StrictStr, Expression] = Field(min_length=1)
     backward: dict[StrictStr, Expression] | Literal["auto"] | None = None
+    #: under paddle.amp.auto_cast: compute in the inputs' dtype (promoted to float32 where they
+    #: differ), in the autocast dtype, or in float32 (docs/deploy.md, "AMP")
+    amp: Literal["follow", "autocast", "float32"] = "follow"
+    #: input -> output: an in-place variant NAME_ whose output is written over that input
+    inplace: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     baseline: StrictStr | None = None
 
 
@@ -592,6 +598,9 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(("domain", name), f"domain.{name}: need finite low < high, "
                        f"got [{low:g}, {high:g}]")
 
+    _check_amp(model, fail)
+    _check_inplace(model, fail)
+
     attr_types: dict[str, Type] = {
         n: ("num" if a.type in ("int", "int64", "float") else a.type)  # type: ignore[misc]
         for n, a in model.attrs.items()
@@ -638,6 +647,42 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
                 backward=None if backward is None else backward.emitted, lines=lines,
                 baseline=baseline, forward_source=forward.sources,
                 backward_source={} if backward is None else backward.sources)
+
+
+def _check_amp(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """``amp: autocast`` needs a 16-bit dtype, ``amp: float32`` float32, among ``dtypes``."""
+    if model.amp == "autocast" and not {"float16", "bfloat16"} & set(model.dtypes):
+        raise fail(("amp",), "amp: autocast runs the op in float16 or bfloat16, and dtypes lists "
+                   "neither; add one to dtypes, or use amp: follow")
+    if model.amp == "float32" and "float32" not in model.dtypes:
+        raise fail(("amp",), "amp: float32 runs the op in float32, which dtypes does not list; "
+                   "add it to dtypes, or use amp: follow")
+
+
+def _check_inplace(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """``inplace: {input: output}``: one pair (Paddle aliases one input of an op with its
+    output here), an input whose shape is the output's (the first input; the others
+    broadcast to it), an output not already aliased."""
+    if not model.inplace:
+        return
+    if len(model.inplace) > 1:
+        second = list(model.inplace)[1]
+        raise fail(("inplace", second), "inplace: one input may be overwritten by one output; "
+                   f"found {len(model.inplace)} pairs")
+    (name, output), = model.inplace.items()
+    if name not in model.inputs:
+        raise fail(("inplace", name), f"inplace: '{name}' is not an input (inputs: "
+                   f"{', '.join(model.inputs)}){_guess(name, model.inputs)}")
+    if name != model.inputs[0]:
+        raise fail(("inplace", name), f"inplace: '{name}' may broadcast to a larger output; only "
+                   f"the first input ('{model.inputs[0]}') has the output's shape and can be "
+                   "overwritten by it")
+    if output not in model.outputs:
+        raise fail(("inplace", name), f"inplace: '{output}' is not an output (outputs: "
+                   f"{', '.join(model.outputs)}){_guess(output, model.outputs)}")
+    if len(model.outputs) > 1:
+        raise fail(("inplace", name), "inplace: an op with one output can be made in place; "
+                   f"this one has {len(model.outputs)}")
 
 
 @dataclass(frozen=True)

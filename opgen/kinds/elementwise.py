@@ -59,6 +59,22 @@ class GradOp:
     output_grads: list[str]      # outputs whose gradients the grad kernel takes
     derived: bool = False        # `backward: auto`: derived from the forward by opgen
     broadcast: bool = False      # the inputs broadcast: gradients are summed to their shapes
+    infers_shape: bool = False   # it takes no forward input: its InferShape/InferDtype are given
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """The in-place variant of the spec's ``inplace: {input: output}``: ``NAME_`` in Python,
+    registered as its own op whose output is written over ``input`` (``SetInplaceMap``)."""
+
+    input: str
+    output: str
+    op_name: str                 # <op_name>_inplace
+    py_name: str                 # <name>_
+    signature: str               # its C++ forward kernel's head (void: the result is the input)
+    signature_cuda: str
+    differentiable: bool         # the backward reads no value the variant overwrites
+    no_gradient: str             # why not, where it is not (a Python string literal)
 
 
 @dataclass(frozen=True)
@@ -109,6 +125,8 @@ class Context:
     test_imports: list[str]      # the test's imports of opgen and of the op, in isort order
     baseline: str | None
     cuda_launcher: str           # Elementwise; NaiveElementwise in the benchmark's comparison copy
+    amp: str                     # the spec's amp: follow, autocast or float32
+    inplace: InPlace | None
 
 
 def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
@@ -179,6 +197,9 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         output_grads=[n[5:] for n in grad_inputs if n.startswith("grad_") and n[5:] in m.outputs],
         derived=m.backward == "auto",
         broadcast=broadcast,
+        # Paddle infers a grad op's shapes from the forward inputs it takes; one that reads only
+        # output-shaped tensors (a single input's backward from out) says them itself.
+        infers_shape=functor is not None and not any(n in m.inputs for n in grad_inputs),
     )
     functions = set().union(*(e.functions for e in spec.forward.values()))
     if spec.backward:
@@ -225,10 +246,40 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
         numpy_helpers=helpers,
         library=f"{m.name}_lib",
-        test_imports=sorted([f"from {m.name} import {m.name}", "from opgen import testing as ot"],
+        test_imports=sorted([f"from {m.name} import {m.name}" + (f", {m.name}_" if m.inplace else ""),
+                             "from opgen import testing as ot"],
                             key=lambda line: line.split()[1]),
         baseline=m.baseline,
         cuda_launcher="NaiveElementwise" if naive else "Elementwise",
+        amp=m.amp,
+        inplace=_inplace(spec, camel, attrs, backward),
+    )
+
+
+def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InPlace | None:
+    """The in-place variant, where the spec asks for one."""
+    m = spec.model
+    if not m.inplace:
+        return None
+    (name, output), = m.inplace.items()
+    # The variant's backward gets the tensors the op's does; the overwritten input holds the
+    # output by then, so a backward that reads its values would compute from the wrong ones (a
+    # broadcast backward also takes it for its shape, which stays).
+    reads = any(name in e.names for e in (spec.backward or {}).values())
+    no_gradient = (f"{m.name}_: the backward of {m.name} reads {name}, which {m.name}_ "
+                   f"overwrites with {output}; call {m.name}({name}, ...) where a gradient is "
+                   f"needed, or write the spec's backward from {output}")
+    tensors = [f"paddle::Tensor& {name}"] + [f"const paddle::Tensor& {i}" for i in m.inputs[1:]]
+    return InPlace(
+        input=name,
+        output=output,
+        op_name=f"{spec.op_name}_inplace",
+        py_name=f"{m.name}_",
+        signature=wrap_call(f"void {camel}ForwardInPlace", tensors + [a.kernel_param for a in attrs]),
+        signature_cuda=wrap_call(f"void {camel}ForwardInPlaceCUDA",
+                                 tensors + [a.cpp_param for a in attrs]),
+        differentiable=backward.functor is not None and not reads,
+        no_gradient=repr(no_gradient),
     )
 
 
