@@ -246,7 +246,8 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
         numpy_helpers=helpers,
         library=f"{m.name}_lib",
-        test_imports=sorted([f"from {m.name} import {m.name}" + (f", {m.name}_" if m.inplace else ""),
+        test_imports=sorted([f"from {m.name} import {m.name}" +
+                             (f", {m.name}_" if m.inplace else ""),
                              "from opgen import testing as ot"],
                             key=lambda line: line.split()[1]),
         baseline=m.baseline,
@@ -275,7 +276,8 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
         output=output,
         op_name=f"{spec.op_name}_inplace",
         py_name=f"{m.name}_",
-        signature=wrap_call(f"void {camel}ForwardInPlace", tensors + [a.kernel_param for a in attrs]),
+        signature=wrap_call(f"void {camel}ForwardInPlace",
+                            tensors + [a.kernel_param for a in attrs]),
         signature_cuda=wrap_call(f"void {camel}ForwardInPlaceCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
         differentiable=backward.functor is not None and not reads,
