@@ -386,7 +386,8 @@ def test_inplace_writes_over_its_input(device):
 
 @pytest.mark.parametrize("device", ot.devices())
 def test_inplace_autograd(device):
-    """Paddle's rules: no in-place write over a leaf that requires a gradient; no gradient at all, as bias_gelu's backward reads x."""
+    """Paddle's rule: no in-place write over a leaf that requires a gradient. No gradient at all:
+    the backward reads x."""
     pairs = inplace_inputs(device, stop_gradient=False)
     inputs = [t for t, _ in pairs]
     with pytest.raises(ValueError, match="bias_gelu_: x is a leaf tensor that requires a gradient"):

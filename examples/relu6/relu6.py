@@ -196,12 +196,12 @@ _IN_PLACE_HONOURED = not paddle.__version__.startswith("2.")
 
 @paddle.jit.not_to_static
 def relu6_(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
-    """relu6 in place: ``out`` is written over ``x``'s memory (Paddle's convention
-    for in-place ops: a trailing underscore). Returns ``out``, a tensor that shares that memory: use
-    it, not x, in what follows, as Paddle attaches the op's gradient to it.
+    """relu6 in place: ``out`` is written over ``x``'s memory (Paddle's convention for in-place ops:
+    a trailing underscore). Returns ``out``, a tensor that shares that memory: use it, not x, in
+    what follows, as Paddle attaches the op's gradient to it.
 
-    X keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy). As with Paddle's own in-place ops, x may not be a leaf
-    tensor that requires a gradient.
+    x keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy). As with Paddle's
+    own in-place ops, x may not be a leaf tensor that requires a gradient.
     """
     if not paddle.in_dynamic_mode():
         _check_static_inputs(x)
@@ -218,8 +218,9 @@ def relu6_(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     if 0 in x.shape:  # nothing to write
         return x
     if not _IN_PLACE_HONOURED:
-        raise NotImplementedError("relu6_: Paddle 2.6's custom-op entry writes an in-place op's result "
-                                  "to new memory, leaving x as it was; use relu6() (or Paddle 3)")
+        raise NotImplementedError("relu6_: Paddle 2.6's custom-op entry writes an in-place op's "
+                                  "result to new memory, leaving x as it was; use relu6() (or "
+                                  "Paddle 3)")
     return (_run or _load_run())("custom_relu6_inplace", x, _float_bits(threshold))[0]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -74,7 +75,9 @@ class InPlace:
     signature: str               # its C++ forward kernel's head (void: the result is the input)
     signature_cuda: str
     differentiable: bool         # the backward reads no value the variant overwrites
-    no_gradient: str             # why not, where it is not (a Python string literal)
+    doc: list[str]               # the body of NAME_'s docstring, wrapped
+    no_gradient: list[str]       # why not, where it is not: Python string literals, wrapped
+    not_honoured: list[str]      # Paddle 2.6's refusal, likewise
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,20 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
     no_gradient = (f"{m.name}_: the backward of {m.name} reads {name}, which {m.name}_ "
                    f"overwrites with {output}; call {m.name}({name}, ...) where a gradient is "
                    f"needed, or write the spec's backward from {output}")
+    not_honoured = (f"{m.name}_: Paddle 2.6's custom-op entry writes an in-place op's result to "
+                    f"new memory, leaving {name} as it was; use {m.name}() (or Paddle 3)")
+    differentiable = backward.functor is not None and not reads
+    doc = [
+        f"{m.name} in place: ``{output}`` is written over ``{name}``'s memory (Paddle's "
+        f"convention for in-place ops: a trailing underscore). Returns ``{output}``, a tensor "
+        f"that shares that memory: use it, not {name}, in what follows, as Paddle attaches the "
+        "op's gradient to it.",
+        f"{name} keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy)" +
+        ("; the other inputs broadcast to its shape" if len(m.inputs) > 1 else "") +
+        f". As with Paddle's own in-place ops, {name} may not be a leaf tensor that requires a "
+        "gradient" + ("." if differentiable else f", and no input may require one: {m.name}'s "
+                      f"backward reads {name}'s value, which this overwrites."),
+    ]
     tensors = [f"paddle::Tensor& {name}"] + [f"const paddle::Tensor& {i}" for i in m.inputs[1:]]
     return InPlace(
         input=name,
@@ -280,9 +297,19 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
                             tensors + [a.kernel_param for a in attrs]),
         signature_cuda=wrap_call(f"void {camel}ForwardInPlaceCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
-        differentiable=backward.functor is not None and not reads,
-        no_gradient=repr(no_gradient),
+        differentiable=differentiable,
+        # 96 columns after the 4 of indentation; the first line also after the opening quotes
+        doc=[line.strip() for paragraph in doc
+             for line in [*textwrap.wrap(paragraph, 96, initial_indent="   "), ""]][:-1],
+        no_gradient=_string_lines(no_gradient, 66),
+        not_honoured=_string_lines(not_honoured, 63),
     )
+
+
+def _string_lines(text: str, width: int) -> list[str]:
+    """``text`` as Python string literals of at most ``width`` characters, to concatenate."""
+    lines = textwrap.wrap(text, width, drop_whitespace=False)
+    return ['"' + line.replace("\\", "\\\\").replace('"', '\\"') + '"' for line in lines]
 
 
 def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: GradOp) -> Signatures:

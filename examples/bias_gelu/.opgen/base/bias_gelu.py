@@ -259,13 +259,14 @@ _IN_PLACE_HONOURED = not paddle.__version__.startswith("2.")
 
 @paddle.jit.not_to_static
 def bias_gelu_(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
-    """bias_gelu in place: ``out`` is written over ``x``'s memory (Paddle's convention
-    for in-place ops: a trailing underscore). Returns ``out``, a tensor that shares that memory: use
-    it, not x, in what follows, as Paddle attaches the op's gradient to it.
+    """bias_gelu in place: ``out`` is written over ``x``'s memory (Paddle's convention for in-place
+    ops: a trailing underscore). Returns ``out``, a tensor that shares that memory: use it, not x,
+    in what follows, as Paddle attaches the op's gradient to it.
 
-    X keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy); the other inputs broadcast to its shape. As with Paddle's own in-place ops, x may not be a leaf
-    tensor that requires a gradient, and no input may require one: bias_gelu's backward
-    reads x's value, which this overwrites.
+    x keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy); the other inputs
+    broadcast to its shape. As with Paddle's own in-place ops, x may not be a leaf tensor that
+    requires a gradient, and no input may require one: bias_gelu's backward reads x's value, which
+    this overwrites.
     """
     if not paddle.in_dynamic_mode():
         _check_static_inputs(x, bias)
@@ -283,14 +284,17 @@ def bias_gelu_(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
                              "(stop_gradient=False); Paddle does not let an in-place op "
                              "overwrite it: call bias_gelu() instead")
         if not x.stop_gradient or not bias.stop_gradient:
-            raise RuntimeError("bias_gelu_: the backward of bias_gelu reads x, which bias_gelu_ overwrites with out; call bias_gelu(x, ...) where a gradient is needed, or write the spec's backward from out")
+            raise RuntimeError("bias_gelu_: the backward of bias_gelu reads x, which bias_gelu_ "
+                               "overwrites with out; call bias_gelu(x, ...) where a gradient is "
+                               "needed, or write the spec's backward from out")
     if not bias.is_contiguous():
         bias = bias.contiguous()
     if 0 in x.shape:  # nothing to write
         return x
     if not _IN_PLACE_HONOURED:
-        raise NotImplementedError("bias_gelu_: Paddle 2.6's custom-op entry writes an in-place op's result "
-                                  "to new memory, leaving x as it was; use bias_gelu() (or Paddle 3)")
+        raise NotImplementedError("bias_gelu_: Paddle 2.6's custom-op entry writes an in-place "
+                                  "op's result to new memory, leaving x as it was; use bias_gelu()"
+                                  " (or Paddle 3)")
     return (_run or _load_run())("custom_bias_gelu_inplace", x, bias)[0]
 
 

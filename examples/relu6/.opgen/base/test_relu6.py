@@ -335,8 +335,8 @@ def test_inplace_writes_over_its_input(device):
 
 @pytest.mark.parametrize("device", ot.devices())
 def test_inplace_autograd(device):
-    """Paddle's rules: no in-place write over a leaf that requires a gradient; through a
-    non-leaf the gradient is relu6's."""
+    """Paddle's rule: no in-place write over a leaf that requires a gradient. Through a
+    non-leaf, relu6's gradient."""
     pairs = inplace_inputs(device, stop_gradient=False)
     inputs = [t for t, _ in pairs]
     with pytest.raises(ValueError, match="relu6_: x is a leaf tensor that requires a gradient"):
