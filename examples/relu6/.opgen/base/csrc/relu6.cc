@@ -101,9 +101,7 @@ PD_BUILD_OP(custom_relu6_inplace)
     .Outputs({"out"})
     .SetInplaceMap({{"x", "out"}})
     .Attrs({"threshold: int64_t"})
-    .SetKernelFn(PD_KERNEL(Relu6ForwardInPlace))
-    .SetInferShapeFn(PD_INFER_SHAPE(Relu6InferShape))
-    .SetInferDtypeFn(PD_INFER_DTYPE(Relu6InferDtype));
+    .SetKernelFn(PD_KERNEL(Relu6ForwardInPlace));  // its output is its input: no InferShape
 
 // The same backward: it reads no value that custom_relu6_inplace overwrites.
 PD_BUILD_GRAD_OP(custom_relu6_inplace)
