@@ -205,6 +205,11 @@ class Spec:
     baseline: ast.Expression | None = None   # the checked tree that `opgen bench` evaluates
     forward_source: dict[str, str] = field(default_factory=dict)
     backward_source: dict[str, str] = field(default_factory=dict)
+    #: The backward's own derivative (see :func:`_derived_double_backward`): the intermediates it
+    #: recomputes, then the gradient of each backward input it has one for, keyed by that input's
+    #: name (an op input, or ``grad_<output>``); None where it is not derived.
+    double_backward: dict[str, Emitted] | None = None
+    double_backward_source: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -629,6 +634,10 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             _Section(section, "backward", model.inputs, "input", derived=derived),
             bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward)
 
+    double: _Compiled | None = None
+    if backward is not None:
+        double = _derived_double_backward(model, backward, bwd_symbols, taken, path, lines)
+
     baseline = None
     if model.baseline is not None:
         baseline = _compile_baseline(model.baseline, fwd_symbols, path, lines)
@@ -646,7 +655,9 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     return Spec(path=path, model=model, forward=forward.emitted,
                 backward=None if backward is None else backward.emitted, lines=lines,
                 baseline=baseline, forward_source=forward.sources,
-                backward_source={} if backward is None else backward.sources)
+                backward_source={} if backward is None else backward.sources,
+                double_backward=None if double is None else double.emitted,
+                double_backward_source={} if double is None else double.sources)
 
 
 def _check_amp(model: OpSpec, fail: Callable[..., SpecError]) -> None:
@@ -801,6 +812,49 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path,
         return backward_of(forward.sources, model.inputs, model.outputs)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
+
+
+def _derived_double_backward(model: OpSpec, backward: _Compiled, symbols: dict[str, Type],
+                             taken: dict[str, str], path: Path,
+                             lines: dict[Path_, int]) -> _Compiled | None:
+    """The backward differentiated in turn (``PD_BUILD_DOUBLE_GRAD_OP``): given ``grad_grad_<i>``,
+    the gradient flowing into each input gradient ``grad_<i>``, the gradient of each backward input
+    it depends on: the op's inputs and the output gradients. Derived for ops of one input (every
+    tensor has one shape), where the backward is differentiable in the language and its result
+    does not depend on the forward's outputs (their gradient would flow into the forward's
+    backward again); None otherwise: the double-backward stub's clear error stays."""
+    from .autodiff import AutodiffError, backward_of
+
+    if len(model.inputs) != 1:
+        return None
+    entries = {f"grad_{k}" if k in model.inputs else k: text
+               for k, text in backward.sources.items()}
+    targets = [f"grad_{i}" for i in model.inputs]
+    grads = [f"grad_{o}" for o in model.outputs]
+    try:
+        derived = backward_of(entries, [*model.inputs, *model.outputs, *grads], targets,
+                              local_prefix="d2_")
+    except AutodiffError:
+        return None
+    if any(derived[o] != "0" for o in model.outputs):
+        return None
+    section = {k: v for k, v in derived.items()
+               if k not in model.outputs and not (k in [*model.inputs, *grads] and v == "0")}
+    if not any(k in [*model.inputs, *grads] for k in section):
+        return None
+    # the backward's entries (the forward intermediates it recomputes, its own intermediates)
+    # are read as they are, recomputed first
+    intermediates = frozenset(k for k in backward.emitted if k not in model.inputs)
+    outer = _Compiled(backward.emitted, backward.sources,
+                      {k: e.type for k, e in backward.emitted.items()}, intermediates)
+    dg_targets = [k for k in [*model.inputs, *grads] if k in section]
+    dg_symbols = {**symbols, **{f"grad_grad_{i}": "num" for i in model.inputs}}
+    try:
+        return _compile_section(
+            _Section(section, "backward", dg_targets, "input", derived=True), dg_symbols, {},
+            {}, path, lines, outer=outer)
+    except SpecError:  # a name the derivation made clashes: no double backward, not an error
+        return None
 
 
 def _compile_baseline(source: str, symbols: dict[str, Type], path: Path,

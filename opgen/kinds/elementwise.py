@@ -64,6 +64,19 @@ class GradOp:
 
 
 @dataclass(frozen=True)
+class DoubleGradOp:
+    """The backward's own backward (``PD_BUILD_DOUBLE_GRAD_OP``), derived from it by opgen."""
+
+    inputs: list[str]            # the tensors its kernel takes, in order
+    paddle_inputs: list[str]     # as PD_BUILD_DOUBLE_GRAD_OP writes them
+    paddle_outputs: list[str]    # the gradients it gives, likewise
+    targets: list[str]           # whose gradients those are: an input, or grad_<output>
+    functor: Functor
+    signature: str
+    signature_cuda: str
+
+
+@dataclass(frozen=True)
 class InPlace:
     """The in-place variant of the spec's ``inplace: {input: output}``: ``NAME_`` in Python,
     registered as its own op whose output is written over ``input`` (``SetInplaceMap``)."""
@@ -129,6 +142,7 @@ class Context:
     baseline: str | None
     cuda_launcher: str           # Elementwise; NaiveElementwise in the benchmark's comparison copy
     amp: str                     # the spec's amp: follow, autocast or float32
+    double_backward: DoubleGradOp | None
     inplace: InPlace | None
 
 
@@ -256,7 +270,43 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         baseline=m.baseline,
         cuda_launcher="NaiveElementwise" if naive else "Elementwise",
         amp=m.amp,
+        double_backward=_double_backward(spec, camel, attrs),
         inplace=_inplace(spec, camel, attrs, backward),
+    )
+
+
+def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp | None:
+    """The derived double backward, where :mod:`opgen.spec` derived one."""
+    m = spec.model
+    if not spec.double_backward:
+        return None
+    used = set().union(*(e.names for e in spec.double_backward.values()))
+    grads = [f"grad_{o}" for o in m.outputs]
+    inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used]
+    inputs += [f"grad_grad_{i}" for i in m.inputs]
+    targets = [k for k in [*m.inputs, *grads] if k in spec.double_backward]
+
+    def paddle_name(name: str) -> str:
+        if name.startswith("grad_grad_"):
+            return f'paddle::Grad(paddle::Grad("{name[10:]}"))'
+        if name in grads:
+            return f'paddle::Grad("{name[5:]}")'
+        return f'"{name}"'
+
+    tensors = [f"const paddle::Tensor& {n}" for n in inputs]
+    vec = "std::vector<paddle::Tensor>"
+    return DoubleGradOp(
+        inputs=inputs,
+        paddle_inputs=[paddle_name(n) for n in inputs],
+        paddle_outputs=[f'paddle::Grad({paddle_name(t)})' if t in grads else
+                        f'paddle::Grad("{t}")' for t in targets],
+        targets=targets,
+        functor=_functor("DoubleBackward", spec.double_backward, spec.double_backward_source,
+                         inputs, {t: f"grad_{t}" for t in targets}, attrs),
+        signature=wrap_call(f"{vec} {camel}DoubleBackward",
+                            tensors + [a.kernel_param for a in attrs]),
+        signature_cuda=wrap_call(f"{vec} {camel}DoubleBackwardCUDA",
+                                 tensors + [a.cpp_param for a in attrs]),
     )
 
 

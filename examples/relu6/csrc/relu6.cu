@@ -26,3 +26,10 @@ void Relu6ForwardInPlaceCUDA(paddle::Tensor& x, double threshold) {
   opgen::cuda::ElementwiseInPlace<relu6::Dtypes, relu6::Forward>(
       kInPlaceOpName, "relu6::Forward", {x}, threshold);
 }
+
+std::vector<paddle::Tensor> Relu6DoubleBackwardCUDA(const paddle::Tensor& out,
+                                                    const paddle::Tensor& grad_grad_x,
+                                                    double threshold) {
+  return opgen::cuda::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 1>(
+      kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
+}

@@ -145,17 +145,73 @@ def test_backward_matches_finite_differences(device, attrs):
                                    atol=1e-8, err_msg=f"grad_{name} against finite differences")
 
 
+def reference_double_backward(x, grad_out, grad_grad_x, threshold=6.0):
+    """The backward's own backward in numpy float64, as opgen derived it: the gradients of
+    grad_out from grad_grad_x, the gradient reaching grad_x."""
+    out, = ot.as_tuple(reference_forward(x, threshold=threshold))
+    grad_grad_out = np.where(np.logical_and(out > 0.0, out < threshold), grad_grad_x, 0.0)
+    shape = np.shape(x)
+    return np.broadcast_to(grad_grad_out, shape).astype(np.float64)
+
+
+DOUBLE_TARGETS = ["grad_out"]  # the rest have no second-order gradient (zero)
+
+
+def second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np):
+    """paddle.grad of the op's gradient (create_graph=True) with respect to x and grad_out."""
+    x = ot.to_paddle(x_np, dtype, device, stop_gradient=False)
+    grad_out = ot.to_paddle(grad_out_np, dtype, device, stop_gradient=False)
+    (grad_x,) = paddle.grad([relu6(x, **attrs)], [x], grad_outputs=[grad_out], create_graph=True)
+    grads = paddle.grad([grad_x], [x, grad_out], allow_unused=True,
+                        grad_outputs=[ot.to_paddle(grad_grad_np, dtype, device)])
+    return dict(zip(["x", "grad_out"], grads, strict=True))
+
+
+@pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d in ("float32", "float64")])
 @pytest.mark.parametrize("device", ot.devices())
-def test_double_backward_is_a_clear_error(device):
-    """A gradient of the gradient is refused, never a silently wrong number."""
+def test_double_backward(device, dtype, attrs):
+    """The derived double backward against its numpy reference; a target it has none for gets
+    no gradient or a zero one."""
     rng = np.random.default_rng(6)
-    x, _ = ot.sample(rng, (3,), "float64", device, *DOMAIN["x"], stop_gradient=False)
-    outputs = ot.as_tuple(relu6(x))
-    grads_out = [ot.to_paddle(np.ones(3), "float64", device) for _ in outputs]
-    grads = paddle.grad(list(outputs), [x], grad_outputs=grads_out, create_graph=True)
-    ones = [ot.to_paddle(np.ones(3), "float64", device) for _ in grads]
-    with pytest.raises(Exception, match='custom_relu6 has no double backward'):
-        paddle.grad(list(grads), [x], grad_outputs=ones, allow_unused=True)
+    x, x_np = ot.sample(rng, (3, 67), dtype, device, *DOMAIN["x"], special=False)
+    _, grad_out_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
+    _, grad_grad_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
+    got = second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np)
+    expected, spread = ot.reference(reference_double_backward, [x_np, grad_out_np, grad_grad_np], attrs, dtype)
+    for name, grad in got.items():
+        if name not in DOUBLE_TARGETS:
+            assert grad is None or not np.any(ot.to_numpy(grad)), name
+            continue
+        want, err = expected[DOUBLE_TARGETS.index(name)], spread[DOUBLE_TARGETS.index(name)]
+        assert grad is not None, f"no second-order gradient for {name}"
+        ot.assert_close(ot.to_numpy(grad), want, dtype, name, err)
+
+
+@pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.parametrize("device", ot.devices())
+def test_double_backward_matches_finite_differences(device, attrs):
+    """In float64, the double backward agrees with central differences of the op's own backward
+    kernel (sum of grad_grad * grad_x) in x and in grad_out."""
+    rng = np.random.default_rng(7)
+    shape = (4, 257)
+    arrays = [rng.uniform(*DOMAIN["x"], size=shape), rng.uniform(-1.0, 1.0, size=shape)]
+    grad_grad_np = rng.uniform(-1.0, 1.0, size=shape)
+
+    def weighted_gradient(x_np, grad_out_np):
+        x = ot.to_paddle(x_np, "float64", device, stop_gradient=False)
+        (grad_x,) = paddle.grad([relu6(x, **attrs)], [x],
+                                grad_outputs=[ot.to_paddle(grad_out_np, "float64", device)])
+        return grad_grad_np * ot.to_numpy(grad_x)
+
+    got = second_order(device, "float64", attrs, *arrays, grad_grad_np)
+    for index, name in enumerate(got):
+        smooth = ot.smooth_points(weighted_gradient, arrays, index, h=1e-5)
+        numeric = ot.richardson_difference(weighted_gradient, arrays, index, h=1e-5)
+        grad = got[name]
+        value = np.zeros(shape) if grad is None else ot.to_numpy(grad)
+        np.testing.assert_allclose(value[smooth], numeric[smooth], rtol=1e-6, atol=1e-8,
+                                   err_msg=f"d grad_x / d {name} against finite differences")
 
 
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would

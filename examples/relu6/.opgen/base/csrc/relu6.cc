@@ -16,6 +16,9 @@ std::vector<paddle::Tensor> Relu6ForwardCUDA(const paddle::Tensor& x, double thr
 std::vector<paddle::Tensor> Relu6BackwardCUDA(const paddle::Tensor& out,
                                               const paddle::Tensor& grad_out, double threshold);
 void Relu6ForwardInPlaceCUDA(paddle::Tensor& x, double threshold);
+std::vector<paddle::Tensor> Relu6DoubleBackwardCUDA(const paddle::Tensor& out,
+                                                    const paddle::Tensor& grad_grad_x,
+                                                    double threshold);
 #endif
 
 std::vector<paddle::Tensor> Relu6Forward(const paddle::Tensor& x, int64_t threshold_bits) {
@@ -49,11 +52,19 @@ std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& out, const paddl
       kOpName, "relu6::Backward", {out, grad_out}, threshold);
 }
 
-// Registered so that asking for a second derivative is an error rather than a wrong number.
-std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& grad_out,
+// The gradient of the backward, derived from it by opgen: grad_out's gradients from
+// grad_grad_x, the gradient that reaches grad_x.
+std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& out,
                                                 const paddle::Tensor& grad_grad_x,
                                                 int64_t threshold_bits) {
-  opgen::Fail("custom_relu6 has no double backward (a gradient of its gradient): opgen ops are differentiable once");
+  const double threshold = opgen::DoubleFromBits(threshold_bits);
+#ifdef PADDLE_WITH_CUDA
+  if (out.is_gpu()) {
+    return Relu6DoubleBackwardCUDA(out, grad_grad_x, threshold);
+  }
+#endif
+  return opgen::cpu::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 1>(
+      kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
 }
 
 std::vector<std::vector<int64_t>> Relu6InferShape(const std::vector<int64_t>& x_shape) {
@@ -91,7 +102,7 @@ PD_BUILD_GRAD_OP(custom_relu6)
     .SetInferDtypeFn(PD_INFER_DTYPE(Relu6GradInferDtype));
 
 PD_BUILD_DOUBLE_GRAD_OP(custom_relu6)
-    .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("x"))})
+    .Inputs({"out", paddle::Grad(paddle::Grad("x"))})
     .Outputs({paddle::Grad(paddle::Grad("out"))})
     .Attrs({"threshold: int64_t"})
     .SetKernelFn(PD_KERNEL(Relu6DoubleBackward));

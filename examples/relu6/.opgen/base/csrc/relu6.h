@@ -33,5 +33,17 @@ struct Backward {
     grad_x = opgen::where(out > MT(0) && out < threshold, grad_out, MT(0));
   }
 };
+// grad_grad_out = where((out > 0) & (out < threshold), grad_grad_x, 0)
+template <typename MT>
+struct DoubleBackward {
+  MT threshold;
+
+  explicit DoubleBackward(double threshold)
+      : threshold(static_cast<MT>(threshold)) {}
+
+  OPGEN_HD void operator()(MT out, MT grad_grad_x, MT& grad_grad_out) const {
+    grad_grad_out = opgen::where(out > MT(0) && out < threshold, grad_grad_x, MT(0));
+  }
+};
 
 }  // namespace relu6
