@@ -179,3 +179,14 @@ np.save({str(tmp_path / "want.npy")!r}, net(paddle.to_tensor(x)).numpy())
                             env={**env, "PYTHONPATH": str(site)}, cwd=tmp_path, check=False)
     assert served.returncode == 0, served.stderr[-3000:]
     np.testing.assert_array_equal(np.load(tmp_path / "got.npy"), np.load(tmp_path / "want.npy"))
+
+
+def test_an_in_place_op_is_found_under_the_name_paddle3_writes(tmp_path, monkeypatch):
+    """Paddle 3 writes an in-place custom op with a trailing underscore (custom_relu6_inplace_):
+    registered as custom_relu6_inplace, it passes the check."""
+    model = _pir_model(tmp_path, ["3.custom_relu6_inplace_"])
+    monkeypatch.setattr(deploy, "_registered", lambda: {"custom_relu6_inplace"})
+    opgen.check_model(model)
+    monkeypatch.setattr(deploy, "_registered", lambda: set())
+    with pytest.raises(DeployError, match="custom_relu6_inplace_"):
+        opgen.check_model(model)

@@ -417,3 +417,21 @@ def test_inplace_in_a_static_graph():
     finally:
         paddle.disable_static()
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.deploy
+def test_inplace_saved_model_in_a_fresh_process(tmp_path):
+    """A model that calls bias_gelu_, saved, then loaded by a new process: bias_gelu's outputs."""
+
+    class InPlaceModel(Model):
+        def forward(self, x, bias):
+            return bias_gelu_(x * self.scale, bias, **self.attrs)
+
+    inputs, specs = deploy_inputs()
+    prefix = str(tmp_path / "model")
+    static = paddle.jit.to_static(InPlaceModel({}), input_spec=specs, full_graph=True)
+    paddle.jit.save(static, prefix)
+    expected = ot.to_numpy(bias_gelu(*inputs.values()))
+    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load",
+                                [str(Path(__file__).resolve().parent)])
+    np.testing.assert_array_equal(got, expected)

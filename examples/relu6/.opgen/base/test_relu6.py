@@ -178,7 +178,8 @@ def test_double_backward(device, dtype, attrs):
     _, grad_out_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
     _, grad_grad_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
     got = second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np)
-    expected, spread = ot.reference(reference_double_backward, [x_np, grad_out_np, grad_grad_np], attrs, dtype)
+    expected, spread = ot.reference(reference_double_backward,
+                                    [x_np, grad_out_np, grad_grad_np], attrs, dtype)
     for name, grad in got.items():
         if name not in DOUBLE_TARGETS:
             assert grad is None or not np.any(ot.to_numpy(grad)), name
@@ -424,4 +425,22 @@ def test_inplace_in_a_static_graph():
         (got,) = paddle.static.Executor(paddle.CPUPlace()).run(main, feed=feed, fetch_list=[out])
     finally:
         paddle.disable_static()
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.deploy
+def test_inplace_saved_model_in_a_fresh_process(tmp_path):
+    """A model that calls relu6_, saved, then loaded by a new process: relu6's outputs."""
+
+    class InPlaceModel(Model):
+        def forward(self, x):
+            return relu6_(x * self.scale, **self.attrs)
+
+    inputs, specs = deploy_inputs()
+    prefix = str(tmp_path / "model")
+    static = paddle.jit.to_static(InPlaceModel({}), input_spec=specs, full_graph=True)
+    paddle.jit.save(static, prefix)
+    expected = ot.to_numpy(relu6(*inputs.values()))
+    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load",
+                                [str(Path(__file__).resolve().parent)])
     np.testing.assert_array_equal(got, expected)
