@@ -181,11 +181,10 @@ _AMP_LEVELS = ("O1", "O2")
 _HALF = (paddle.float16, paddle.bfloat16)
 
 
-def _amp_dtype(*inputs: paddle.Tensor) -> paddle.dtype | None:
-    """Under ``paddle.amp.auto_cast`` (O1 or O2), the dtype bias_gelu computes in (the spec's
-    ``amp: follow``: its inputs' dtype, float32 where they differ), where
-    that means a cast; None outside auto_cast, for float64 inputs (AMP leaves them), and where
-    the inputs are in that dtype already."""
+def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
+    """Under ``paddle.amp.auto_cast`` (O1 or O2), the inputs cast to the dtype bias_gelu computes
+    in there (the spec's ``amp: follow``: its inputs' dtype, float32 where they differ);
+    float64 inputs as they are (AMP leaves them). None where AMP is not in effect."""
     if paddle.in_dynamic_mode():
         amp = paddle.base.framework._dygraph_tracer()
     elif hasattr(paddle.base.core, "_get_amp_attrs"):  # Paddle 3's static graph (PIR)
@@ -196,14 +195,15 @@ def _amp_dtype(*inputs: paddle.Tensor) -> paddle.dtype | None:
         return None
     dtypes = {t.dtype for t in inputs}
     if not dtypes <= {paddle.float32, *_HALF}:
-        return None
+        return list(inputs)
     want = paddle.float32 if len(dtypes) > 1 else None
-    return None if want is None or dtypes == {want} else want
+    return [t if want is None or t.dtype == want else t.astype(want) for t in inputs]
 
 
 @contextlib.contextmanager
 def _amp_paused() -> Iterator[None]:
-    """AMP off while bias_gelu runs on inputs it has cast itself, so Paddle casts nothing more."""
+    """Paddle's AMP off while bias_gelu runs on the inputs _amp_inputs gave, so that what the spec
+    says is what runs, whatever Paddle's lists would cast."""
     amp = paddle.base.framework._dygraph_tracer() if paddle.in_dynamic_mode() else \
         paddle.base.core._get_amp_attrs()
     level = amp._amp_level
@@ -232,10 +232,10 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         out: a tensor of the inputs' broadcast shape (numpy's rules).
     """
     if _AUTO_CAST._g_amp_state_ is not None:  # in paddle.amp.auto_cast
-        dtype = _amp_dtype(x, bias)
-        if dtype is not None:
+        cast = _amp_inputs(x, bias)
+        if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
-                return bias_gelu(x.astype(dtype), bias.astype(dtype))
+                return bias_gelu(*cast)
     if not paddle.in_dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu(x, bias)

@@ -62,13 +62,16 @@ def run_case(name: str, workdir: Path) -> None:
     x_np = rng.uniform(-3, 8, size=(4, 67)).astype(np.float32)
     dy_np = rng.uniform(-1, 1, size=(4, 67)).astype(np.float32)
 
+    cpu = paddle.CPUPlace()  # explicit everywhere: a GPU build's default place is the GPU
     model = Model(op, two)
-    bias_np = model.bias.numpy() if two else None
+    bias_np = rng.uniform(-1, 1, size=67).astype(np.float32) if two else None
+    if two:  # from the host: Paddle's initializer kernels do not run on this GPU
+        model.bias.set_value(bias_np)
     # the reference: the same op's CPU kernels, eager
-    xc = paddle.to_tensor(x_np, stop_gradient=False)
-    args_c = [xc] + ([paddle.to_tensor(bias_np, stop_gradient=False)] if two else [])
+    xc = paddle.to_tensor(x_np, place=cpu, stop_gradient=False)
+    args_c = [xc] + ([paddle.to_tensor(bias_np, place=cpu, stop_gradient=False)] if two else [])
     yc = op(*args_c)
-    dyc = paddle.to_tensor(dy_np)
+    dyc = paddle.to_tensor(dy_np, place=cpu)
     ref_grads = [g.numpy() for g in paddle.grad([yc], args_c, grad_outputs=[dyc])]
     ref = yc.numpy()
 
@@ -122,8 +125,8 @@ np.save({str(workdir / name / 'y.npy')!r}, y)
     # cast runs; float32 inputs under O2 stay float32 (Paddle casts nothing into the op).
     for level in ("O1", "O2"):
         for dtype in ("float32", "bfloat16", "float16"):
-            xs = paddle.to_tensor(x_np, place=paddle.CPUPlace()).astype(dtype)
-            args_cpu = [xs] + ([paddle.to_tensor(bias_np).astype(dtype)] if two else [])
+            xs = paddle.to_tensor(x_np, place=cpu).astype(dtype)
+            args_cpu = [xs] + ([paddle.to_tensor(bias_np, place=cpu).astype(dtype)] if two else [])
             want = op(*args_cpu)
             args = [t.cuda(0) if DEVICE.startswith("gpu") else t for t in args_cpu]
             with paddle.amp.auto_cast(level=level, dtype="bfloat16" if dtype != "float16"
