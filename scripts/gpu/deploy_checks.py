@@ -63,10 +63,12 @@ def run_case(name: str, workdir: Path) -> None:
     dy_np = rng.uniform(-1, 1, size=(4, 67)).astype(np.float32)
 
     cpu = paddle.CPUPlace()  # explicit everywhere: a GPU build's default place is the GPU
-    model = Model(op, two)
     bias_np = rng.uniform(-1, 1, size=67).astype(np.float32) if two else None
-    if two:  # from the host: Paddle's initializer kernels do not run on this GPU
-        model.bias.set_value(bias_np)
+    models = [Model(op, two), Model(op, two)]  # eager, and the one to_static converts
+    for model in models:
+        model.to(device=DEVICE)
+        if two:  # from the host: Paddle's initializer kernels do not run on this GPU
+            model.bias.set_value(bias_np)
     # the reference: the same op's CPU kernels, eager
     xc = paddle.to_tensor(x_np, place=cpu, stop_gradient=False)
     args_c = [xc] + ([paddle.to_tensor(bias_np, place=cpu, stop_gradient=False)] if two else [])
@@ -75,11 +77,10 @@ def run_case(name: str, workdir: Path) -> None:
     ref_grads = [g.numpy() for g in paddle.grad([yc], args_c, grad_outputs=[dyc])]
     ref = yc.numpy()
 
-    model.to(device=DEVICE)
     place = paddle.CUDAPlace(0) if DEVICE.startswith("gpu") else paddle.CPUPlace()
     spec = [paddle.static.InputSpec([None, 67], "float32", "x")]
-    static = paddle.jit.to_static(model, input_spec=spec, full_graph=True)
-    for label, m in (("eager", model), ("to_static", static)):
+    static = paddle.jit.to_static(models[1], input_spec=spec, full_graph=True)
+    for label, m, model in (("eager", models[0], models[0]), ("to_static", static, models[1])):
         x = paddle.to_tensor(x_np, place=place, stop_gradient=False)
         y = m(x)
         check(f"{name} {label} forward on {DEVICE}", *close(y.numpy(), ref))
@@ -92,6 +93,11 @@ def run_case(name: str, workdir: Path) -> None:
     paddle.jit.save(static, str(prefix))
     np.save(workdir / name / "x.npy", x_np)
     for way in ("jit.load", "predictor"):
+        if way == "predictor" and not two and paddle.__version__.startswith("2."):
+            # relu6's model here has no parameter (a Paddle op would compute with it), and
+            # Paddle 2.6's predictor cannot load a model with none (docs/deploy.md, "Limits")
+            print(f"skip {name} saved model, predictor: Paddle 2.6 and no parameters", flush=True)
+            continue
         code = f"""
 import json, sys, numpy as np, paddle, opgen
 opgen.register({str(ROOT / 'examples' / name)!r})
