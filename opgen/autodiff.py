@@ -456,13 +456,15 @@ def names(e: Expr) -> list[str]:
 
 # -- the backward of a forward --------------------------------------------------------------------
 
-def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequence[str]
-                ) -> dict[str, str]:
+def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequence[str],
+                *, local_prefix: str = "grad_") -> dict[str, str]:
     """The backward section of a checked ``forward`` (its entries in order: intermediates and
     outputs): ``grad_<intermediate>`` locals, then each input's gradient, as expression text.
 
     The gradient of input i is the sum over outputs o of ``grad_o * d o / d i``, through the
-    intermediates; an input the outputs do not depend on gets ``0``.
+    intermediates; an input the outputs do not depend on gets ``0``. An intermediate's gradient
+    is the local ``<local_prefix><intermediate>``: the double backward, which differentiates a
+    backward that has ``grad_`` locals of its own, names them otherwise.
     """
     entries = {name: parse(text) for name, text in forward.items()}
     intermediates = [n for n in entries if n not in outputs]
@@ -476,8 +478,8 @@ def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequ
         if _is(gradient, 0):
             continue
         if name in intermediates and gradient.op != "name":
-            section[f"grad_{name}"] = source(gradient)
-            gradient = var(f"grad_{name}")
+            section[f"{local_prefix}{name}"] = source(gradient)
+            gradient = var(f"{local_prefix}{name}")
         expr = entries[name]
         for read in names(expr):
             if read in differentiable:

@@ -177,6 +177,11 @@ class OpSpec(BaseModel):
     domain: dict[StrictStr, Interval] = Field(default_factory=dict)
     forward: dict[StrictStr, Expression] = Field(min_length=1)
     backward: dict[StrictStr, Expression] | Literal["auto"] | None = None
+    #: under paddle.amp.auto_cast: compute in the inputs' dtype (promoted to float32 where they
+    #: differ), in the autocast dtype, or in float32 (docs/deploy.md, "AMP")
+    amp: Literal["follow", "autocast", "float32"] = "follow"
+    #: input -> output: an in-place variant NAME_ whose output is written over that input
+    inplace: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     baseline: StrictStr | None = None
 
 
@@ -202,6 +207,11 @@ class Spec:
     backward_source: dict[str, str] = field(default_factory=dict)
     #: what a kind with its own schema found checking the spec (kind: custom), for its templates
     kind_data: Any = None
+    #: The backward's own derivative (see :func:`_derived_double_backward`): the intermediates it
+    #: recomputes, then the gradient of each backward input it has one for, keyed by that input's
+    #: name (an op input, or ``grad_<output>``); None where it is not derived.
+    double_backward: dict[str, Emitted] | None = None
+    double_backward_source: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -606,6 +616,9 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(("domain", name), f"domain.{name}: need finite low < high, "
                        f"got [{low:g}, {high:g}]")
 
+    _check_amp(model, fail)
+    _check_inplace(model, fail)
+
     attr_types: dict[str, Type] = {
         n: ("num" if a.type in ("int", "int64", "float") else a.type)  # type: ignore[misc]
         for n, a in model.attrs.items()
@@ -634,6 +647,10 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             _Section(section, "backward", model.inputs, "input", derived=derived),
             bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward)
 
+    double: _Compiled | None = None
+    if backward is not None:
+        double = _derived_double_backward(model, backward, bwd_symbols, taken, path, lines)
+
     baseline = None
     if model.baseline is not None:
         baseline = _compile_baseline(model.baseline, fwd_symbols, path, lines)
@@ -651,7 +668,45 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     return Spec(path=path, model=model, forward=forward.emitted,
                 backward=None if backward is None else backward.emitted, lines=lines,
                 baseline=baseline, forward_source=forward.sources,
-                backward_source={} if backward is None else backward.sources)
+                backward_source={} if backward is None else backward.sources,
+                double_backward=None if double is None else double.emitted,
+                double_backward_source={} if double is None else double.sources)
+
+
+def _check_amp(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """``amp: autocast`` needs a 16-bit dtype, ``amp: float32`` float32, among ``dtypes``."""
+    if model.amp == "autocast" and not {"float16", "bfloat16"} & set(model.dtypes):
+        raise fail(("amp",), "amp: autocast runs the op in float16 or bfloat16, and dtypes lists "
+                   "neither; add one to dtypes, or use amp: follow")
+    if model.amp == "float32" and "float32" not in model.dtypes:
+        raise fail(("amp",), "amp: float32 runs the op in float32, which dtypes does not list; "
+                   "add it to dtypes, or use amp: follow")
+
+
+def _check_inplace(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """``inplace: {input: output}``: one pair (Paddle aliases one input of an op with its
+    output here), an input whose shape is the output's (the first input; the others
+    broadcast to it), an output not already aliased."""
+    if not model.inplace:
+        return
+    if len(model.inplace) > 1:
+        second = list(model.inplace)[1]
+        raise fail(("inplace", second), "inplace: one input may be overwritten by one output; "
+                   f"found {len(model.inplace)} pairs")
+    (name, output), = model.inplace.items()
+    if name not in model.inputs:
+        raise fail(("inplace", name), f"inplace: '{name}' is not an input (inputs: "
+                   f"{', '.join(model.inputs)}){_guess(name, model.inputs)}")
+    if name != model.inputs[0]:
+        raise fail(("inplace", name), f"inplace: '{name}' may broadcast to a larger output; only "
+                   f"the first input ('{model.inputs[0]}') has the output's shape and can be "
+                   "overwritten by it")
+    if output not in model.outputs:
+        raise fail(("inplace", name), f"inplace: '{output}' is not an output (outputs: "
+                   f"{', '.join(model.outputs)}){_guess(output, model.outputs)}")
+    if len(model.outputs) > 1:
+        raise fail(("inplace", name), "inplace: an op with one output can be made in place; "
+                   f"this one has {len(model.outputs)}")
 
 
 @dataclass(frozen=True)
@@ -770,6 +825,49 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path,
         return backward_of(forward.sources, model.inputs, model.outputs)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
+
+
+def _derived_double_backward(model: OpSpec, backward: _Compiled, symbols: dict[str, Type],
+                             taken: dict[str, str], path: Path,
+                             lines: dict[Path_, int]) -> _Compiled | None:
+    """The backward differentiated in turn (``PD_BUILD_DOUBLE_GRAD_OP``): given ``grad_grad_<i>``,
+    the gradient flowing into each input gradient ``grad_<i>``, the gradient of each backward input
+    it depends on: the op's inputs and the output gradients. Derived for ops of one input (every
+    tensor has one shape), where the backward is differentiable in the language and its result
+    does not depend on the forward's outputs (their gradient would flow into the forward's
+    backward again); None otherwise: the double-backward stub's clear error stays."""
+    from .autodiff import AutodiffError, backward_of
+
+    if len(model.inputs) != 1:
+        return None
+    entries = {f"grad_{k}" if k in model.inputs else k: text
+               for k, text in backward.sources.items()}
+    targets = [f"grad_{i}" for i in model.inputs]
+    grads = [f"grad_{o}" for o in model.outputs]
+    try:
+        derived = backward_of(entries, [*model.inputs, *model.outputs, *grads], targets,
+                              local_prefix="d2_")
+    except AutodiffError:
+        return None
+    if any(derived[o] != "0" for o in model.outputs):
+        return None
+    section = {k: v for k, v in derived.items()
+               if k not in model.outputs and not (k in [*model.inputs, *grads] and v == "0")}
+    if not any(k in [*model.inputs, *grads] for k in section):
+        return None
+    # the backward's entries (the forward intermediates it recomputes, its own intermediates)
+    # are read as they are, recomputed first
+    intermediates = frozenset(k for k in backward.emitted if k not in model.inputs)
+    outer = _Compiled(backward.emitted, backward.sources,
+                      {k: e.type for k, e in backward.emitted.items()}, intermediates)
+    dg_targets = [k for k in [*model.inputs, *grads] if k in section]
+    dg_symbols = {**symbols, **{f"grad_grad_{i}": "num" for i in model.inputs}}
+    try:
+        return _compile_section(
+            _Section(section, "backward", dg_targets, "input", derived=True), dg_symbols, {},
+            {}, path, lines, outer=outer)
+    except SpecError:  # a name the derivation made clashes: no double backward, not an error
+        return None
 
 
 def _compile_baseline(source: str, symbols: dict[str, Type], path: Path,

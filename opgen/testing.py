@@ -8,9 +8,11 @@ and custom ops work. So no helper here runs a built-in Paddle op on the GPU.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,31 @@ def paddle_kernels_run(device: str) -> bool:
         return True
     x = paddle.to_tensor(np.ones(4, np.float32), place=place(device))
     return bool(np.array_equal((x + x).numpy(), np.full(4, 2.0, np.float32)))
+
+
+@contextlib.contextmanager
+def auto_cast(device: str, level: str, dtype: str) -> Iterator[None]:
+    """``paddle.amp.auto_cast(level=level, dtype=dtype)`` on ``device``. On the CPU Paddle's
+    auto_cast sets no AMP state ("amp_guard can only be enabled on CUDAPlace", Paddle 3.3.1 and
+    2.6.2), so there this sets the state it sets on a GPU (the tracer's AMP level and dtype) for
+    the ops' wrappers to read; Paddle's own ops still cast nothing on the CPU."""
+    import paddle
+
+    if device != "cpu":
+        with paddle.amp.auto_cast(level=level, dtype=dtype):
+            yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with paddle.amp.auto_cast(level=level, dtype=dtype):  # its module state, nothing more
+            tracer = paddle.base.framework._dygraph_tracer()
+            saved = tracer._amp_level, tracer._amp_dtype
+            tracer._amp_level = getattr(paddle.base.core.AmpLevel, level)
+            tracer._amp_dtype = dtype
+            try:
+                yield
+            finally:
+                tracer._amp_level, tracer._amp_dtype = saved
 
 
 def devices() -> list[Any]:

@@ -20,6 +20,9 @@
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
+#   deploy    relu6 and bias_gelu on gpu:0: to_static forward and gradients, jit.save then
+#             jit.load and the predictor (enable_use_gpu) in fresh processes, auto_cast O1/O2,
+#             relu6_ (scripts/gpu/deploy_checks.py; about 1 minute after the build)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -126,6 +129,14 @@ for stage in "$@"; do
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     embedding-kernels)
       NCU=0 bash scripts/gpu/embedding.sh || status=1 ;;
+    deploy)
+      opgen build examples/bias_gelu --arch 90 >/dev/null &&
+        python3 scripts/gpu/deploy_checks.py --out "$OUT" 2>&1 | grep -v "^\s*warnings.warn\|Warning" |
+        tee "$OUT/deploy.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      OPGEN_TEST_DEVICES=gpu opgen test examples/relu6 --device gpu -- -q -p no:warnings -rs -k "test_amp or test_inplace" 2>&1 |
+        tail -n 8 | tee "$OUT/tests-relu6-amp-inplace.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done

@@ -191,6 +191,17 @@ std::vector<paddle::Tensor> Empty(const std::vector<int64_t>& shape, const paddl
   return outputs;
 }
 
+// The output of an in-place op: its first input, which must have the output's shape.
+inline std::vector<paddle::Tensor> InPlaceOutput(const char* op,
+                                                 const std::vector<paddle::Tensor>& inputs,
+                                                 const std::vector<int64_t>& out_shape) {
+  if (inputs[0].shape() != out_shape) {
+    Fail(op, ": the in-place input has shape ", DimsString(inputs[0].shape()),
+         " but the output's is ", DimsString(out_shape), "; the output is written over it");
+  }
+  return {inputs[0]};
+}
+
 // An uninitialized gradient for each of the forward inputs, shaped, typed and placed like it.
 template <std::size_t kFwd>
 std::vector<paddle::Tensor> EmptyGradients(const paddle::Tensor (&forward_inputs)[kFwd]) {
@@ -273,9 +284,11 @@ struct StoreAs<paddle::bfloat16> {
 };
 
 // Runs `Functor<MT>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
-// their broadcast shape, dispatches over Dtypes and loops.
-template <typename DtypeList, template <typename> class Functor, int kOut, std::size_t kIn,
-          typename... Attrs>
+// their broadcast shape, dispatches over Dtypes and loops. kInPlace: the one output is written
+// over the first input, which has the output's shape (the spec's `inplace:`); each element is
+// read before it is written, at the same index.
+template <typename DtypeList, template <typename> class Functor, int kOut, bool kInPlace = false,
+          std::size_t kIn, typename... Attrs>
 std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
                                         const paddle::Tensor (&inputs)[kIn],
                                         const Attrs&... attrs) {
@@ -283,9 +296,10 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   const paddle::Tensor& like = FirstPresent(op, inputs);
   if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
   const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, ins, like.shape());
-  std::vector<paddle::Tensor> outs = Empty<kOut>(plan.out_shape, like);
+  std::vector<paddle::Tensor> outs = kInPlace ? InPlaceOutput(op, ins, plan.out_shape)
+                                              : Empty<kOut>(plan.out_shape, like);
   if (plan.numel == 0) return outs;
-  if (PoisonOutputs()) {
+  if (PoisonOutputs() && !kInPlace) {
     for (paddle::Tensor& t : outs) std::memset(t.data(), 0xFF, Bytes(t));
   }
   Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
