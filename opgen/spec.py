@@ -16,6 +16,7 @@ import difflib
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -167,7 +168,7 @@ class OpSpec(BaseModel):
     version: Literal[1] = 1
     name: StrictStr
     op_name: StrictStr | None = None
-    kind: Literal["elementwise"]
+    kind: Literal["elementwise", "rowwise"]
     summary: Annotated[StrictStr, AfterValidator(_summary)] = ""
     inputs: list[StrictStr] = Field(min_length=1)
     outputs: list[StrictStr] = Field(min_length=1)
@@ -199,6 +200,9 @@ class Spec:
     baseline: ast.Expression | None = None   # the checked tree that `opgen bench` evaluates
     forward_source: dict[str, str] = field(default_factory=dict)
     backward_source: dict[str, str] = field(default_factory=dict)
+    #: rowwise: each input's role (element, column or row) and each output's (element or row)
+    input_roles: dict[str, str] = field(default_factory=dict)
+    output_roles: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -242,11 +246,41 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     if not isinstance(data, dict):
         raise SpecError(path, lines.get((), 1),
                         "a spec is a YAML mapping (name: ..., inputs: ..., forward: ...)")
+    roles = {section: _roles(data, section, path, lines) for section in ROLES}
     try:
         model = OpSpec.model_validate(data)
     except ValidationError as exc:
         raise _first_validation_error(exc, path, lines) from None
-    return _check(model, path, lines, check_builtins=check_builtins)
+    return _check(model, path, lines, check_builtins=check_builtins, roles=roles)
+
+
+#: The roles a rowwise op's inputs and outputs may declare (``inputs: {x: element, w: column}``),
+#: with what each means.
+ROLES: dict[str, dict[str, str]] = {
+    "inputs": {"element": "per-element [*, C]", "column": "per-column [C]",
+               "row": "per-row [*] or [*, 1]"},
+    "outputs": {"element": "per-element [*, C]", "row": "per-row [*]"},
+}
+
+
+def _roles(data: dict[str, Any], section: str, path: Path,
+           lines: dict[Path_, int]) -> dict[str, str] | None:
+    """The roles declared by ``section`` written as a mapping (name: role), which becomes the
+    list of its names (their lines moved to the list's indices); None for a list."""
+    value = data.get(section)
+    if not isinstance(value, dict):
+        return None
+    allowed = ROLES[section]
+    for name, role in value.items():
+        if role not in allowed:
+            shown = _shown(role) if not isinstance(role, str) else f"'{role}'"
+            raise SpecError(path, _line_of(lines, (section, name)),
+                            f"{section}.{name}: unknown role {shown}; expected one of "
+                            + ", ".join(f"{r} ({what})" for r, what in allowed.items()))
+    for i, name in enumerate(value):
+        lines[(section, i)] = _line_of(lines, (section, name))
+    data[section] = list(value)
+    return dict(value)
 
 
 # -- step 1: YAML with line numbers -------------------------------------------------------------
@@ -546,9 +580,18 @@ _SINGULAR = {"inputs": "input", "outputs": "output", "attrs": "attr"}
 _ARTICLE = {"input": "an input", "output": "an output", "attr": "an attr"}
 
 
-def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins: bool) -> Spec:
+def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins: bool,
+           roles: dict[str, dict[str, str] | None] | None = None) -> Spec:
     def fail(where: tuple[str | int, ...], message: str) -> SpecError:
         return SpecError(path, _line_of(lines, where), message)
+
+    roles = roles or {}
+    rowwise = model.kind == "rowwise"
+    for section, declared in roles.items():
+        if declared is not None and not rowwise:
+            raise fail((section,), f"{section}: roles ({', '.join(ROLES[section])}) are for "
+                       f"kind: rowwise; an elementwise op lists its {section}: [a, b]")
+    input_roles = roles.get("inputs") or {n: "element" for n in model.inputs}
 
     problem = identifier_problem(model.name, what="op")
     if problem:
@@ -603,9 +646,16 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         **{g: "output gradients can be read only in backward" for g in grads},
     }
     taken = {model.name: "the op's name", **{n: _ARTICLE[w] for n, w in seen.items()}}
+    varying = frozenset(n for n, r in input_roles.items() if r != "row") if rowwise else None
+    if rowwise and "element" not in input_roles.values():
+        raise fail(("inputs",), "inputs: a rowwise op needs a per-element input [*, C]: its "
+                   "last axis is the row")
     forward = _compile_section(
-        _Section(model.forward, "forward", model.outputs, "output"), fwd_symbols,
-        fwd_unavailable, taken, path, lines)
+        _Section(model.forward, "forward", model.outputs, "output", reads_targets=rowwise),
+        fwd_symbols, fwd_unavailable, taken, path, lines, varying=varying)
+    output_roles: dict[str, str] = {}
+    if rowwise:
+        output_roles = _output_roles(model, forward, roles.get("outputs"), fail)
     backward: _Compiled | None = None
     if model.backward is not None:
         bwd_symbols: dict[str, Type] = {**fwd_symbols, **{n: "num" for n in model.outputs},
@@ -614,11 +664,18 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         bwd_unavailable = {f"grad_{n}": f"backward computes grad_{n} from {grad_names}"
                            for n in model.inputs}
         derived = model.backward == "auto"
+        if derived and rowwise:
+            raise fail(("backward",), "backward: auto is not available for rowwise ops yet; "
+                       "write each input's gradient (x: ..., with sum/mean over the row)")
         section = model.backward if isinstance(model.backward, dict) else \
             _derived_backward(model, forward, path, lines)
+        bwd_varying = None if varying is None else varying | frozenset(
+            [o for o, r in output_roles.items() if r == "element"] +
+            [f"grad_{o}" for o, r in output_roles.items() if r == "element"])
         backward = _compile_section(
             _Section(section, "backward", model.inputs, "input", derived=derived),
-            bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward)
+            bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward,
+            varying=bwd_varying)
 
     baseline = None
     if model.baseline is not None:
@@ -637,7 +694,25 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     return Spec(path=path, model=model, forward=forward.emitted,
                 backward=None if backward is None else backward.emitted, lines=lines,
                 baseline=baseline, forward_source=forward.sources,
-                backward_source={} if backward is None else backward.sources)
+                backward_source={} if backward is None else backward.sources,
+                input_roles=input_roles if rowwise else {}, output_roles=output_roles)
+
+
+def _output_roles(model: OpSpec, forward: _Compiled, declared: dict[str, str] | None,
+                  fail: Callable[[tuple[str | int, ...], str], SpecError]) -> dict[str, str]:
+    """A rowwise op's output roles: per-element where the expression changes along the row,
+    else per-row; where the spec declares them, they must agree."""
+    roles: dict[str, str] = {}
+    for name in model.outputs:
+        found = "element" if forward.emitted[name].varies else "row"
+        want = (declared or {}).get(name, found)
+        if want != found:
+            why = "it changes along the row" if found == "element" else \
+                "it is one value per row (a reduction over the row, attrs, per-row values)"
+            raise fail(("forward", name), f"forward.{name}: a {ROLES['outputs'][found]} value "
+                       f"({why}), but outputs declares '{name}' {ROLES['outputs'][want]}")
+        roles[name] = found
+    return roles
 
 
 @dataclass(frozen=True)
@@ -650,6 +725,7 @@ class _Section:
     targets: list[str]
     what: str                    # output or input
     derived: bool = False        # written by opgen (backward: auto), not by the user
+    reads_targets: bool = False  # later entries may read the targets computed before them
 
 
 @dataclass(frozen=True)
@@ -662,7 +738,8 @@ class _Compiled:
 
 def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: dict[str, str],
                      taken: dict[str, str], path: Path, lines: dict[Path_, int], *,
-                     outer: _Compiled | None = None) -> _Compiled:
+                     outer: _Compiled | None = None,
+                     varying: frozenset[str] | None = None) -> _Compiled:
     """Compile a section's entries in order: a target is an output (or input gradient), any other
     name an intermediate that later entries of the section read. A backward may also read the
     forward's intermediates (``outer``): they are computed again there, first."""
@@ -678,6 +755,9 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
     known = dict(symbols)
     if outer is not None:
         known.update({n: outer.types[n] for n in outer.intermediates})
+    vary: set[str] | None = None if varying is None else set(varying)
+    if vary is not None and outer is not None:
+        vary |= {n for n in outer.intermediates if outer.emitted[n].varies}
     keys = list(section.entries)
     for key in keys:
         if key in targets or section.derived:
@@ -699,11 +779,19 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
         where = f"{title}.{key}"
         later = {k: f"'{k}' is defined below, on line {line(k)}: define an intermediate before "
                  f"the expressions that read it" for k in keys[index:] if k not in targets}
-        scope = {**known, **{k: t for k, t in types.items() if k not in targets}}
+        scope = {**known, **{k: t for k, t in types.items()
+                             if k not in targets or section.reads_targets}}
+        hidden = {k: v for k, v in unavailable.items() if k not in scope}
+        if section.reads_targets:
+            hidden.update({k: f"'{k}' is computed below, on line {line(k)}: an expression reads "
+                           "only what is computed above it" for k in keys[index:] if k in targets})
         try:
-            emitted = compile_expr(source, scope, unavailable={**unavailable, **later})
+            emitted = compile_expr(source, scope, unavailable={**hidden, **later},
+                                   varying=None if vary is None else frozenset(vary))
         except ExprError as exc:
             raise _expression_error(exc, where, source, path, line(key)) from None
+        if vary is not None and emitted.varies and key not in targets:
+            vary.add(key)
         if key in targets and emitted.type != "num":
             raise SpecError(path, line(key), f"{where}: {_shown_source(source)} is a "
                             "condition, not a number; use where(cond, a, b) to choose between "

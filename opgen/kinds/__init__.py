@@ -38,9 +38,9 @@ class Kind:
 
 
 def _registry() -> dict[str, Kind]:
-    from . import elementwise
+    from . import elementwise, rowwise
 
-    return {kind.name: kind for kind in (elementwise.KIND,)}
+    return {kind.name: kind for kind in (elementwise.KIND, rowwise.KIND)}
 
 
 KINDS: dict[str, Kind] = _registry()
