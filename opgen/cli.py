@@ -69,8 +69,9 @@ def _root(
 @app.command()
 def new(
     name: Annotated[str, typer.Argument(help="snake_case op name; the folder is DIR/NAME.")],
-    elementwise: Annotated[bool, typer.Option("--elementwise", help="An elementwise op "
-                                              "(the only kind so far).")] = False,
+    elementwise: Annotated[bool, typer.Option("--elementwise", help="An elementwise op.")] = False,
+    rowwise: Annotated[bool, typer.Option("--rowwise", help="A row-wise op: reductions over "
+                                          "the last axis (softmax, norms).")] = False,
     directory: Annotated[Path, typer.Option("--dir", help="Where to create NAME/.")] = Path("."),
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Generate into an existing folder, as "
@@ -79,9 +80,11 @@ def new(
                                         "are merged.")] = False,
 ) -> None:
     """Scaffold NAME/NAME.yaml and the op generated from it: it builds and passes its tests."""
-    if not elementwise:
-        raise typer.BadParameter("choose the op kind: --elementwise", param_hint="--elementwise")
-    result = api.new(name, directory=directory, pretend=pretend, force=force)
+    if elementwise == rowwise:
+        raise typer.BadParameter("choose one op kind: --elementwise or --rowwise",
+                                 param_hint="--elementwise / --rowwise")
+    result = api.new(name, kind="rowwise" if rowwise else "elementwise", directory=directory,
+                     pretend=pretend, force=force)
     _report(result.changes, result.dest, pretend=pretend)
     _raise_on_conflicts(result, pretend=pretend)
     if not pretend:

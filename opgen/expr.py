@@ -465,6 +465,10 @@ class _Compiler:
         if isinstance(func, ast.Name):
             if func.id in table:
                 return func.id
+            if self.varying is None and func.id in ("sum", "mean") and table is FUNCTIONS:
+                raise ExprError(f"unknown function '{func.id}'", _col(func),
+                                "reductions over the row (sum, mean, and max or min of one "
+                                "argument) are for kind: rowwise")
             if self.varying is not None and func.id in REDUCTIONS:
                 raise ExprError(f"{func.id}() takes 1 argument, got {len(self._call.args)}",
                                 _col(func), f"call it as {func.id}(x): a reduction over the row")

@@ -707,10 +707,12 @@ def _output_roles(model: OpSpec, forward: _Compiled, declared: dict[str, str] | 
         found = "element" if forward.emitted[name].varies else "row"
         want = (declared or {}).get(name, found)
         if want != found:
-            why = "it changes along the row" if found == "element" else \
-                "it is one value per row (a reduction over the row, attrs, per-row values)"
-            raise fail(("forward", name), f"forward.{name}: a {ROLES['outputs'][found]} value "
-                       f"({why}), but outputs declares '{name}' {ROLES['outputs'][want]}")
+            what = "a per-element value (it changes along the row)" if found == "element" else \
+                "a per-row value (reductions over the row, attrs and per-row values only)"
+            hint = "; reduce it over the row: sum(...), mean(...), max(...), min(...)" \
+                if found == "element" else ""
+            raise fail(("forward", name), f"forward.{name}: {what}, but outputs declares "
+                       f"'{name}' {ROLES['outputs'][want]}{hint}")
         roles[name] = found
     return roles
 

@@ -137,7 +137,7 @@ def test_new_rejects_a_bad_name(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["generate", "examples/relu6/relu6.yaml", "--bogus"], "No such option: --bogus"),
-    (["new", "x_op"], "choose the op kind: --elementwise"),
+    (["new", "x_op"], "choose one op kind: --elementwise or --rowwise"),
     (["generate", "does/not/exist.yaml"], "does/not/exist.yaml:1: no such spec file"),
     (["build", "does/not/exist"], "does/not/exist: no such op folder"),
     (["test", "examples/relu6", "--device", "tpu"], "--device: expected cpu, gpu or all"),

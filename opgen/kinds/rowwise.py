@@ -72,13 +72,8 @@ class Functor:
     lines: list[tuple[str, str]]    # (name, spec source) per entry, for the comment above it
     body: list[str]              # the operator()'s statements, indented within it
     numpy_lines: list[tuple[str, str]]  # (name, numpy expression) in order
-    outs: list[str]              # opgen::rowwise::Out of each target: its role, the input it is like
     returns: list[str]           # the numpy reference's results, in the op's shapes
-
-    @property
-    def counts(self) -> tuple[int, int, int]:
-        roles = [r for _, r in self.targets]
-        return roles.count("element"), roles.count("row"), roles.count("column")
+    io: list[str]                # the members of its <Struct>Io, wrapped within 100 columns
 
 
 @dataclass(frozen=True)
@@ -115,6 +110,7 @@ class Context:
     cpp_dtypes: list[str]
     forward: Functor
     backward: Functor | None
+    runtime_names: list[str]      # what the op's header takes from opgen::rowwise, sorted
     backward_paddle_inputs: list[str]
     backward_output_grads: list[str]   # outputs whose gradients the backward takes
     signatures: dict[str, str]
@@ -145,10 +141,6 @@ class _Emitter:
     def __post_init__(self) -> None:
         self.taken = set(self.entries) | {t.name for t in self.tensors} | self.attrs
 
-    def params(self, reads: set[str]) -> str:
-        return ", ".join(f"MT {t.name}" if t.name in reads else f"MT /*{t.name}*/"
-                         for t in self.tensors)
-
     def fresh(self, base: str) -> str:
         name, k = base, 1
         while name in self.taken:
@@ -166,8 +158,8 @@ class _Emitter:
             local = owner if whole else self.fresh(f"{reduction.op}_{owner}")
             if whole:
                 self.taken.add(owner)
-            self.statements.append(f"const MT {local} = "
-                                   + self.lambda_call(f"row.{reduction.op}", reduction.inner) + ";")
+            self.statements.append(self.lambda_call(f"const MT {local} = ", f"row.{reduction.op}",
+                                                    reduction.inner))
             self.outer.add(local)
             names[k] = local
         cpp = _PLACEHOLDER.sub(lambda m: names[int(m.group(1))], cpp)
@@ -191,14 +183,11 @@ class _Emitter:
         used = (reads | set().union(*(self.inner_reads[n] for n in needed))) & tensors
         return [self.inner[n] for n in self.inner if n in needed], used
 
-    def lambda_call(self, call: str, inner: Emitted) -> str:
-        cpp, reads = inner.cpp, {n for n in _IDENTIFIER.findall(inner.cpp) if n in self.taken}
+    def lambda_call(self, prefix: str, call: str, inner: Emitted) -> str:
+        """``prefix`` (``const MT m = ``) and ``call`` of a lambda returning ``inner``."""
+        reads = {n for n in _IDENTIFIER.findall(inner.cpp) if n in self.taken}
         lines, used = self.lambda_body(reads)
-        head = f"{call}([&]({self.params(used)}) {{"
-        if not lines:
-            return f"{head} return {cpp}; }})"
-        body = "".join(f"\n  {line}" for line in lines)
-        return f"{head}{body}\n  return {cpp};\n}})"
+        return self._lambda(f"{prefix}{call}", used, "", lines, inner.cpp, ";")
 
     def put(self, call: str, values: list[tuple[str, str, set[str]]]) -> str:
         """``call`` with a lambda returning ``values`` ((name, C++, reads) each) at a column."""
@@ -211,11 +200,22 @@ class _Emitter:
                       if f"const MT {name} = {cpp};" not in lines and name != cpp]
             returned = "{" + ", ".join(name for name, _, _ in values) + "}"
             result = f" -> opgen::Array<MT, {len(values)}>"
-        head = f"{call}([&]({self.params(used)}){result} {{"
-        if not lines:
-            return f"{head} return {returned}; }});"
+        return self._lambda(call, used, result, lines, returned, ";")
+
+    def _lambda(self, call: str, used: set[str], result: str, lines: list[str], returned: str,
+                end: str) -> str:
+        """``call([&](params)result { lines; return returned; })end``, its head wrapped within
+        the functor body's 96 columns; a last local that is only returned is returned as is."""
+        if lines and lines[-1].endswith(";") and returned in self.inner and \
+                lines[-1] == self.inner[returned]:
+            returned = lines.pop().split(" = ", 1)[1][:-1]
+        params = [f"MT {t.name}" if t.name in used else f"MT /*{t.name}*/" for t in self.tensors]
+        head = wrap_call(f"{call}([&]", params, f"{result} {{", indent=4, width=100)
+        one_line = f"{head} return {returned}; }}){end}"
+        if not lines and "\n" not in head and 4 + len(one_line) <= 100:
+            return one_line
         body = "".join(f"\n  {line}" for line in lines)
-        return f"{head}{body}\n  return {returned};\n}});"
+        return f"{head}{body}\n  return {returned};\n}}){end}"
 
 
 def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
@@ -248,9 +248,8 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
             # A per-row result of per-element values: summed over the row (the gradient of a
             # per-row input, which every element of the row read).
             total = "row.sum" if e.varies else "row.max"
-            emitter.statements.append(
-                f"const MT {name} = " + emitter.lambda_call(total, dataclasses.replace(
-                    e, cpp=cpp, reductions=())) + ";")
+            emitter.statements.append(emitter.lambda_call(
+                f"const MT {name} = ", total, dataclasses.replace(e, cpp=cpp, reductions=())))
             emitter.outer.add(name)
         else:
             local = "bool" if e.type == "bool" else "MT"
@@ -288,11 +287,45 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
         lines=[(renamed[k], sources[k]) for k in emitted],
         body=[line for statement in body for line in statement.split("\n")],
         numpy_lines=[(renamed[k], e.numpy) for k, e in emitted.items()],
-        outs=[f"{{OutRole::{OUT_ROLES[r]}, {like}}}"
-              for (_, r), like in zip(targets, likes or [-1] * len(targets), strict=True)],
         returns=[_numpy_return(renamed[k], r, emitted[k].varies, likes is not None and k)
                  for k, r in targets],
+        io=_io(tensors, [t.name in read for t in tensors], targets, likes),
     )
+
+
+def _io(tensors: list[Tensor], reads: list[bool], targets: list[tuple[str, str]],
+        likes: list[int] | None) -> list[str]:
+    """The lines of a functor's Io struct (see {{name}}.h.jinja)."""
+    outs = [f"{{OutRole::{OUT_ROLES[r]}, {like}}}"
+            for (_, r), like in zip(targets, likes or [-1] * len(targets), strict=True)]
+    roles = [r for _, r in targets]
+    return [
+        _listed("using Roles = RoleList<", [t.tag for t in tensors], ">;"),
+        _listed("static constexpr const char* kNames[] = {", [f'"{t.name}"' for t in tensors],
+                "};"),
+        _listed("static constexpr bool kReads[] = {", ["true" if r else "false" for r in reads],
+                "};"),
+        _listed("static constexpr Out kOuts[] = {", outs, "};"),
+        f"static constexpr int kOut = {roles.count('element')}, kRowOut = {roles.count('row')}, "
+        f"kColSum = {roles.count('column')};",
+    ]
+
+
+def _listed(head: str, items: list[str], tail: str, indent: int = 2) -> str:
+    """``head`` items ``tail`` on one line within 100 columns, else with the items wrapped and
+    aligned after ``head``."""
+    one_line = head + ", ".join(items) + tail
+    if indent + len(one_line) <= 100:
+        return one_line
+    lines, current = [], head
+    for i, item in enumerate(items):
+        piece = item + (", " if i < len(items) - 1 else tail)
+        if current.strip() and indent + len(current.rstrip()) + len(piece.rstrip()) > 100:
+            lines.append(current.rstrip())
+            current = " " * len(head)
+        current += piece
+    lines.append(current)
+    return "\n".join(lines)
 
 
 def _numpy_return(name: str, role: str, varies: bool, gradient_of: str | bool) -> str:
@@ -377,6 +410,8 @@ def build_context(spec: Spec) -> Context:
         cpp_dtypes=[CPP_DTYPES[d] for d in m.dtypes],
         forward=forward,
         backward=backward,
+        runtime_names=sorted({"Out", "OutRole", "RoleList"} | {
+            t.tag for f in (forward, backward) if f is not None for t in f.tensors}),
         backward_paddle_inputs=paddle_inputs,
         backward_output_grads=output_grads,
         signatures=_signatures(camel, m.inputs, attrs, backward),
