@@ -320,7 +320,7 @@ def _listed(head: str, items: list[str], tail: str, indent: int = 2) -> str:
     lines, current = [], head
     for i, item in enumerate(items):
         piece = item + (", " if i < len(items) - 1 else tail)
-        if current.strip() and indent + len(current.rstrip()) + len(piece.rstrip()) > 100:
+        if current.strip() and indent + len(current) + len(piece.rstrip()) > 100:
             lines.append(current.rstrip())
             current = " " * len(head)
         current += piece

@@ -93,7 +93,8 @@ struct BackwardIo {
   using Roles = RoleList<Elem, Col, Col, RowStat, RowStat, Elem>;
   static constexpr const char* kNames[] = {"x", "weight", "bias", "mean", "rstd", "grad_out"};
   static constexpr bool kReads[] = {true, true, false, true, true, true};
-  static constexpr Out kOuts[] = {{OutRole::kElem, 0}, {OutRole::kColSum, 1}, {OutRole::kColSum, 2}};
+  static constexpr Out kOuts[] = {{OutRole::kElem, 0}, {OutRole::kColSum, 1},
+                                  {OutRole::kColSum, 2}};
   static constexpr int kOut = 1, kRowOut = 0, kColSum = 2;
 };
 
