@@ -597,6 +597,10 @@ BASELINE_FUNCTIONS: dict[str, Function] = {
         "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
         "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2", "softplus",
         "gelu", "gelu_tanh")},
+    # row-wise over the last axis, for rowwise ops' baselines
+    "softmax": _framework("softmax", "num"),
+    "layer_norm": _framework("layer_norm", "num", "num", "num", "num"),
+    "rms_norm": _framework("rms_norm", "num", "num", "num"),
 }
 
 
