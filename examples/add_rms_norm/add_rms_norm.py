@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paddle
@@ -133,6 +133,36 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
 
+# Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here, hanging on
+# x in the autograd graph (Paddle 2.6 gives no gradient for the other inputs: all zeros).
+_KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
+
+
+def _empty_outputs(x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor]:
+    """The outputs for an empty x, without the kernel (Paddle 2.6)."""
+    shape = list(x.shape)
+    with _current_device_of(x):
+        element = x * 0
+    return (element, element)
+
+
+@contextlib.contextmanager
+def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
+    """Makes ``tensor``'s GPU Paddle's current device for a while: Paddle puts the result of an
+    op on empty tensors on the current device, not on the input's."""
+    place = tensor.place
+    previous = paddle.device.get_device()
+    wanted = f"gpu:{place.gpu_device_id()}" if place.is_gpu_place() else previous
+    if wanted == previous:
+        yield
+        return
+    paddle.device.set_device(wanted)
+    try:
+        yield
+    finally:
+        paddle.device.set_device(previous)
+
+
 @paddle.jit.not_to_static  # to_static calls it as is; it builds the static op itself
 def add_rms_norm(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tensor, eps: float = 1e-06) -> tuple[paddle.Tensor, paddle.Tensor]:
     """h = x + residual, then out = rms_norm(h) * weight over the last axis
@@ -166,6 +196,8 @@ def add_rms_norm(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tenso
         residual = residual.contiguous()
     if not weight.is_contiguous():  # kernels read dense memory; views are copied first
         weight = weight.contiguous()
+    if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:
+        return _empty_outputs(x)
     outs = (_run or _load_run())("custom_add_rms_norm", x, residual, weight, _float_bits(eps))
     return tuple(outs)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paddle
@@ -133,6 +133,41 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
 
+# Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here, hanging on
+# x in the autograd graph (Paddle 2.6 gives no gradient for the other inputs: all zeros).
+_KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
+
+
+def _empty_outputs(x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor, paddle.Tensor]:
+    """The outputs for an empty x, without the kernel (Paddle 2.6)."""
+    shape = list(x.shape)
+    if shape[-1] == 0 and 0 not in shape[:-1]:
+        raise ValueError("layer_norm: rows of length 0 give per-row outputs that Paddle 2.6 "
+                         "cannot return from a custom op; Paddle 3 computes them")
+    stat = paddle.float64 if x.dtype == paddle.float64 else paddle.float32
+    with _current_device_of(x):
+        element = x * 0
+        per_row = paddle.zeros(shape[:-1], stat)
+    return (element, per_row, per_row)
+
+
+@contextlib.contextmanager
+def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
+    """Makes ``tensor``'s GPU Paddle's current device for a while: Paddle puts the result of an
+    op on empty tensors on the current device, not on the input's."""
+    place = tensor.place
+    previous = paddle.device.get_device()
+    wanted = f"gpu:{place.gpu_device_id()}" if place.is_gpu_place() else previous
+    if wanted == previous:
+        yield
+        return
+    paddle.device.set_device(wanted)
+    try:
+        yield
+    finally:
+        paddle.device.set_device(previous)
+
+
 @paddle.jit.not_to_static  # to_static calls it as is; it builds the static op itself
 def layer_norm(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor, eps: float = 1e-05) -> tuple[paddle.Tensor, paddle.Tensor, paddle.Tensor]:
     """Layer normalization over the last axis, with a per-column scale and shift
@@ -169,6 +204,8 @@ def layer_norm(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor, eps
         weight = weight.contiguous()
     if not bias.is_contiguous():  # kernels read dense memory; views are copied first
         bias = bias.contiguous()
+    if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:
+        return _empty_outputs(x)
     outs = (_run or _load_run())("custom_layer_norm", x, weight, bias, _float_bits(eps))
     return tuple(outs)
 

@@ -180,6 +180,8 @@ def test_backward(device, dtype, shape, attrs):
         reference_backward, [*arrays, *grads_out_np],
         {**attrs, "outputs": [ot.to_numpy(o) for o in outputs.values()]}, dtype)
     for name, got, want, err in zip(ROLES, grads, expected, spread, strict=True):
+        if got is None and ot.no_gradient_allowed(want, shape):  # no rows; Paddle 2.6
+            continue
         assert got is not None, f"no gradient for {name}"
         assert tuple(got.shape) == np.shape(want), name
         assert str(got.place) == str(inputs[0].place), name
