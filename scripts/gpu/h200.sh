@@ -13,6 +13,10 @@
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
+#   rowwise   issue 13: the generated tests of examples/softmax, layer_norm, rms_norm and
+#             add_rms_norm on gpu:0 (all dtypes; OPGEN_TEST_GPU=1 for gpu:1), then opgen bench
+#             on the anchor shapes (float32, bfloat16, float16) with PyTorch's ops beside them,
+#             then compute-sanitizer memcheck over the examples' GPU tests (float32, bfloat16)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -102,6 +106,26 @@ for stage in "$@"; do
         --shapes 64x1x512:1x256x512,16384x1024:16384x1,16384x1024:[],16384x1024:16384x1024 \
         --json "$OUT/bench-mul.json" 2>&1 | tee "$OUT/bench-mul.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    rowwise)
+      rows=4096x4096,16384x1024,65536x256,1024x32768,262144x128
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        opgen build examples/$op --arch 90 &&
+          opgen test examples/$op --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
+          tee "$OUT/tests-$op.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      done
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        opgen bench examples/$op --device gpu --shapes $rows --dtype float32 --dtype bfloat16 \
+          --dtype float16 --json "$OUT/bench-$op.json" 2>&1 | tee "$OUT/bench-$op.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      done
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        (cd examples/$op && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck \
+          --error-exitcode 9 --print-limit 40 python3 -m pytest test_$op.py -q -p no:warnings \
+          -p no:cacheprovider -k "float32 or bfloat16") > "$OUT/sanitizer-$op.log" 2>&1
+        [ $? = 0 ] || status=1
+        tail -n 4 "$OUT/sanitizer-$op.log"
+      done ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done
