@@ -46,8 +46,9 @@ namespace rowwise {
 #ifndef OPGEN_ROW_LANE_VECS
 #define OPGEN_ROW_LANE_VECS 1
 #endif
-// Bytes of per-element inputs each thread holds in registers at most (sets the vectors per lane,
-// and so the longest row each register schedule takes).
+// Bytes each thread holds in registers at most for the row: its per-element inputs' elements and
+// their column sums (sets the vectors per lane, and so the longest row each register schedule
+// takes).
 #ifndef OPGEN_ROW_REG_BYTES
 #define OPGEN_ROW_REG_BYTES 128
 #endif
@@ -389,7 +390,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     Acc* mine = partials + int64_t{blockIdx.x} * kColSum * p.cols;
     if constexpr (Cfg::kGroups > 1) {
       // The groups' sums are added in group order in shared memory.
-      extern __shared__ unsigned char shared_bytes[];
+      extern __shared__ __align__(16) unsigned char shared_bytes[];
       Acc* shared = reinterpret_cast<Acc*>(shared_bytes);
       for (int g = 0; g < Cfg::kGroups; ++g) {
         if (group == g) {
@@ -701,10 +702,12 @@ struct Schedules {
   static constexpr int kElem = CountElem<Roles...>() > 0 ? CountElem<Roles...>() : 1;
   static constexpr int kColSum = P::kColumnSums;
 
-  // Vectors per lane the register budget allows, a power of two from 1 to 8.
+  // Vectors per lane the register budget allows, a power of two from 1 to 8: each holds kVec
+  // elements of every element input and, with column sums, their kVec sums in Acc.
   template <int kVec>
   static constexpr int MaxChunks() {
-    int chunks = kRegBytes / (kElem * kVec * int(sizeof(T)));
+    const int per_chunk = kVec * (kElem * int(sizeof(T)) + kColSum * int(sizeof(Acc)));
+    int chunks = kRegBytes / per_chunk;
     int p = 1;
     while (p * 2 <= chunks && p < 8) p *= 2;
     return p;
