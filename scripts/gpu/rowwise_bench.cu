@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "opgen/rowwise.cuh"
+#include "rowwise_ops.h"
 
 #define CHECK(call)                                                                    \
   do {                                                                                 \
@@ -43,79 +44,6 @@ using opgen::rowwise::Col;
 using opgen::rowwise::Elem;
 using opgen::rowwise::Pointers;
 using opgen::rowwise::RowStat;
-
-// ---- the ops, as opgen would generate them -------------------------------------------------
-template <typename T>
-struct SoftmaxForward {  // out = exp(scale x - max) / sum
-  using Acc = opgen::Acc<T>;
-  Acc scale;
-  template <class Row>
-  OPGEN_HD void operator()(Row& row) const {
-    const Acc m = row.max([&](Acc x) { return x * scale; });
-    const Acc s = row.sum([&](Acc x) { return opgen::exp(x * scale - m); });
-    const Acc inv = Acc(1) / s;
-    row.put([&](Acc x) { return opgen::exp(x * scale - m) * inv; });
-  }
-};
-template <typename T>
-struct SoftmaxBackward {  // inputs out, grad_out
-  using Acc = opgen::Acc<T>;
-  Acc scale;
-  template <class Row>
-  OPGEN_HD void operator()(Row& row) const {
-    const Acc d = row.sum([&](Acc y, Acc g) { return y * g; });
-    row.put([&](Acc y, Acc g) { return scale * y * (g - d); });
-  }
-};
-template <typename T>
-struct RmsNormForward {  // inputs x, weight; outputs out; per-row rstd
-  using Acc = opgen::Acc<T>;
-  Acc eps;
-  template <class Row>
-  OPGEN_HD void operator()(Row& row) const {
-    const Acc rstd = opgen::rsqrt(row.mean([&](Acc x, Acc) { return x * x; }) + eps);
-    row.put_rows(rstd);
-    row.put([&](Acc x, Acc w) { return x * rstd * w; });
-  }
-};
-template <typename T>
-struct RmsNormBackward {  // inputs x, weight, rstd, grad_out; grad_x; column sums grad_weight
-  using Acc = opgen::Acc<T>;
-  template <class Row>
-  OPGEN_HD void operator()(Row& row) const {
-    const Acc c = row.mean([&](Acc x, Acc w, Acc, Acc g) { return g * w * x; });
-    row.put([&](Acc x, Acc w, Acc r, Acc g) { return r * (g * w - x * r * r * c); });
-    row.put_column_sums([&](Acc x, Acc, Acc r, Acc g) { return g * x * r; });
-  }
-};
-template <typename T>
-struct LayerNormForward {  // inputs x, weight, bias; out; per-row mean, rstd
-  using Acc = opgen::Acc<T>;
-  Acc eps;
-  template <class Row>
-  OPGEN_HD void operator()(Row& row) const {
-    const Acc mean = row.mean([&](Acc x, Acc, Acc) { return x; });
-    const Acc var = row.mean([&](Acc x, Acc, Acc) { return (x - mean) * (x - mean); });
-    const Acc rstd = opgen::rsqrt(var + eps);
-    row.put_rows(mean, rstd);
-    row.put([&](Acc x, Acc w, Acc b) { return (x - mean) * rstd * w + b; });
-  }
-};
-template <typename T>
-struct LayerNormBackward {  // inputs x, weight, mean, rstd, grad_out; grad_x; grad_w, grad_b
-  using Acc = opgen::Acc<T>;
-  template <class Row>
-  OPGEN_HD void operator()(Row& row) const {
-    const Acc a = row.mean([&](Acc, Acc w, Acc, Acc, Acc g) { return g * w; });
-    const Acc b = row.mean([&](Acc x, Acc w, Acc m, Acc r, Acc g) { return g * w * (x - m) * r; });
-    row.put([&](Acc x, Acc w, Acc m, Acc r, Acc g) {
-      return r * (g * w - a - (x - m) * r * b);
-    });
-    row.put_column_sums([&](Acc x, Acc, Acc m, Acc r, Acc g) -> opgen::Array<Acc, 2> {
-      return {g * (x - m) * r, g};
-    });
-  }
-};
 
 // ---- host references in double -------------------------------------------------------------
 double NanMax(double a, double b) { return (a > b || a != a) ? a : b; }
