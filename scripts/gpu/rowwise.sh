@@ -21,7 +21,7 @@ i=0
 for flags in "$@"; do
   i=$((i + 1))
   # shellcheck disable=SC2086  # the knobs are separate words
-  timeout 200 nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -warn-spills -Itemplates/common/csrc \
+  timeout 180 nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -warn-spills -Itemplates/common/csrc \
     -Itemplates/rowwise/csrc $flags scripts/gpu/rowwise_bench.cu -o /tmp/rowwise/v$i \
     > "$OUT/rowwise-build-v$i.txt" 2>&1 &
 done
@@ -29,7 +29,7 @@ wait
 echo "built in $(( $(date +%s) - start )) s" | tee -a "$OUT/rowwise.txt"
 status=0
 if [ "${MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null && [ -x /tmp/rowwise/v1 ]; then
-  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/rowwise/v1 --check-only --quick \
+  timeout 75 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/rowwise/v1 --check-only --quick \
     > "$OUT/rowwise-memcheck.txt" 2>&1
   rc=$?
   tail -n 3 "$OUT/rowwise-memcheck.txt"
@@ -53,7 +53,7 @@ for flags in "$@"; do
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
 if [ "${TORCH:-1}" = 1 ]; then
-  timeout 60 python3 scripts/gpu/rowwise_torch.py 2>&1 | tee "$OUT/rowwise-torch.txt"
+  timeout 50 python3 scripts/gpu/rowwise_torch.py 2>&1 | tee "$OUT/rowwise-torch.txt"
 fi
 echo "total $(( $(date +%s) - start )) s" | tee -a "$OUT/rowwise.txt"
 exit $status

@@ -429,7 +429,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 }
 
 // One row looped over global memory by a block; each reduction and each put re-reads the inputs.
-// Column sums go straight to the block's slice of the workspace (zeroed before the launch).
+// Column sums go straight to the block's slice of the workspace: its first row writes it, the
+// next ones add to it (each thread keeps to its own columns, so no barrier).
 template <int kVec, int kThreads, class P, class... Roles>
 class LoopRow {
  public:
@@ -439,8 +440,9 @@ class LoopRow {
   using V = Vec<T, kVec>;
   static constexpr int kUnroll = 4;  // vectors a thread loads before it computes
 
-  __device__ __forceinline__ LoopRow(const P& p, int64_t row, Acc* slots, int& phase, Acc* sums)
-      : p_(p), row_(row), slots_(slots), phase_(phase), sums_(sums) {
+  __device__ __forceinline__ LoopRow(const P& p, int64_t row, bool first, Acc* slots, int& phase,
+                                     Acc* sums)
+      : p_(p), row_(row), first_(first), slots_(slots), phase_(phase), sums_(sums) {
     LoadRowValues(std::make_index_sequence<kIn>{});
   }
 
@@ -505,7 +507,8 @@ class LoopRow {
         const R r = Call(f, in, e, Indices{});
 #pragma unroll
         for (int k = 0; k < P::kColumnSums; ++k) {
-          sums_[k * p_.cols + v * kVec + e] += Part<Acc>(r, k);
+          Acc& s = sums_[k * p_.cols + v * kVec + e];
+          s = first_ ? Part<Acc>(r, k) : s + Part<Acc>(r, k);
         }
       }
     });
@@ -595,6 +598,7 @@ class LoopRow {
 
   const P& p_;
   int64_t row_;
+  bool first_;  // the block's first row
   Acc* slots_;
   int& phase_;
   Acc* sums_;
@@ -609,7 +613,7 @@ __global__ void __launch_bounds__(kThreads) LoopKernel(F f, P p, typename P::Acc
   Acc* sums = P::kColumnSums > 0 ? partials + int64_t{blockIdx.x} * P::kColumnSums * p.cols
                                  : nullptr;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    LoopRow<kVec, kThreads, P, Roles...> r(p, row, slots, phase, sums);
+    LoopRow<kVec, kThreads, P, Roles...> r(p, row, row == int64_t{blockIdx.x}, slots, phase, sums);
     f(r);
   }
 }
@@ -751,8 +755,9 @@ struct Schedules {
     l.threads = kLoopThreads;
     l.grid = p.rows;
     if (kColSum > 0 || kWaves > 0) {
-      const int64_t resident = int64_t{MultiprocessorCount()} * ResidentBlocks<kernel>(l.threads, 0);
-      const int64_t cap = kColSum > 0 ? resident : resident * (kWaves > 0 ? kWaves : 1);
+      // With column sums, one block per multiprocessor: each block's partials are K long rows.
+      const int64_t sms = MultiprocessorCount();
+      const int64_t cap = kColSum > 0 ? sms : sms * ResidentBlocks<kernel>(l.threads, 0) * kWaves;
       if (cap < l.grid) l.grid = cap;
     }
     if (l.grid > kMaxGrid) l.grid = kMaxGrid;
@@ -761,11 +766,6 @@ struct Schedules {
   template <int kVec>
   static cudaError_t RunLoop(const F& f, const P& p, const Launch& l, Acc* partials,
                              cudaStream_t stream) {
-    if (kColSum > 0) {
-      const cudaError_t e = cudaMemsetAsync(
-          partials, 0, std::size_t(l.grid) * kColSum * std::size_t(p.cols) * sizeof(Acc), stream);
-      if (e != cudaSuccess) return e;
-    }
     LoopKernel<kVec, kLoopThreads, F, P, Roles...>
         <<<static_cast<unsigned>(l.grid), l.threads, 0, stream>>>(f, p, partials);
     return cudaGetLastError();
