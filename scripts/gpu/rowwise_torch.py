@@ -12,6 +12,13 @@ SHAPES = [(4096, 4096), (16384, 1024), (65536, 256), (1024, 32768), (262144, 128
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def rms_norm(x: torch.Tensor, shape: tuple[int, ...], w: torch.Tensor, eps: float):
+    """F.rms_norm where this PyTorch has it (2.4 on), else its composition."""
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, shape, w, eps)
+    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(x.dtype) * w
+
+
 def ms(fn, iters: int) -> float:
     for _ in range(3):
         fn()
@@ -48,7 +55,7 @@ def run_shape(rows: int, cols: int, dtype_name: str, dtype: torch.dtype) -> None
         fwd = {
             "torch softmax": lambda: torch.softmax(x, -1),
             "torch layer_norm": lambda: F.layer_norm(x, (cols,), w, b, 1e-5),
-            "torch rms_norm": lambda: F.rms_norm(x, (cols,), w, 1e-6),
+            "torch rms_norm": lambda: rms_norm(x, (cols,), w, 1e-6),
         }
         for op, fn in fwd.items():
             line(op, rows, cols, dtype_name, ms(fn, iters), 2 * n, copy_gbs)
@@ -62,7 +69,7 @@ def run_shape(rows: int, cols: int, dtype_name: str, dtype: torch.dtype) -> None
              g, x, (cols,), mean, rstd, w, b, [True, True, True]), iters), 3 * n, copy_gbs)
     xr = x.detach().requires_grad_()
     wr = w.detach().requires_grad_()
-    yr = F.rms_norm(xr, (cols,), wr, 1e-6)
+    yr = rms_norm(xr, (cols,), wr, 1e-6)
     line("torch rms_norm_grad", rows, cols, dtype_name,
          ms(lambda: torch.autograd.grad(yr, (xr, wr), g, retain_graph=True), iters), 3 * n,
          copy_gbs)
