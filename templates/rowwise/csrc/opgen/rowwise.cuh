@@ -671,8 +671,7 @@ inline bool AlignedTo(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// A launch: the kernel's configuration, the grid and the blocks whose partials the column sums
-// keep.
+// A launch's shape; with column sums, `grid` is also the number of per-block partials.
 struct Launch {
   int64_t grid = 0;
   int threads = 0;
@@ -697,8 +696,8 @@ bool VectorsFit(const P& p) {
   return true;
 }
 
-// Calls visit(kernel, threads, grid cap for column sums...) with the schedule for p: the register
-// schedule with the fewest lanes whose capacity holds the row, or the loop.
+// The schedules of one functor: which one a row length takes (With), its grid (Plan*) and its
+// launch (Run*).
 template <class F, class P, class... Roles>
 struct Schedules {
   using T = typename P::Storage;
@@ -771,8 +770,8 @@ struct Schedules {
     return cudaGetLastError();
   }
 
-  // visit.template operator()<Kind, Cfg-or-kVec>(...) through two callables: one for a register
-  // configuration, one for the loop at a vector width.
+  // Returns on_register(RegisterConfig) for the register schedule that holds a row of p.cols
+  // (the fewest lanes that do), or on_loop(vector width) when none does.
   template <int kVec, class OnRegister, class OnLoop>
   static auto WithWidth(const P& p, OnRegister&& on_register, OnLoop&& on_loop) {
     constexpr int kMaxChunks = MaxChunks<kVec>();
