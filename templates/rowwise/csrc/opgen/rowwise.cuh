@@ -66,7 +66,13 @@ namespace rowwise {
 #define OPGEN_ROW_WAVES 0
 #endif
 
+// Blocks per multiprocessor of a register schedule with column sums (0: as many as fit). Each
+// block writes one [K, cols] partial, so fewer blocks move fewer bytes, at some occupancy.
+#ifndef OPGEN_ROW_SUM_BLOCKS
+#define OPGEN_ROW_SUM_BLOCKS 0
+#endif
 constexpr int kRowThreads = OPGEN_ROW_THREADS;
+constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
 constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
 constexpr int kBlockVecs = OPGEN_ROW_BLOCK_VECS;
@@ -727,8 +733,9 @@ struct Schedules {
     const int64_t groups = CeilDiv(p.rows, Cfg::kGroups);
     l.grid = groups;
     if (kColSum > 0 || kWaves > 0) {
-      const int64_t resident =
-          int64_t{MultiprocessorCount()} * ResidentBlocks<kernel>(l.threads, l.shared_bytes);
+      int per_sm = ResidentBlocks<kernel>(l.threads, l.shared_bytes);
+      if (kColSum > 0 && kSumBlocks > 0 && kSumBlocks < per_sm) per_sm = kSumBlocks;
+      const int64_t resident = int64_t{MultiprocessorCount()} * per_sm;
       const int64_t cap = kColSum > 0 ? resident : resident * (kWaves > 0 ? kWaves : 1);
       if (cap < l.grid) l.grid = cap;
     }
