@@ -2,7 +2,7 @@
 // own, without Paddle (scripts/gpu/rowwise.sh builds and runs it):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/rowwise/csrc \
 //     scripts/gpu/rowwise_bench.cu -o /tmp/rowwise_bench && /tmp/rowwise_bench [--check-only |
-//     --time-only] [--quick]
+//     --time-only] [--quick] [--float-only]
 // Hand-written functors in the shape opgen generates: softmax (with scale), rms_norm and
 // layer_norm (saving mean and rstd), forward and backward (layer_norm's weight and bias gradients
 // through put_column_sums). First every op in float32, float64, float16 and bfloat16 against a
@@ -461,12 +461,14 @@ void CheckAll(bool quick) {
   };
   // Every schedule: parts of a warp (1..16 vectors), a warp (up to 8 vectors per lane), a block
   // (128..1024 threads), the loop; element paths for odd lengths; 0 rows and 0 cols.
+  // The first 12 are the quick set; the two big ones give every block several rows (prefetch).
   std::vector<Shape> shapes = {{5, 1},    {9, 7},      {33, 128},   {17, 1000}, {6, 4096},
                                {3, 32768}, {0, 128},   {0, 0},      {4, 0},     {3000, 256},
+                               {600, 4096}, {300, 32768},
                                {2000, 96}, {77, 24},   {129, 8},    {65, 2048}, {40, 1536},
                                {5, 8192},  {4, 16384}, {2, 65536},  {2, 100000}, {3, 3001},
                                {70, 513},  {1100, 64}, {300, 40},   {2, 270000}};
-  if (quick) shapes.resize(10);
+  if (quick) shapes.resize(12);
   for (const Shape& s : shapes) {
     CheckShape<T>(s.rows, s.cols, 0, s.rows >= 2 && s.cols >= 1);
   }
@@ -530,7 +532,7 @@ void TimeShape(int64_t rows, int64_t cols) {
   Buffer<Acc> mean(rows), rstd(rows);
   Timer timer;
   const double bytes = double(n) * sizeof(T);
-  const int iters = std::max(100, int(2e10 / (4 * bytes)));
+  const int iters = std::max(50, int(1e10 / (4 * bytes)));
   const double copy_ms = timer.Ms([&] {
     cudaMemcpyAsync(y.ptr, x.ptr, n * sizeof(T), cudaMemcpyDeviceToDevice, nullptr);
   }, iters);
@@ -621,11 +623,12 @@ void TimeAll() {
 }
 
 int main(int argc, char** argv) {
-  bool check = true, time = true, quick = false;
+  bool check = true, time = true, quick = false, float_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--check-only")) time = false;
     else if (!std::strcmp(argv[i], "--time-only")) check = false;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--float-only")) float_only = true;
   }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -639,17 +642,21 @@ int main(int argc, char** argv) {
   if (check) {
     CheckAll<float>(quick);
 #ifndef ROWWISE_BENCH_FLOAT_ONLY
-    CheckAll<__nv_bfloat16>(quick);
-    CheckAll<__half>(quick);
-    CheckAll<double>(quick);
+    if (!float_only) {
+      CheckAll<__nv_bfloat16>(quick);
+      CheckAll<__half>(quick);
+      CheckAll<double>(quick);
+    }
 #endif
     std::printf("checks: %d comparisons, %d mismatches\n", g_checks, g_failures);
   }
   if (time && g_failures == 0) {
     TimeAll<float>();
 #ifndef ROWWISE_BENCH_FLOAT_ONLY
-    TimeAll<__nv_bfloat16>();
-    TimeAll<__half>();
+    if (!float_only) {
+      TimeAll<__nv_bfloat16>();
+      TimeAll<__half>();
+    }
 #endif
   }
   return g_failures == 0 ? 0 : 1;

@@ -71,7 +71,13 @@ namespace rowwise {
 #ifndef OPGEN_ROW_SUM_BLOCKS
 #define OPGEN_ROW_SUM_BLOCKS 0
 #endif
+// 1: the block-per-row register schedule keeps one block per row slot resident and copies the
+// next row into shared memory (cp.async) while it works on the current one.
+#ifndef OPGEN_ROW_PREFETCH
+#define OPGEN_ROW_PREFETCH 0
+#endif
 constexpr int kRowThreads = OPGEN_ROW_THREADS;
+constexpr bool kPrefetch = OPGEN_ROW_PREFETCH != 0;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
 constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
@@ -97,6 +103,39 @@ using RoleAt = std::tuple_element_t<I, std::tuple<Roles...>>;
 template <typename... Roles>
 constexpr int CountElem() {
   return (0 + ... + int(std::is_same_v<Roles, Elem>));
+}
+
+// The position of input I among the element inputs.
+template <typename... Roles>
+constexpr int ElemSlotOf(int i) {
+  constexpr bool is_elem[] = {std::is_same_v<Roles, Elem>..., false};
+  int slot = 0;
+  for (int k = 0; k < i; ++k) slot += is_elem[k] ? 1 : 0;
+  return slot;
+}
+template <int I, typename... Roles>
+constexpr int kElemSlot = ElemSlotOf<Roles...>(I);
+
+// 16 bytes from global to shared memory without a trip through registers (sm_80 on), and the
+// wait for this thread's copies.
+__device__ __forceinline__ void CopyAsync16(void* shared, const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global)
+               : "memory");
+#else
+  *static_cast<uint4*>(shared) = *static_cast<const uint4*>(global);
+#endif
+}
+__device__ __forceinline__ void CopyAsyncCommit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void CopyAsyncWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
 }
 
 constexpr int PowerOfTwoAtLeast(int64_t n) {
@@ -177,6 +216,11 @@ struct RegisterConfig {
   static_assert(kLanes <= 32 || kLanes == kThreads, "a row is part of a warp or the whole block");
 };
 
+// Whether a configuration stages the next row in shared memory (OPGEN_ROW_PREFETCH).
+template <class Cfg, typename T>
+constexpr bool kPrefetches =
+    kPrefetch && Cfg::kLanes == Cfg::kThreads && Cfg::kVec * sizeof(T) == 16;
+
 // The per-thread column sums of a functor: [kColSum][kChunks * kVec].
 template <typename A, int kColSum, int kPerThread>
 struct ColumnSums {
@@ -196,10 +240,18 @@ class RegisterRow {
   using V = Vec<T, kVec>;
   using Sums = ColumnSums<Acc, P::kColumnSums, kChunks * kVec>;
 
+  // `staged`: the row's element inputs already in shared memory (see Stage), or null.
   __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live, Acc* slots,
-                                         int& phase, Sums& sums)
+                                         int& phase, Sums& sums, const V* staged = nullptr)
       : p_(p), row_(row), lane_(lane), live_(live), slots_(slots), phase_(phase), sums_(sums) {
-    Load(std::make_index_sequence<kIn>{});
+    Load(staged, std::make_index_sequence<kIn>{});
+  }
+
+  // Starts copying row `row`'s element inputs to `staged` ([element input][chunk][lane]), each
+  // thread its own vectors, so only the copying thread reads them back.
+  __device__ __forceinline__ static void Stage(const P& p, int64_t row, int lane, V* staged) {
+    StageInputs(p, row, lane, staged, std::make_index_sequence<kIn>{});
+    CopyAsyncCommit();
   }
 
   __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
@@ -286,24 +338,52 @@ class RegisterRow {
   using Indices = std::make_index_sequence<kIn>;
 
   template <std::size_t... I>
-  __device__ __forceinline__ void Load(std::index_sequence<I...>) {
-    (LoadOne<int(I)>(), ...);
+  __device__ __forceinline__ static void StageInputs(const P& p, int64_t row, int lane, V* staged,
+                                                     std::index_sequence<I...>) {
+    (StageOne<int(I)>(p, row, lane, staged), ...);
   }
   template <int I>
-  __device__ __forceinline__ void LoadOne() {
+  __device__ __forceinline__ static void StageOne(const P& p, int64_t row, int lane, V* staged) {
+    if constexpr (std::is_same_v<RoleAt<I, Roles...>, Elem>) {
+      if (p.in[I] == nullptr) return;
+      const T* base = static_cast<const T*>(p.in[I]) + row * p.cols;
+      V* mine = staged + kElemSlot<I, Roles...> * kChunks * kLanes + lane;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int64_t column = (int64_t{c} * kLanes + lane) * kVec;
+        if (column < p.cols) CopyAsync16(mine + c * kLanes, base + column);
+      }
+    }
+  }
+
+  template <std::size_t... I>
+  __device__ __forceinline__ void Load(const V* staged, std::index_sequence<I...>) {
+    (LoadOne<int(I)>(staged), ...);
+  }
+  template <int I>
+  __device__ __forceinline__ void LoadOne(const V* staged) {
     using Role = RoleAt<I, Roles...>;
     const void* ptr = p_.in[I];
     if constexpr (std::is_same_v<Role, Elem>) {
       const T* base = static_cast<const T*>(ptr) + row_ * p_.cols;
+      const V* mine = staged + kElemSlot<I, Roles...> * kChunks * kLanes + lane_;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        data_[I][c] = (ptr != nullptr && Valid(c)) ? *reinterpret_cast<const V*>(base + Column(c))
-                                                   : V{};
+        if (ptr == nullptr || !Valid(c)) {
+          data_[I][c] = V{};
+        } else if (staged != nullptr) {
+          data_[I][c] = mine[c * kLanes];
+        } else {
+          data_[I][c] = *reinterpret_cast<const V*>(base + Column(c));
+        }
       }
     } else if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
+      (void)staged;
       using S = typename Stored<Role, T>::type;
       row_value_[I] = (ptr != nullptr && live_) ? static_cast<Acc>(static_cast<const S*>(ptr)[row_])
                                                 : Acc(0);
+    } else {
+      (void)staged;
     }
   }
 
@@ -386,11 +466,27 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   }
   const int group = threadIdx.x / Cfg::kLanes;
   const int lane = threadIdx.x % Cfg::kLanes;
-  for (int64_t first = int64_t{blockIdx.x} * Cfg::kGroups; first < p.rows;
-       first += int64_t{gridDim.x} * Cfg::kGroups) {
-    const int64_t row = first + group;
-    Row r(p, row, lane, row < p.rows, slots, phase, sums);
-    f(r);
+  if constexpr (kPrefetches<Cfg, typename P::Storage>) {
+    // One row per block at a time; the next one's copy to shared memory runs while this one is
+    // reduced and written.
+    extern __shared__ __align__(16) unsigned char staged_bytes[];
+    auto* staged = reinterpret_cast<typename Row::V*>(staged_bytes);
+    int64_t row = blockIdx.x;
+    if (row < p.rows) Row::Stage(p, row, lane, staged);
+    for (; row < p.rows; row += gridDim.x) {
+      CopyAsyncWait();
+      Row r(p, row, lane, true, slots, phase, sums, staged);
+      const int64_t next = row + gridDim.x;
+      if (next < p.rows) Row::Stage(p, next, lane, staged);
+      f(r);
+    }
+  } else {
+    for (int64_t first = int64_t{blockIdx.x} * Cfg::kGroups; first < p.rows;
+         first += int64_t{gridDim.x} * Cfg::kGroups) {
+      const int64_t row = first + group;
+      Row r(p, row, lane, row < p.rows, slots, phase, sums);
+      f(r);
+    }
   }
   if constexpr (kColSum > 0) {
     Acc* mine = partials + int64_t{blockIdx.x} * kColSum * p.cols;
@@ -725,14 +821,25 @@ struct Schedules {
   template <class Cfg>
   static Launch PlanRegister(const P& p) {
     constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
+    constexpr bool kStaged = kPrefetches<Cfg, T>;
     Launch l;
     l.threads = Cfg::kThreads;
-    l.shared_bytes = (kColSum > 0 && Cfg::kGroups > 1)
-                         ? std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc)
-                         : 0;
+    if (kStaged) {
+      l.shared_bytes = std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
+    } else if (kColSum > 0 && Cfg::kGroups > 1) {
+      l.shared_bytes = std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
+    }
+    if (l.shared_bytes > 48 * 1024) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(l.shared_bytes));
+    }
     const int64_t groups = CeilDiv(p.rows, Cfg::kGroups);
     l.grid = groups;
-    if (kColSum > 0 || kWaves > 0) {
+    if (kStaged) {  // resident blocks only: each goes on to its next row
+      const int64_t resident =
+          int64_t{MultiprocessorCount()} * ResidentBlocks<kernel>(l.threads, l.shared_bytes);
+      if (resident < l.grid) l.grid = resident;
+    } else if (kColSum > 0 || kWaves > 0) {
       int per_sm = ResidentBlocks<kernel>(l.threads, l.shared_bytes);
       if (kColSum > 0 && kSumBlocks > 0 && kSumBlocks < per_sm) per_sm = kSumBlocks;
       const int64_t resident = int64_t{MultiprocessorCount()} * per_sm;
@@ -746,10 +853,6 @@ struct Schedules {
   static cudaError_t RunRegister(const F& f, const P& p, const Launch& l, Acc* partials,
                                  cudaStream_t stream) {
     constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
-    if (l.shared_bytes > 48 * 1024) {
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(l.shared_bytes));
-    }
     kernel<<<static_cast<unsigned>(l.grid), l.threads, l.shared_bytes, stream>>>(f, p, partials);
     return cudaGetLastError();
   }
