@@ -46,8 +46,9 @@ namespace rowwise {
 #ifndef OPGEN_ROW_LANE_VECS
 #define OPGEN_ROW_LANE_VECS 1
 #endif
-// Bytes of per-element inputs each thread holds in registers at most (sets the vectors per lane,
-// and so the longest row each register schedule takes).
+// Bytes each thread holds in registers at most for the row: its per-element inputs' elements and
+// their column sums (sets the vectors per lane, and so the longest row each register schedule
+// takes).
 #ifndef OPGEN_ROW_REG_BYTES
 #define OPGEN_ROW_REG_BYTES 128
 #endif
@@ -65,7 +66,19 @@ namespace rowwise {
 #define OPGEN_ROW_WAVES 0
 #endif
 
+// Blocks per multiprocessor of a register schedule with column sums (0: as many as fit). Each
+// block writes one [K, cols] partial, so fewer blocks move fewer bytes, at some occupancy.
+#ifndef OPGEN_ROW_SUM_BLOCKS
+#define OPGEN_ROW_SUM_BLOCKS 0
+#endif
+// 1: the block-per-row register schedule keeps one block per row slot resident and copies the
+// next row into shared memory (cp.async) while it works on the current one.
+#ifndef OPGEN_ROW_PREFETCH
+#define OPGEN_ROW_PREFETCH 0
+#endif
 constexpr int kRowThreads = OPGEN_ROW_THREADS;
+constexpr bool kPrefetch = OPGEN_ROW_PREFETCH != 0;
+constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
 constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
 constexpr int kBlockVecs = OPGEN_ROW_BLOCK_VECS;
@@ -90,6 +103,39 @@ using RoleAt = std::tuple_element_t<I, std::tuple<Roles...>>;
 template <typename... Roles>
 constexpr int CountElem() {
   return (0 + ... + int(std::is_same_v<Roles, Elem>));
+}
+
+// The position of input I among the element inputs.
+template <typename... Roles>
+constexpr int ElemSlotOf(int i) {
+  constexpr bool is_elem[] = {std::is_same_v<Roles, Elem>..., false};
+  int slot = 0;
+  for (int k = 0; k < i; ++k) slot += is_elem[k] ? 1 : 0;
+  return slot;
+}
+template <int I, typename... Roles>
+constexpr int kElemSlot = ElemSlotOf<Roles...>(I);
+
+// 16 bytes from global to shared memory without a trip through registers (sm_80 on), and the
+// wait for this thread's copies.
+__device__ __forceinline__ void CopyAsync16(void* shared, const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global)
+               : "memory");
+#else
+  *static_cast<uint4*>(shared) = *static_cast<const uint4*>(global);
+#endif
+}
+__device__ __forceinline__ void CopyAsyncCommit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void CopyAsyncWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
 }
 
 constexpr int PowerOfTwoAtLeast(int64_t n) {
@@ -170,6 +216,11 @@ struct RegisterConfig {
   static_assert(kLanes <= 32 || kLanes == kThreads, "a row is part of a warp or the whole block");
 };
 
+// Whether a configuration stages the next row in shared memory (OPGEN_ROW_PREFETCH).
+template <class Cfg, typename T>
+constexpr bool kPrefetches =
+    kPrefetch && Cfg::kLanes == Cfg::kThreads && Cfg::kVec * sizeof(T) == 16;
+
 // The per-thread column sums of a functor: [kColSum][kChunks * kVec].
 template <typename A, int kColSum, int kPerThread>
 struct ColumnSums {
@@ -189,10 +240,18 @@ class RegisterRow {
   using V = Vec<T, kVec>;
   using Sums = ColumnSums<Acc, P::kColumnSums, kChunks * kVec>;
 
+  // `staged`: the row's element inputs already in shared memory (see Stage), or null.
   __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live, Acc* slots,
-                                         int& phase, Sums& sums)
+                                         int& phase, Sums& sums, const V* staged = nullptr)
       : p_(p), row_(row), lane_(lane), live_(live), slots_(slots), phase_(phase), sums_(sums) {
-    Load(std::make_index_sequence<kIn>{});
+    Load(staged, std::make_index_sequence<kIn>{});
+  }
+
+  // Starts copying row `row`'s element inputs to `staged` ([element input][chunk][lane]), each
+  // thread its own vectors, so only the copying thread reads them back.
+  __device__ __forceinline__ static void Stage(const P& p, int64_t row, int lane, V* staged) {
+    StageInputs(p, row, lane, staged, std::make_index_sequence<kIn>{});
+    CopyAsyncCommit();
   }
 
   __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
@@ -279,24 +338,52 @@ class RegisterRow {
   using Indices = std::make_index_sequence<kIn>;
 
   template <std::size_t... I>
-  __device__ __forceinline__ void Load(std::index_sequence<I...>) {
-    (LoadOne<int(I)>(), ...);
+  __device__ __forceinline__ static void StageInputs(const P& p, int64_t row, int lane, V* staged,
+                                                     std::index_sequence<I...>) {
+    (StageOne<int(I)>(p, row, lane, staged), ...);
   }
   template <int I>
-  __device__ __forceinline__ void LoadOne() {
+  __device__ __forceinline__ static void StageOne(const P& p, int64_t row, int lane, V* staged) {
+    if constexpr (std::is_same_v<RoleAt<I, Roles...>, Elem>) {
+      if (p.in[I] == nullptr) return;
+      const T* base = static_cast<const T*>(p.in[I]) + row * p.cols;
+      V* mine = staged + kElemSlot<I, Roles...> * kChunks * kLanes + lane;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int64_t column = (int64_t{c} * kLanes + lane) * kVec;
+        if (column < p.cols) CopyAsync16(mine + c * kLanes, base + column);
+      }
+    }
+  }
+
+  template <std::size_t... I>
+  __device__ __forceinline__ void Load(const V* staged, std::index_sequence<I...>) {
+    (LoadOne<int(I)>(staged), ...);
+  }
+  template <int I>
+  __device__ __forceinline__ void LoadOne(const V* staged) {
     using Role = RoleAt<I, Roles...>;
     const void* ptr = p_.in[I];
     if constexpr (std::is_same_v<Role, Elem>) {
       const T* base = static_cast<const T*>(ptr) + row_ * p_.cols;
+      const V* mine = staged + kElemSlot<I, Roles...> * kChunks * kLanes + lane_;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        data_[I][c] = (ptr != nullptr && Valid(c)) ? *reinterpret_cast<const V*>(base + Column(c))
-                                                   : V{};
+        if (ptr == nullptr || !Valid(c)) {
+          data_[I][c] = V{};
+        } else if (staged != nullptr) {
+          data_[I][c] = mine[c * kLanes];
+        } else {
+          data_[I][c] = *reinterpret_cast<const V*>(base + Column(c));
+        }
       }
     } else if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
+      (void)staged;
       using S = typename Stored<Role, T>::type;
       row_value_[I] = (ptr != nullptr && live_) ? static_cast<Acc>(static_cast<const S*>(ptr)[row_])
                                                 : Acc(0);
+    } else {
+      (void)staged;
     }
   }
 
@@ -379,17 +466,33 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   }
   const int group = threadIdx.x / Cfg::kLanes;
   const int lane = threadIdx.x % Cfg::kLanes;
-  for (int64_t first = int64_t{blockIdx.x} * Cfg::kGroups; first < p.rows;
-       first += int64_t{gridDim.x} * Cfg::kGroups) {
-    const int64_t row = first + group;
-    Row r(p, row, lane, row < p.rows, slots, phase, sums);
-    f(r);
+  if constexpr (kPrefetches<Cfg, typename P::Storage>) {
+    // One row per block at a time; the next one's copy to shared memory runs while this one is
+    // reduced and written.
+    extern __shared__ __align__(16) unsigned char staged_bytes[];
+    auto* staged = reinterpret_cast<typename Row::V*>(staged_bytes);
+    int64_t row = blockIdx.x;
+    if (row < p.rows) Row::Stage(p, row, lane, staged);
+    for (; row < p.rows; row += gridDim.x) {
+      CopyAsyncWait();
+      Row r(p, row, lane, true, slots, phase, sums, staged);
+      const int64_t next = row + gridDim.x;
+      if (next < p.rows) Row::Stage(p, next, lane, staged);
+      f(r);
+    }
+  } else {
+    for (int64_t first = int64_t{blockIdx.x} * Cfg::kGroups; first < p.rows;
+         first += int64_t{gridDim.x} * Cfg::kGroups) {
+      const int64_t row = first + group;
+      Row r(p, row, lane, row < p.rows, slots, phase, sums);
+      f(r);
+    }
   }
   if constexpr (kColSum > 0) {
     Acc* mine = partials + int64_t{blockIdx.x} * kColSum * p.cols;
     if constexpr (Cfg::kGroups > 1) {
       // The groups' sums are added in group order in shared memory.
-      extern __shared__ unsigned char shared_bytes[];
+      extern __shared__ __align__(16) unsigned char shared_bytes[];
       Acc* shared = reinterpret_cast<Acc*>(shared_bytes);
       for (int g = 0; g < Cfg::kGroups; ++g) {
         if (group == g) {
@@ -428,7 +531,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 }
 
 // One row looped over global memory by a block; each reduction and each put re-reads the inputs.
-// Column sums go straight to the block's slice of the workspace (zeroed before the launch).
+// Column sums go straight to the block's slice of the workspace: its first row writes it, the
+// next ones add to it (each thread keeps to its own columns, so no barrier).
 template <int kVec, int kThreads, class P, class... Roles>
 class LoopRow {
  public:
@@ -438,8 +542,9 @@ class LoopRow {
   using V = Vec<T, kVec>;
   static constexpr int kUnroll = 4;  // vectors a thread loads before it computes
 
-  __device__ __forceinline__ LoopRow(const P& p, int64_t row, Acc* slots, int& phase, Acc* sums)
-      : p_(p), row_(row), slots_(slots), phase_(phase), sums_(sums) {
+  __device__ __forceinline__ LoopRow(const P& p, int64_t row, bool first, Acc* slots, int& phase,
+                                     Acc* sums)
+      : p_(p), row_(row), first_(first), slots_(slots), phase_(phase), sums_(sums) {
     LoadRowValues(std::make_index_sequence<kIn>{});
   }
 
@@ -504,7 +609,8 @@ class LoopRow {
         const R r = Call(f, in, e, Indices{});
 #pragma unroll
         for (int k = 0; k < P::kColumnSums; ++k) {
-          sums_[k * p_.cols + v * kVec + e] += Part<Acc>(r, k);
+          Acc& s = sums_[k * p_.cols + v * kVec + e];
+          s = first_ ? Part<Acc>(r, k) : s + Part<Acc>(r, k);
         }
       }
     });
@@ -594,6 +700,7 @@ class LoopRow {
 
   const P& p_;
   int64_t row_;
+  bool first_;  // the block's first row
   Acc* slots_;
   int& phase_;
   Acc* sums_;
@@ -608,7 +715,7 @@ __global__ void __launch_bounds__(kThreads) LoopKernel(F f, P p, typename P::Acc
   Acc* sums = P::kColumnSums > 0 ? partials + int64_t{blockIdx.x} * P::kColumnSums * p.cols
                                  : nullptr;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    LoopRow<kVec, kThreads, P, Roles...> r(p, row, slots, phase, sums);
+    LoopRow<kVec, kThreads, P, Roles...> r(p, row, row == int64_t{blockIdx.x}, slots, phase, sums);
     f(r);
   }
 }
@@ -666,8 +773,7 @@ inline bool AlignedTo(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// A launch: the kernel's configuration, the grid and the blocks whose partials the column sums
-// keep.
+// A launch's shape; with column sums, `grid` is also the number of per-block partials.
 struct Launch {
   int64_t grid = 0;
   int threads = 0;
@@ -692,8 +798,8 @@ bool VectorsFit(const P& p) {
   return true;
 }
 
-// Calls visit(kernel, threads, grid cap for column sums...) with the schedule for p: the register
-// schedule with the fewest lanes whose capacity holds the row, or the loop.
+// The schedules of one functor: which one a row length takes (With), its grid (Plan*) and its
+// launch (Run*).
 template <class F, class P, class... Roles>
 struct Schedules {
   using T = typename P::Storage;
@@ -701,10 +807,12 @@ struct Schedules {
   static constexpr int kElem = CountElem<Roles...>() > 0 ? CountElem<Roles...>() : 1;
   static constexpr int kColSum = P::kColumnSums;
 
-  // Vectors per lane the register budget allows, a power of two from 1 to 8.
+  // Vectors per lane the register budget allows, a power of two from 1 to 8: each holds kVec
+  // elements of every element input and, with column sums, their kVec sums in Acc.
   template <int kVec>
   static constexpr int MaxChunks() {
-    int chunks = kRegBytes / (kElem * kVec * int(sizeof(T)));
+    const int per_chunk = kVec * (kElem * int(sizeof(T)) + kColSum * int(sizeof(Acc)));
+    int chunks = kRegBytes / per_chunk;
     int p = 1;
     while (p * 2 <= chunks && p < 8) p *= 2;
     return p;
@@ -713,16 +821,28 @@ struct Schedules {
   template <class Cfg>
   static Launch PlanRegister(const P& p) {
     constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
+    constexpr bool kStaged = kPrefetches<Cfg, T>;
     Launch l;
     l.threads = Cfg::kThreads;
-    l.shared_bytes = (kColSum > 0 && Cfg::kGroups > 1)
-                         ? std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc)
-                         : 0;
+    if (kStaged) {
+      l.shared_bytes = std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
+    } else if (kColSum > 0 && Cfg::kGroups > 1) {
+      l.shared_bytes = std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
+    }
+    if (l.shared_bytes > 48 * 1024) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(l.shared_bytes));
+    }
     const int64_t groups = CeilDiv(p.rows, Cfg::kGroups);
     l.grid = groups;
-    if (kColSum > 0 || kWaves > 0) {
+    if (kStaged) {  // resident blocks only: each goes on to its next row
       const int64_t resident =
           int64_t{MultiprocessorCount()} * ResidentBlocks<kernel>(l.threads, l.shared_bytes);
+      if (resident < l.grid) l.grid = resident;
+    } else if (kColSum > 0 || kWaves > 0) {
+      int per_sm = ResidentBlocks<kernel>(l.threads, l.shared_bytes);
+      if (kColSum > 0 && kSumBlocks > 0 && kSumBlocks < per_sm) per_sm = kSumBlocks;
+      const int64_t resident = int64_t{MultiprocessorCount()} * per_sm;
       const int64_t cap = kColSum > 0 ? resident : resident * (kWaves > 0 ? kWaves : 1);
       if (cap < l.grid) l.grid = cap;
     }
@@ -733,10 +853,6 @@ struct Schedules {
   static cudaError_t RunRegister(const F& f, const P& p, const Launch& l, Acc* partials,
                                  cudaStream_t stream) {
     constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
-    if (l.shared_bytes > 48 * 1024) {
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(l.shared_bytes));
-    }
     kernel<<<static_cast<unsigned>(l.grid), l.threads, l.shared_bytes, stream>>>(f, p, partials);
     return cudaGetLastError();
   }
@@ -748,8 +864,9 @@ struct Schedules {
     l.threads = kLoopThreads;
     l.grid = p.rows;
     if (kColSum > 0 || kWaves > 0) {
-      const int64_t resident = int64_t{MultiprocessorCount()} * ResidentBlocks<kernel>(l.threads, 0);
-      const int64_t cap = kColSum > 0 ? resident : resident * (kWaves > 0 ? kWaves : 1);
+      // With column sums, one block per multiprocessor: each block's partials are K long rows.
+      const int64_t sms = MultiprocessorCount();
+      const int64_t cap = kColSum > 0 ? sms : sms * ResidentBlocks<kernel>(l.threads, 0) * kWaves;
       if (cap < l.grid) l.grid = cap;
     }
     if (l.grid > kMaxGrid) l.grid = kMaxGrid;
@@ -758,18 +875,13 @@ struct Schedules {
   template <int kVec>
   static cudaError_t RunLoop(const F& f, const P& p, const Launch& l, Acc* partials,
                              cudaStream_t stream) {
-    if (kColSum > 0) {
-      const cudaError_t e = cudaMemsetAsync(
-          partials, 0, std::size_t(l.grid) * kColSum * std::size_t(p.cols) * sizeof(Acc), stream);
-      if (e != cudaSuccess) return e;
-    }
     LoopKernel<kVec, kLoopThreads, F, P, Roles...>
         <<<static_cast<unsigned>(l.grid), l.threads, 0, stream>>>(f, p, partials);
     return cudaGetLastError();
   }
 
-  // visit.template operator()<Kind, Cfg-or-kVec>(...) through two callables: one for a register
-  // configuration, one for the loop at a vector width.
+  // Returns on_register(RegisterConfig) for the register schedule that holds a row of p.cols
+  // (the fewest lanes that do), or on_loop(vector width) when none does.
   template <int kVec, class OnRegister, class OnLoop>
   static auto WithWidth(const P& p, OnRegister&& on_register, OnLoop&& on_loop) {
     constexpr int kMaxChunks = MaxChunks<kVec>();

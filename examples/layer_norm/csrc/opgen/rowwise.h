@@ -58,9 +58,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -156,7 +156,7 @@ OPGEN_HD AccT Part(const R& result, int k) {
 
 template <typename AccT>
 OPGEN_HD AccT Infinity() {
-  return std::numeric_limits<AccT>::infinity();
+  return static_cast<AccT>(HUGE_VALF);  // std::numeric_limits is host-only in CUDA
 }
 
 }  // namespace detail
