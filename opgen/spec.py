@@ -664,11 +664,10 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         bwd_unavailable = {f"grad_{n}": f"backward computes grad_{n} from {grad_names}"
                            for n in model.inputs}
         derived = model.backward == "auto"
-        if derived and rowwise:
-            raise fail(("backward",), "backward: auto is not available for rowwise ops yet; "
-                       "write each input's gradient (x: ..., with sum/mean over the row)")
         section = model.backward if isinstance(model.backward, dict) else \
-            _derived_backward(model, forward, path, lines)
+            _derived_backward(model, forward, path, lines,
+                              [n for n, r in input_roles.items() if r == "row"] if rowwise
+                              else None)
         bwd_varying = None if varying is None else varying | frozenset(
             [o for o, r in output_roles.items() if r == "element"] +
             [f"grad_{o}" for o, r in output_roles.items() if r == "element"])
@@ -837,12 +836,16 @@ def _needed(read: set[str], outer: _Compiled) -> set[str]:
     return needed
 
 
-def _derived_backward(model: OpSpec, forward: _Compiled, path: Path,
-                      lines: dict[Path_, int]) -> dict[str, str]:
-    """``backward: auto``: each input's gradient, derived from the forward."""
-    from .autodiff import AutodiffError, backward_of
+def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict[Path_, int],
+                      per_row_inputs: list[str] | None = None) -> dict[str, str]:
+    """``backward: auto``: each input's gradient, derived from the forward (a rowwise one's
+    with ``per_row_inputs``)."""
+    from .autodiff import AutodiffError, backward_of, rowwise_backward_of
 
     try:
+        if per_row_inputs is not None:
+            return rowwise_backward_of(forward.sources, model.inputs, model.outputs,
+                                       per_row_inputs)
         return backward_of(forward.sources, model.inputs, model.outputs)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None

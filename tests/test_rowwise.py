@@ -167,3 +167,37 @@ def test_from_rows_sums_per_column_gradients_over_rows():
     assert ot.from_rows(np.ones((2, 1)), "row", (2, 3)).tolist() == [1.0, 1.0]
     assert ot.from_rows(grad, "row", (2, 3), summed=True).tolist() == [3.0, 12.0]
     assert ot.from_rows(np.zeros((0, 3)), "column", (0, 3)).tolist() == [0.0, 0.0, 0.0]
+
+
+# -- backward: auto -------------------------------------------------------------------------------
+
+def test_backward_auto_sums_per_row_gradients_over_the_row():
+    spec = spec_of(RMS_NORM.split("backward:")[0] + "backward: auto\n")
+    assert spec.backward_source == {
+        "rstd": "rsqrt(mean(x * x) + eps)",
+        "row_length": "sum(1)",
+        "mean_rstd": "mean(x * x)",
+        "grad_rstd": "sum(grad_out * x * weight)",
+        "grad_mean_rstd": "-0.5 * grad_rstd * rsqrt(mean_rstd + eps) / (mean_rstd + eps)",
+        "x": "grad_out * rstd * weight + grad_mean_rstd * (x + x) / row_length",
+        "weight": "grad_out * x * rstd",
+    }
+    # the two reductions of x * x are one in the functor
+    body = build_context(spec).backward.body
+    assert sum("row.mean(" in line for line in body) == 1
+
+
+def test_backward_auto_flows_through_an_output_that_later_expressions_read():
+    text = (ROWWISE_EXAMPLES["add_rms_norm"] / "add_rms_norm.yaml").read_text()
+    spec = loads(text.split("\nbackward:")[0] + "\nbackward: auto\n", "add_rms_norm.yaml",
+                 check_builtins=False)
+    assert spec.backward_source["grad_h_total"].startswith("grad_h + grad_out * rstd * weight")
+    assert spec.backward_source["x"] == spec.backward_source["residual"] == "grad_h_total"
+
+
+def test_backward_auto_of_max_gives_the_gradient_to_the_maxima():
+    spec = loads("name: top\nkind: rowwise\ninputs: [x]\noutputs: [out]\nforward:\n"
+                 "  out: max(x) * 2\nbackward: auto\n", "top.yaml", check_builtins=False)
+    assert spec.output_roles == {"out": "row"}
+    assert spec.backward_source["grad_max_out"] == "grad_out * 2"
+    assert spec.backward_source["x"] == "where(x == max_out, grad_max_out, 0)"

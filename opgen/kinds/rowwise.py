@@ -137,6 +137,7 @@ class _Emitter:
     inner: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> lambda statement
     inner_reads: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     taken: set[str] = dataclasses.field(default_factory=set)
+    reduced: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)  # op, inner
 
     def __post_init__(self) -> None:
         self.taken = set(self.entries) | {t.name for t in self.tensors} | self.attrs
@@ -154,6 +155,10 @@ class _Emitter:
         cpp = e.cpp
         names: dict[int, str] = {}
         for k, reduction in enumerate(e.reductions):
+            key = (reduction.op, reduction.inner.cpp)
+            if key in self.reduced:  # the same reduction computed above: read it again
+                names[k] = self.reduced[key]
+                continue
             whole = e.cpp == "@0@" and owner not in self.outer
             local = owner if whole else self.fresh(f"{reduction.op}_{owner}")
             if whole:
@@ -161,6 +166,7 @@ class _Emitter:
             self.statements.append(self.lambda_call(f"const MT {local} = ", f"row.{reduction.op}",
                                                     reduction.inner))
             self.outer.add(local)
+            self.reduced[key] = local
             names[k] = local
         cpp = _PLACEHOLDER.sub(lambda m: names[int(m.group(1))], cpp)
         return cpp, {n for n in _IDENTIFIER.findall(cpp) if n in self.taken}
