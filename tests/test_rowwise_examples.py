@@ -148,6 +148,20 @@ def test_new_rowwise_op_builds_and_passes_its_own_tests(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
 
 
+def test_backward_auto_passes_the_generated_tests(tmp_path):
+    """rms_norm with `backward: auto`: the derived backward agrees with the numpy reference of
+    itself and, in float64, with finite differences of the forward."""
+    text = (ROWWISE_EXAMPLES["rms_norm"] / "rms_norm.yaml").read_text()
+    op = tmp_path / "auto_rms_norm"
+    op.mkdir()
+    spec = op / "auto_rms_norm.yaml"
+    spec.write_text(text.split("\nbackward:")[0].replace("name: rms_norm", "name: auto_rms_norm")
+                    .replace("custom_rms_norm", "custom_auto_rms_norm") + "\nbackward: auto\n")
+    assert run_opgen("generate", str(spec)).returncode == 0
+    result = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
 @pytest.mark.gpu_env
 @pytest.mark.skipif(not GPU_PYTHON.exists(), reason="no .venv-gpu (paddlepaddle-gpu 2.6.2)")
 @pytest.mark.parametrize("name", ["softmax", "layer_norm"])

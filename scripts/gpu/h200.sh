@@ -15,8 +15,9 @@
 #             backward); a copy whose launch skips the last element must fail its tests
 #   rowwise   issue 13: the generated tests of examples/softmax, layer_norm, rms_norm and
 #             add_rms_norm on gpu:0 (all dtypes; OPGEN_TEST_GPU=1 for gpu:1), then opgen bench
-#             on the anchor shapes (float32, bfloat16, float16) with PyTorch's ops beside them,
-#             then compute-sanitizer memcheck over the examples' GPU tests (float32, bfloat16)
+#             on the anchor shapes (float32, bfloat16, float16) with PyTorch's ops beside them
+#   rowwise-memcheck  compute-sanitizer memcheck over those examples' GPU tests (float32 and
+#             bfloat16; run `rowwise` first: it builds them)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -118,7 +119,8 @@ for stage in "$@"; do
         opgen bench examples/$op --device gpu --shapes $rows --dtype float32 --dtype bfloat16 \
           --dtype float16 --json "$OUT/bench-$op.json" 2>&1 | tee "$OUT/bench-$op.txt"
         [ "${PIPESTATUS[0]}" = 0 ] || status=1
-      done
+      done ;;
+    rowwise-memcheck)
       for op in softmax layer_norm rms_norm add_rms_norm; do
         (cd examples/$op && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck \
           --error-exitcode 9 --print-limit 40 python3 -m pytest test_$op.py -q -p no:warnings \
