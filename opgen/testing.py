@@ -373,7 +373,7 @@ def role_shape(shape: Sequence[int], role: str) -> tuple[int, ...]:
 def to_rows(array: np.ndarray, role: str, shape: tuple[int, int]) -> np.ndarray:
     """An input of ``role`` as the references compute with it: per-element [rows, cols],
     per-column [cols], per-row [rows, 1]."""
-    array = np.asarray(array, np.float64)
+    array = np.asarray(array)  # float32 where ot.reference estimates a float32 kernel's error
     if role == "element":
         return array.reshape(shape)
     if role == "row":
@@ -397,10 +397,15 @@ def from_rows(value: Any, role: str, shape: Sequence[int], *, summed: bool = Fal
     return np.array(np.broadcast_to(value, (rows, 1))[:, 0].reshape(tuple(shape[:-1])))
 
 
+def _float(value: Any) -> np.ndarray:
+    """``value`` as a float array, keeping float32 (the references' float32 runs)."""
+    return np.asarray(value, np.result_type(value, np.float32))
+
+
 def row_sum(value: Any, shape: tuple[int, int]) -> np.ndarray:
     """The sum over each row of ``value`` (broadcast to ``shape``), as [rows, 1]; 0 for an empty
     row."""
-    return np.broadcast_to(np.asarray(value, np.float64), shape).sum(axis=-1, keepdims=True)
+    return np.broadcast_to(_float(value), shape).sum(axis=-1, keepdims=True)
 
 
 def row_mean(value: Any, shape: tuple[int, int]) -> np.ndarray:
@@ -411,13 +416,13 @@ def row_mean(value: Any, shape: tuple[int, int]) -> np.ndarray:
 
 def row_max(value: Any, shape: tuple[int, int]) -> np.ndarray:
     """The largest value of each row, as [rows, 1]: NaN if the row holds one, -inf if empty."""
-    full = np.broadcast_to(np.asarray(value, np.float64), shape)
+    full = np.broadcast_to(_float(value), shape)
     return np.max(full, axis=-1, keepdims=True, initial=-np.inf)
 
 
 def row_min(value: Any, shape: tuple[int, int]) -> np.ndarray:
     """The smallest value of each row, as [rows, 1]: NaN if the row holds one, +inf if empty."""
-    full = np.broadcast_to(np.asarray(value, np.float64), shape)
+    full = np.broadcast_to(_float(value), shape)
     return np.min(full, axis=-1, keepdims=True, initial=np.inf)
 
 

@@ -145,10 +145,8 @@ def _empty_outputs(x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor, padd
         raise ValueError("layer_norm: rows of length 0 give per-row outputs that Paddle 2.6 "
                          "cannot return from a custom op; Paddle 3 computes them")
     stat = paddle.float64 if x.dtype == paddle.float64 else paddle.float32
-    with _current_device_of(x):
-        element = x * 0
-        per_row = paddle.zeros(shape[:-1], stat)
-    return (element, per_row, per_row)
+    with _current_device_of(x):  # one tensor per output: autograd tells them apart
+        return (x * 0, paddle.zeros(shape[:-1], stat), paddle.zeros(shape[:-1], stat))
 
 
 @contextlib.contextmanager

@@ -251,8 +251,11 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
             emitter.statements.append(f"const {local} {name} = {cpp};")
             emitter.outer.add(name)
         elif role == "row":
-            # A per-row result of per-element values: summed over the row (the gradient of a
-            # per-row input, which every element of the row read).
+            # A per-row result computed where the lambdas are. Of per-element values (the
+            # gradient of a per-row input, which every element of its row read): their sum over
+            # the row. Of per-row inputs, which only the lambdas see: the same value at every
+            # column, so the row's max of it (an empty row's is -inf; the runtime has no
+            # accessor for a per-row input outside a lambda yet).
             total = "row.sum" if e.varies else "row.max"
             emitter.statements.append(emitter.lambda_call(
                 f"const MT {name} = ", total, dataclasses.replace(e, cpp=cpp, reductions=())))
