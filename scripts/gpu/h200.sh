@@ -13,11 +13,13 @@
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
-#   rowwise   issue 13: the generated tests of examples/softmax, layer_norm, rms_norm and
-#             add_rms_norm on gpu:0 (all dtypes; OPGEN_TEST_GPU=1 for gpu:1), then opgen bench
-#             on the anchor shapes (float32, bfloat16, float16) with PyTorch's ops beside them
+#   rowwise   issue 13: builds examples/softmax, layer_norm, rms_norm and add_rms_norm (four at
+#             once), then their generated tests on gpu:0 (all dtypes; OPGEN_TEST_GPU=1: gpu:1)
+#   rowwise-bench  opgen bench of the four on issue 13's anchor shapes (float32, bfloat16,
+#             float16), PyTorch's softmax / layer_norm / rms_norm and the copy in the same run
 #   rowwise-memcheck  compute-sanitizer memcheck over those examples' GPU tests (float32 and
-#             bfloat16; run `rowwise` first: it builds them)
+#             bfloat16)
+#   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -108,13 +110,18 @@ for stage in "$@"; do
         --json "$OUT/bench-mul.json" 2>&1 | tee "$OUT/bench-mul.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     rowwise)
-      rows=4096x4096,16384x1024,65536x256,1024x32768,262144x128
       for op in softmax layer_norm rms_norm add_rms_norm; do
-        opgen build examples/$op --arch 90 &&
-          opgen test examples/$op --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
+        opgen build examples/$op --arch 90 > "$OUT/build-$op.txt" 2>&1 &
+      done
+      wait
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        tail -n 1 "$OUT/build-$op.txt"
+        opgen test examples/$op --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
           tee "$OUT/tests-$op.txt"
         [ "${PIPESTATUS[0]}" = 0 ] || status=1
-      done
+      done ;;
+    rowwise-bench)
+      rows=4096x4096,16384x1024,65536x256,1024x32768,262144x128
       for op in softmax layer_norm rms_norm add_rms_norm; do
         opgen bench examples/$op --device gpu --shapes $rows --dtype float32 --dtype bfloat16 \
           --dtype float16 --json "$OUT/bench-$op.json" 2>&1 | tee "$OUT/bench-$op.txt"
