@@ -114,6 +114,7 @@ class Context:
     backward_paddle_inputs: list[str]
     backward_output_grads: list[str]   # outputs whose gradients the backward takes
     signatures: dict[str, str]
+    launches: dict[str, str]      # "cpu_Forward": the start of the call that runs Forward
     py_params: str
     domain: dict[str, tuple[float, float]]
     numpy_helpers: list[str]
@@ -423,7 +424,9 @@ def build_context(spec: Spec) -> Context:
             t.tag for f in (forward, backward) if f is not None for t in f.tensors}),
         backward_paddle_inputs=paddle_inputs,
         backward_output_grads=output_grads,
-        signatures=_signatures(camel, m.inputs, attrs, backward),
+        signatures=_signatures(camel, m.inputs, element_inputs[0], attrs, forward, backward),
+        launches={f"{where}_{f.struct}": launch(m.name, where, f.struct)
+                  for f in (forward, backward) if f is not None for where in ("cpu", "cuda")},
         py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
                             [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
         domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
@@ -435,24 +438,60 @@ def build_context(spec: Spec) -> Context:
     )
 
 
-def _signatures(camel: str, inputs: list[str], attrs: list[Attr],
+#: Columns for a function's head before the " {" or ";" that follows it (wrap_call counts a line
+#: without the space it breaks after).
+_HEAD_WIDTH = 97
+
+
+def _signatures(camel: str, inputs: list[str], first: str, attrs: list[Attr], forward: Functor,
                 backward: Functor | None) -> dict[str, str]:
+    """The C++ functions' heads, wrapped to 100 columns. A registered kernel takes every attr
+    (Paddle passes them all) and names those its functor reads; its CUDA entry takes only
+    those."""
     vec = "std::vector<paddle::Tensor>"
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
     grads = [f"const paddle::Tensor& {t.name}" for t in backward.tensors] if backward else \
         [f"const paddle::Tensor& {n}" for n in inputs]
-    kernel_attrs = [a.kernel_param for a in attrs]
-    cpp_attrs = [a.cpp_param for a in attrs]
+
+    def kernel_attrs(f: Functor | None) -> list[str]:
+        read = {a.name for a in f.attrs} if f else set()
+        return [a.kernel_param if a.name in read else
+                " ".join(a.kernel_param.split()[:-1]) + f" /*{a.kernel_param.split()[-1]}*/"
+                for a in attrs]
+
     return {
-        "forward": wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs),
-        "forward_cuda": wrap_call(f"{vec} {camel}ForwardCUDA", tensors + cpp_attrs),
-        "backward": wrap_call(f"{vec} {camel}Backward", grads + kernel_attrs),
-        "backward_cuda": wrap_call(f"{vec} {camel}BackwardCUDA", grads + cpp_attrs),
+        "forward": wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs(forward),
+                             width=_HEAD_WIDTH),
+        "forward_cuda": wrap_call(f"{vec} {camel}ForwardCUDA",
+                                  tensors + [a.cpp_param for a in forward.attrs],
+                                  width=_HEAD_WIDTH),
+        "backward": wrap_call(f"{vec} {camel}Backward", grads + kernel_attrs(backward),
+                              width=_HEAD_WIDTH),
+        "backward_cuda": wrap_call(f"{vec} {camel}BackwardCUDA",
+                                   grads + [a.cpp_param for a in backward.attrs] if backward
+                                   else grads, width=_HEAD_WIDTH),
+        # the outputs take the first per-element input's shape and dtype; the kernels check the
+        # other inputs against it
         "infer_shape": wrap_call(f"std::vector<std::vector<int64_t>> {camel}InferShape",
-                                 [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
+                                 [f"const std::vector<int64_t>& {n}_shape" if n == first else
+                                  f"const std::vector<int64_t>& /*{n}_shape*/" for n in inputs],
+                                 width=_HEAD_WIDTH),
         "infer_dtype": wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
-                                 [f"const paddle::DataType& {n}_dtype" for n in inputs]),
+                                 [f"const paddle::DataType& {n}_dtype" if n == first else
+                                  f"const paddle::DataType& /*{n}_dtype*/" for n in inputs],
+                                 width=_HEAD_WIDTH),
     }
+
+
+def launch(namespace: str, where: str, struct: str) -> str:
+    """``return opgen::rowwise::<where>::Rowwise<...>(`` with its template arguments wrapped
+    within 100 columns."""
+    head = f"  return opgen::rowwise::{where}::Rowwise<"
+    args = [f"{namespace}::Dtypes", f"{namespace}::{struct}", f"{namespace}::{struct}Io"]
+    one_line = head + ", ".join(args) + ">("
+    if len(one_line) <= 100:
+        return one_line
+    return head + ", ".join(args[:2]) + ",\n" + " " * len(head) + args[2] + ">("
 
 
 def variables(spec: Spec, naive: bool) -> dict[str, object]:

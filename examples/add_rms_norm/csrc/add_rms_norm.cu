@@ -13,7 +13,8 @@ constexpr char kOpName[] = "custom_add_rms_norm";
 std::vector<paddle::Tensor> AddRmsNormForwardCUDA(const paddle::Tensor& x,
                                                   const paddle::Tensor& residual,
                                                   const paddle::Tensor& weight, double eps) {
-  return opgen::rowwise::cuda::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Forward, add_rms_norm::ForwardIo>(
+  return opgen::rowwise::cuda::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Forward,
+                                       add_rms_norm::ForwardIo>(
       kOpName, "add_rms_norm::Forward", {x, residual, weight}, eps);
 }
 
@@ -23,6 +24,7 @@ std::vector<paddle::Tensor> AddRmsNormBackwardCUDA(const paddle::Tensor& x,
                                                    const paddle::Tensor& h,
                                                    const paddle::Tensor& grad_out,
                                                    const paddle::Tensor& grad_h, double eps) {
-  return opgen::rowwise::cuda::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward, add_rms_norm::BackwardIo>(
+  return opgen::rowwise::cuda::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward,
+                                       add_rms_norm::BackwardIo>(
       kOpName, "add_rms_norm::Backward", {x, residual, weight, h, grad_out, grad_h}, eps);
 }

@@ -19,37 +19,42 @@ std::vector<paddle::Tensor> LayerNormBackwardCUDA(const paddle::Tensor& x,
                                                   const paddle::Tensor& bias,
                                                   const paddle::Tensor& mean,
                                                   const paddle::Tensor& rstd,
-                                                  const paddle::Tensor& grad_out, double eps);
+                                                  const paddle::Tensor& grad_out);
 #endif
 
-std::vector<paddle::Tensor> LayerNormForward(const paddle::Tensor& x, const paddle::Tensor& weight,
+std::vector<paddle::Tensor> LayerNormForward(const paddle::Tensor& x,
+                                             const paddle::Tensor& weight,
                                              const paddle::Tensor& bias, int64_t eps_bits) {
   const double eps = opgen::DoubleFromBits(eps_bits);
 #ifdef PADDLE_WITH_CUDA
   if (x.is_gpu()) return LayerNormForwardCUDA(x, weight, bias, eps);
 #endif
-  return opgen::rowwise::cpu::Rowwise<layer_norm::Dtypes, layer_norm::Forward, layer_norm::ForwardIo>(
+  return opgen::rowwise::cpu::Rowwise<layer_norm::Dtypes, layer_norm::Forward,
+                                      layer_norm::ForwardIo>(
       kOpName, "layer_norm::Forward", {x, weight, bias}, eps);
 }
 
-std::vector<paddle::Tensor> LayerNormBackward(const paddle::Tensor& x, const paddle::Tensor& weight,
-                                              const paddle::Tensor& bias, const paddle::Tensor& mean,
+std::vector<paddle::Tensor> LayerNormBackward(const paddle::Tensor& x,
+                                              const paddle::Tensor& weight,
+                                              const paddle::Tensor& bias,
+                                              const paddle::Tensor& mean,
                                               const paddle::Tensor& rstd,
-                                              const paddle::Tensor& grad_out, int64_t eps_bits) {
-  const double eps = opgen::DoubleFromBits(eps_bits);
+                                              const paddle::Tensor& grad_out,
+                                              int64_t /*eps_bits*/) {
 #ifdef PADDLE_WITH_CUDA
   if (x.is_gpu()) {
-    return LayerNormBackwardCUDA(x, weight, bias, mean, rstd, grad_out, eps);
+    return LayerNormBackwardCUDA(x, weight, bias, mean, rstd, grad_out);
   }
 #endif
-  return opgen::rowwise::cpu::Rowwise<layer_norm::Dtypes, layer_norm::Backward, layer_norm::BackwardIo>(
+  return opgen::rowwise::cpu::Rowwise<layer_norm::Dtypes, layer_norm::Backward,
+                                      layer_norm::BackwardIo>(
       kOpName, "layer_norm::Backward", {x, weight, bias, mean, rstd, grad_out});
 }
 
 // Per-element outputs are shaped like x, per-row ones like x without its last dim.
-std::vector<std::vector<int64_t>> LayerNormInferShape(const std::vector<int64_t>& x_shape,
-                                                      const std::vector<int64_t>& weight_shape,
-                                                      const std::vector<int64_t>& bias_shape) {
+std::vector<std::vector<int64_t>> LayerNormInferShape(
+    const std::vector<int64_t>& x_shape, const std::vector<int64_t>& /*weight_shape*/,
+    const std::vector<int64_t>& /*bias_shape*/) {
   std::vector<int64_t> rows = x_shape;
   if (!rows.empty()) rows.pop_back();
   return {x_shape, rows, rows};
@@ -57,8 +62,8 @@ std::vector<std::vector<int64_t>> LayerNormInferShape(const std::vector<int64_t>
 
 // Per-row outputs are statistics in the math type: float32 for 16-bit inputs.
 std::vector<paddle::DataType> LayerNormInferDtype(const paddle::DataType& x_dtype,
-                                                  const paddle::DataType& weight_dtype,
-                                                  const paddle::DataType& bias_dtype) {
+                                                  const paddle::DataType& /*weight_dtype*/,
+                                                  const paddle::DataType& /*bias_dtype*/) {
   const paddle::DataType stat = opgen::rowwise::AccDtype(x_dtype);
   return {x_dtype, stat, stat};
 }

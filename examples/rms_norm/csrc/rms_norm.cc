@@ -11,8 +11,8 @@ constexpr char kOpName[] = "custom_rms_norm";
 
 #ifdef PADDLE_WITH_CUDA
 // Defined in rms_norm.cu.
-std::vector<paddle::Tensor> RmsNormForwardCUDA(const paddle::Tensor& x, const paddle::Tensor& weight,
-                                               double eps);
+std::vector<paddle::Tensor> RmsNormForwardCUDA(const paddle::Tensor& x,
+                                               const paddle::Tensor& weight, double eps);
 std::vector<paddle::Tensor> RmsNormBackwardCUDA(const paddle::Tensor& x,
                                                 const paddle::Tensor& weight,
                                                 const paddle::Tensor& grad_out, double eps);
@@ -41,8 +41,8 @@ std::vector<paddle::Tensor> RmsNormBackward(const paddle::Tensor& x, const paddl
 }
 
 // Per-element outputs are shaped like x, per-row ones like x without its last dim.
-std::vector<std::vector<int64_t>> RmsNormInferShape(const std::vector<int64_t>& x_shape,
-                                                    const std::vector<int64_t>& weight_shape) {
+std::vector<std::vector<int64_t>> RmsNormInferShape(
+    const std::vector<int64_t>& x_shape, const std::vector<int64_t>& /*weight_shape*/) {
   std::vector<int64_t> rows = x_shape;
   if (!rows.empty()) rows.pop_back();
   return {x_shape};
@@ -50,7 +50,7 @@ std::vector<std::vector<int64_t>> RmsNormInferShape(const std::vector<int64_t>& 
 
 // Per-row outputs are statistics in the math type: float32 for 16-bit inputs.
 std::vector<paddle::DataType> RmsNormInferDtype(const paddle::DataType& x_dtype,
-                                                const paddle::DataType& weight_dtype) {
+                                                const paddle::DataType& /*weight_dtype*/) {
   return {x_dtype};
 }
 

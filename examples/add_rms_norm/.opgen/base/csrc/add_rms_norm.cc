@@ -29,13 +29,15 @@ std::vector<paddle::Tensor> AddRmsNormForward(const paddle::Tensor& x,
 #ifdef PADDLE_WITH_CUDA
   if (x.is_gpu()) return AddRmsNormForwardCUDA(x, residual, weight, eps);
 #endif
-  return opgen::rowwise::cpu::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Forward, add_rms_norm::ForwardIo>(
+  return opgen::rowwise::cpu::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Forward,
+                                      add_rms_norm::ForwardIo>(
       kOpName, "add_rms_norm::Forward", {x, residual, weight}, eps);
 }
 
 std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& x,
                                                const paddle::Tensor& residual,
-                                               const paddle::Tensor& weight, const paddle::Tensor& h,
+                                               const paddle::Tensor& weight,
+                                               const paddle::Tensor& h,
                                                const paddle::Tensor& grad_out,
                                                const paddle::Tensor& grad_h, int64_t eps_bits) {
   const double eps = opgen::DoubleFromBits(eps_bits);
@@ -44,14 +46,15 @@ std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& x,
     return AddRmsNormBackwardCUDA(x, residual, weight, h, grad_out, grad_h, eps);
   }
 #endif
-  return opgen::rowwise::cpu::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward, add_rms_norm::BackwardIo>(
+  return opgen::rowwise::cpu::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward,
+                                      add_rms_norm::BackwardIo>(
       kOpName, "add_rms_norm::Backward", {x, residual, weight, h, grad_out, grad_h}, eps);
 }
 
 // Per-element outputs are shaped like x, per-row ones like x without its last dim.
-std::vector<std::vector<int64_t>> AddRmsNormInferShape(const std::vector<int64_t>& x_shape,
-                                                       const std::vector<int64_t>& residual_shape,
-                                                       const std::vector<int64_t>& weight_shape) {
+std::vector<std::vector<int64_t>> AddRmsNormInferShape(
+    const std::vector<int64_t>& x_shape, const std::vector<int64_t>& /*residual_shape*/,
+    const std::vector<int64_t>& /*weight_shape*/) {
   std::vector<int64_t> rows = x_shape;
   if (!rows.empty()) rows.pop_back();
   return {x_shape, x_shape};
@@ -59,8 +62,8 @@ std::vector<std::vector<int64_t>> AddRmsNormInferShape(const std::vector<int64_t
 
 // Per-row outputs are statistics in the math type: float32 for 16-bit inputs.
 std::vector<paddle::DataType> AddRmsNormInferDtype(const paddle::DataType& x_dtype,
-                                                   const paddle::DataType& residual_dtype,
-                                                   const paddle::DataType& weight_dtype) {
+                                                   const paddle::DataType& /*residual_dtype*/,
+                                                   const paddle::DataType& /*weight_dtype*/) {
   return {x_dtype, x_dtype};
 }
 

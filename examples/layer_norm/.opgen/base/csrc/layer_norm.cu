@@ -13,7 +13,8 @@ constexpr char kOpName[] = "custom_layer_norm";
 std::vector<paddle::Tensor> LayerNormForwardCUDA(const paddle::Tensor& x,
                                                  const paddle::Tensor& weight,
                                                  const paddle::Tensor& bias, double eps) {
-  return opgen::rowwise::cuda::Rowwise<layer_norm::Dtypes, layer_norm::Forward, layer_norm::ForwardIo>(
+  return opgen::rowwise::cuda::Rowwise<layer_norm::Dtypes, layer_norm::Forward,
+                                       layer_norm::ForwardIo>(
       kOpName, "layer_norm::Forward", {x, weight, bias}, eps);
 }
 
@@ -22,7 +23,8 @@ std::vector<paddle::Tensor> LayerNormBackwardCUDA(const paddle::Tensor& x,
                                                   const paddle::Tensor& bias,
                                                   const paddle::Tensor& mean,
                                                   const paddle::Tensor& rstd,
-                                                  const paddle::Tensor& grad_out, double eps) {
-  return opgen::rowwise::cuda::Rowwise<layer_norm::Dtypes, layer_norm::Backward, layer_norm::BackwardIo>(
+                                                  const paddle::Tensor& grad_out) {
+  return opgen::rowwise::cuda::Rowwise<layer_norm::Dtypes, layer_norm::Backward,
+                                       layer_norm::BackwardIo>(
       kOpName, "layer_norm::Backward", {x, weight, bias, mean, rstd, grad_out});
 }

@@ -10,8 +10,8 @@ namespace {
 constexpr char kOpName[] = "custom_rms_norm";
 }  // namespace
 
-std::vector<paddle::Tensor> RmsNormForwardCUDA(const paddle::Tensor& x, const paddle::Tensor& weight,
-                                               double eps) {
+std::vector<paddle::Tensor> RmsNormForwardCUDA(const paddle::Tensor& x,
+                                               const paddle::Tensor& weight, double eps) {
   return opgen::rowwise::cuda::Rowwise<rms_norm::Dtypes, rms_norm::Forward, rms_norm::ForwardIo>(
       kOpName, "rms_norm::Forward", {x, weight}, eps);
 }

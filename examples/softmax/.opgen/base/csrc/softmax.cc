@@ -12,7 +12,8 @@ constexpr char kOpName[] = "custom_softmax";
 #ifdef PADDLE_WITH_CUDA
 // Defined in softmax.cu.
 std::vector<paddle::Tensor> SoftmaxForwardCUDA(const paddle::Tensor& x, double scale);
-std::vector<paddle::Tensor> SoftmaxBackwardCUDA(const paddle::Tensor& x, const paddle::Tensor& out,
+std::vector<paddle::Tensor> SoftmaxBackwardCUDA(const paddle::Tensor& x,
+                                                const paddle::Tensor& out,
                                                 const paddle::Tensor& grad_out, double scale);
 #endif
 
