@@ -71,6 +71,8 @@ def new(
     name: Annotated[str, typer.Argument(help="snake_case op name; the folder is DIR/NAME.")],
     elementwise: Annotated[bool, typer.Option("--elementwise", help="An elementwise op: "
                                               "math over elements, written in the spec.")] = False,
+    rowwise: Annotated[bool, typer.Option("--rowwise", help="A row-wise op: reductions over "
+                                          "the last axis (softmax, norms).")] = False,
     custom: Annotated[bool, typer.Option("--custom", help="A free-form op: you write the "
                                          "kernels and a numpy reference, opgen the rest.")] = False,
     directory: Annotated[Path, typer.Option("--dir", help="Where to create NAME/.")] = Path("."),
@@ -81,10 +83,12 @@ def new(
                                         "are merged.")] = False,
 ) -> None:
     """Scaffold NAME/NAME.yaml and the op generated from it: it builds and passes its tests."""
-    if elementwise == custom:
-        raise typer.BadParameter("choose one op kind: --elementwise or --custom",
-                                 param_hint="--elementwise / --custom")
-    result = api.new(name, kind="custom" if custom else "elementwise", directory=directory,
+    chosen = [kind for kind, on in (("elementwise", elementwise), ("rowwise", rowwise),
+                                    ("custom", custom)) if on]
+    if len(chosen) != 1:
+        raise typer.BadParameter("choose one op kind: --elementwise, --rowwise or --custom",
+                                 param_hint="--elementwise / --rowwise / --custom")
+    result = api.new(name, kind=chosen[0], directory=directory,
                      pretend=pretend, force=force)
     _report(result.changes, result.dest, pretend=pretend)
     _raise_on_conflicts(result, pretend=pretend)

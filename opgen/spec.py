@@ -168,7 +168,7 @@ class OpSpec(BaseModel):
     version: Literal[1] = 1
     name: StrictStr
     op_name: StrictStr | None = None
-    kind: Literal["elementwise"]
+    kind: Literal["elementwise", "rowwise"]
     summary: Annotated[StrictStr, AfterValidator(_summary)] = ""
     inputs: list[StrictStr] = Field(min_length=1)
     outputs: list[StrictStr] = Field(min_length=1)
@@ -212,6 +212,9 @@ class Spec:
     #: name (an op input, or ``grad_<output>``); None where it is not derived.
     double_backward: dict[str, Emitted] | None = None
     double_backward_source: dict[str, str] = field(default_factory=dict)
+    #: rowwise: each input's role (element, column or row) and each output's (element or row)
+    input_roles: dict[str, str] = field(default_factory=dict)
+    output_roles: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -265,11 +268,41 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     own = SCHEMAS.get(kind) if isinstance(kind, str) else None
     if own is not None:  # a kind with its own schema (kind: custom) checks its spec itself
         return own(data, lines, path, check_builtins=check_builtins)
+    roles = {section: _roles(data, section, path, lines) for section in ROLES}
     try:
         model = OpSpec.model_validate(data)
     except ValidationError as exc:
         raise _first_validation_error(exc, path, lines) from None
-    return _check(model, path, lines, check_builtins=check_builtins)
+    return _check(model, path, lines, check_builtins=check_builtins, roles=roles)
+
+
+#: The roles a rowwise op's inputs and outputs may declare (``inputs: {x: element, w: column}``),
+#: with what each means.
+ROLES: dict[str, dict[str, str]] = {
+    "inputs": {"element": "per-element [*, C]", "column": "per-column [C]",
+               "row": "per-row [*] or [*, 1]"},
+    "outputs": {"element": "per-element [*, C]", "row": "per-row [*]"},
+}
+
+
+def _roles(data: dict[str, Any], section: str, path: Path,
+           lines: dict[Path_, int]) -> dict[str, str] | None:
+    """The roles declared by ``section`` written as a mapping (name: role), which becomes the
+    list of its names (their lines moved to the list's indices); None for a list."""
+    value = data.get(section)
+    if not isinstance(value, dict):
+        return None
+    allowed = ROLES[section]
+    for name, role in value.items():
+        if role not in allowed:
+            shown = _shown(role) if not isinstance(role, str) else f"'{role}'"
+            raise SpecError(path, _line_of(lines, (section, name)),
+                            f"{section}.{name}: unknown role {shown}; expected one of "
+                            + ", ".join(f"{r} ({what})" for r, what in allowed.items()))
+    for i, name in enumerate(value):
+        lines[(section, i)] = _line_of(lines, (section, name))
+    data[section] = list(value)
+    return dict(value)
 
 
 
@@ -570,9 +603,18 @@ _SINGULAR = {"inputs": "input", "outputs": "output", "attrs": "attr"}
 _ARTICLE = {"input": "an input", "output": "an output", "attr": "an attr"}
 
 
-def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins: bool) -> Spec:
+def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins: bool,
+           roles: dict[str, dict[str, str] | None] | None = None) -> Spec:
     def fail(where: tuple[str | int, ...], message: str) -> SpecError:
         return SpecError(path, _line_of(lines, where), message)
+
+    roles = roles or {}
+    rowwise = model.kind == "rowwise"
+    for section, declared in roles.items():
+        if declared is not None and not rowwise:
+            raise fail((section,), f"{section}: roles ({', '.join(ROLES[section])}) are for "
+                       f"kind: rowwise; an elementwise op lists its {section}: [a, b]")
+    input_roles = roles.get("inputs") or {n: "element" for n in model.inputs}
 
     problem = identifier_problem(model.name, what="op")
     if problem:
@@ -616,8 +658,11 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(("domain", name), f"domain.{name}: need finite low < high, "
                        f"got [{low:g}, {high:g}]")
 
-    _check_amp(model, fail)
-    _check_inplace(model, fail)
+    if model.kind == "elementwise":
+        _check_amp(model, fail)
+        _check_inplace(model, fail)
+    else:
+        _refuse_elementwise_only(model, fail)
 
     attr_types: dict[str, Type] = {
         n: ("num" if a.type in ("int", "int64", "float") else a.type)  # type: ignore[misc]
@@ -630,9 +675,16 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         **{g: "output gradients can be read only in backward" for g in grads},
     }
     taken = {model.name: "the op's name", **{n: _ARTICLE[w] for n, w in seen.items()}}
+    varying = frozenset(n for n, r in input_roles.items() if r != "row") if rowwise else None
+    if rowwise and "element" not in input_roles.values():
+        raise fail(("inputs",), "inputs: a rowwise op needs a per-element input [*, C]: its "
+                   "last axis is the row")
     forward = _compile_section(
-        _Section(model.forward, "forward", model.outputs, "output"), fwd_symbols,
-        fwd_unavailable, taken, path, lines)
+        _Section(model.forward, "forward", model.outputs, "output", reads_targets=rowwise),
+        fwd_symbols, fwd_unavailable, taken, path, lines, varying=varying)
+    output_roles: dict[str, str] = {}
+    if rowwise:
+        output_roles = _output_roles(model, forward, roles.get("outputs"), fail)
     backward: _Compiled | None = None
     if model.backward is not None:
         bwd_symbols: dict[str, Type] = {**fwd_symbols, **{n: "num" for n in model.outputs},
@@ -642,13 +694,19 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
                            for n in model.inputs}
         derived = model.backward == "auto"
         section = model.backward if isinstance(model.backward, dict) else \
-            _derived_backward(model, forward, path, lines)
+            _derived_backward(model, forward, path, lines,
+                              [n for n, r in input_roles.items() if r == "row"] if rowwise
+                              else None)
+        bwd_varying = None if varying is None else varying | frozenset(
+            [o for o, r in output_roles.items() if r == "element"] +
+            [f"grad_{o}" for o, r in output_roles.items() if r == "element"])
         backward = _compile_section(
             _Section(section, "backward", model.inputs, "input", derived=derived),
-            bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward)
+            bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward,
+            varying=bwd_varying)
 
     double: _Compiled | None = None
-    if backward is not None:
+    if backward is not None and not rowwise:  # reductions have no double backward yet
         double = _derived_double_backward(model, backward, bwd_symbols, taken, path, lines)
 
     baseline = None
@@ -670,7 +728,18 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
                 baseline=baseline, forward_source=forward.sources,
                 backward_source={} if backward is None else backward.sources,
                 double_backward=None if double is None else double.emitted,
-                double_backward_source={} if double is None else double.sources)
+                double_backward_source={} if double is None else double.sources,
+                input_roles=input_roles if rowwise else {}, output_roles=output_roles)
+
+
+def _refuse_elementwise_only(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """``amp:`` and ``inplace:`` are made by the elementwise kind's wrapper and kernels only."""
+    if model.inplace:
+        raise fail(("inplace",), f"inplace: only elementwise ops have in-place variants so far; "
+                   f"remove it from this kind: {model.kind} op")
+    if model.amp != "follow":
+        raise fail(("amp",), f"amp: {model.amp} is for elementwise ops so far; a kind: "
+                   f"{model.kind} op takes the default (amp: follow)")
 
 
 def _check_amp(model: OpSpec, fail: Callable[..., SpecError]) -> None:
@@ -709,6 +778,25 @@ def _check_inplace(model: OpSpec, fail: Callable[..., SpecError]) -> None:
                    f"this one has {len(model.outputs)}")
 
 
+def _output_roles(model: OpSpec, forward: _Compiled, declared: dict[str, str] | None,
+                  fail: Callable[[tuple[str | int, ...], str], SpecError]) -> dict[str, str]:
+    """A rowwise op's output roles: per-element where the expression changes along the row,
+    else per-row; where the spec declares them, they must agree."""
+    roles: dict[str, str] = {}
+    for name in model.outputs:
+        found = "element" if forward.emitted[name].varies else "row"
+        want = (declared or {}).get(name, found)
+        if want != found:
+            what = "a per-element value (it changes along the row)" if found == "element" else \
+                "a per-row value (reductions over the row, attrs and per-row values only)"
+            hint = "; reduce it over the row: sum(...), mean(...), max(...), min(...)" \
+                if found == "element" else ""
+            raise fail(("forward", name), f"forward.{name}: {what}, but outputs declares "
+                       f"'{name}' {ROLES['outputs'][want]}{hint}")
+        roles[name] = found
+    return roles
+
+
 @dataclass(frozen=True)
 class _Section:
     """A forward or backward section as written (or derived): its entries in order, and which of
@@ -719,6 +807,7 @@ class _Section:
     targets: list[str]
     what: str                    # output or input
     derived: bool = False        # written by opgen (backward: auto), not by the user
+    reads_targets: bool = False  # later entries may read the targets computed before them
 
 
 @dataclass(frozen=True)
@@ -731,7 +820,8 @@ class _Compiled:
 
 def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: dict[str, str],
                      taken: dict[str, str], path: Path, lines: dict[Path_, int], *,
-                     outer: _Compiled | None = None) -> _Compiled:
+                     outer: _Compiled | None = None,
+                     varying: frozenset[str] | None = None) -> _Compiled:
     """Compile a section's entries in order: a target is an output (or input gradient), any other
     name an intermediate that later entries of the section read. A backward may also read the
     forward's intermediates (``outer``): they are computed again there, first."""
@@ -747,6 +837,9 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
     known = dict(symbols)
     if outer is not None:
         known.update({n: outer.types[n] for n in outer.intermediates})
+    vary: set[str] | None = None if varying is None else set(varying)
+    if vary is not None and outer is not None:
+        vary |= {n for n in outer.intermediates if outer.emitted[n].varies}
     keys = list(section.entries)
     for key in keys:
         if key in targets or section.derived:
@@ -768,11 +861,19 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
         where = f"{title}.{key}"
         later = {k: f"'{k}' is defined below, on line {line(k)}: define an intermediate before "
                  f"the expressions that read it" for k in keys[index:] if k not in targets}
-        scope = {**known, **{k: t for k, t in types.items() if k not in targets}}
+        scope = {**known, **{k: t for k, t in types.items()
+                             if k not in targets or section.reads_targets}}
+        hidden = {k: v for k, v in unavailable.items() if k not in scope}
+        if section.reads_targets:
+            hidden.update({k: f"'{k}' is computed below, on line {line(k)}: an expression reads "
+                           "only what is computed above it" for k in keys[index:] if k in targets})
         try:
-            emitted = compile_expr(source, scope, unavailable={**unavailable, **later})
+            emitted = compile_expr(source, scope, unavailable={**hidden, **later},
+                                   varying=None if vary is None else frozenset(vary))
         except ExprError as exc:
             raise _expression_error(exc, where, source, path, line(key)) from None
+        if vary is not None and emitted.varies and key not in targets:
+            vary.add(key)
         if key in targets and emitted.type != "num":
             raise SpecError(path, line(key), f"{where}: {_shown_source(source)} is a "
                             "condition, not a number; use where(cond, a, b) to choose between "
@@ -816,12 +917,16 @@ def _needed(read: set[str], outer: _Compiled) -> set[str]:
     return needed
 
 
-def _derived_backward(model: OpSpec, forward: _Compiled, path: Path,
-                      lines: dict[Path_, int]) -> dict[str, str]:
-    """``backward: auto``: each input's gradient, derived from the forward."""
-    from .autodiff import AutodiffError, backward_of
+def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict[Path_, int],
+                      per_row_inputs: list[str] | None = None) -> dict[str, str]:
+    """``backward: auto``: each input's gradient, derived from the forward (a rowwise one's
+    with ``per_row_inputs``)."""
+    from .autodiff import AutodiffError, backward_of, rowwise_backward_of
 
     try:
+        if per_row_inputs is not None:
+            return rowwise_backward_of(forward.sources, model.inputs, model.outputs,
+                                       per_row_inputs)
         return backward_of(forward.sources, model.inputs, model.outputs)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None

@@ -396,3 +396,101 @@ def named_reference(fn: Callable[..., Any], arrays: dict[str, np.ndarray], attrs
     unknown = 0.0 if dtype == "float64" else np.inf
     spread = np.where(np.isnan(exact), 0.0, np.where(np.isfinite(spread), scale * spread, unknown))
     return exact, spread
+
+
+# Row-wise ops (kind: rowwise): a per-element input [*, C] is seen as [rows, C]; per-column
+# inputs are [C], per-row ones [*] (or [*, 1]), as [rows, 1] in the references.
+
+#: The row lengths every generated rowwise test runs: one element, an odd tail, one warp's worth
+#: of vectors, and rows that take a block, several blocks and a loop over global memory.
+ROW_LENGTHS: tuple[int, ...] = (1, 7, 128, 1000, 4096, 32768)
+#: Shapes of the per-element inputs: each row length, no rows at all, and several leading dims.
+ROW_SHAPES: list[tuple[int, ...]] = [(5, 1), (3, 7), (4, 128), (3, 1000), (2, 4096), (1, 32768),
+                                     (0, 16), (2, 3, 33)]
+
+
+def rows_of(shape: Sequence[int]) -> tuple[int, int]:
+    """(rows, cols) of a per-element input of ``shape``: cols is its last dim."""
+    return int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
+
+
+def role_shape(shape: Sequence[int], role: str) -> tuple[int, ...]:
+    """The shape of an input of ``role`` (element, column, row) for per-element inputs of
+    ``shape``."""
+    return {"element": tuple(shape), "column": tuple(shape[-1:]),
+            "row": tuple(shape[:-1])}[role]
+
+
+def to_rows(array: np.ndarray, role: str, shape: tuple[int, int]) -> np.ndarray:
+    """An input of ``role`` as the references compute with it: per-element [rows, cols],
+    per-column [cols], per-row [rows, 1]."""
+    array = np.asarray(array)  # float32 where ot.reference estimates a float32 kernel's error
+    if role == "element":
+        return array.reshape(shape)
+    if role == "row":
+        return array.reshape(shape[0], 1)
+    return array
+
+
+def from_rows(value: Any, role: str, shape: Sequence[int], *, summed: bool = False) -> np.ndarray:
+    """A reference's result in the op's shapes, for per-element inputs of ``shape``: per-element
+    (``shape``), per-row (``shape`` without its last dim; ``summed``: a per-element value summed
+    over the row, the gradient of a per-row input) or per-column (summed over the rows: the
+    gradient of a per-column input)."""
+    rows, cols = rows_of(shape)
+    value = np.asarray(value, np.float64)
+    if role == "element":
+        return np.broadcast_to(value, (rows, cols)).reshape(tuple(shape))
+    if role == "column":
+        return np.broadcast_to(value, (rows, cols)).sum(axis=0)
+    if summed:
+        return np.broadcast_to(value, (rows, cols)).sum(axis=-1).reshape(tuple(shape[:-1]))
+    return np.array(np.broadcast_to(value, (rows, 1))[:, 0].reshape(tuple(shape[:-1])))
+
+
+def _float(value: Any) -> np.ndarray:
+    """``value`` as a float array, keeping float32 (the references' float32 runs)."""
+    return np.asarray(value, np.result_type(value, np.float32))
+
+
+def row_sum(value: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The sum over each row of ``value`` (broadcast to ``shape``), as [rows, 1]; 0 for an empty
+    row."""
+    return np.broadcast_to(_float(value), shape).sum(axis=-1, keepdims=True)
+
+
+def row_mean(value: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The mean over each row, as [rows, 1]; NaN for an empty row."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return row_sum(value, shape) / shape[1]
+
+
+def row_max(value: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The largest value of each row, as [rows, 1]: NaN if the row holds one, -inf if empty."""
+    full = np.broadcast_to(_float(value), shape)
+    return np.max(full, axis=-1, keepdims=True, initial=-np.inf)
+
+
+def row_min(value: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The smallest value of each row, as [rows, 1]: NaN if the row holds one, +inf if empty."""
+    full = np.broadcast_to(_float(value), shape)
+    return np.min(full, axis=-1, keepdims=True, initial=np.inf)
+
+
+def directional_difference(fn: Callable[..., float], args: list[np.ndarray], index: int,
+                           direction: np.ndarray, h: float) -> float:
+    """The derivative of the scalar ``fn`` along ``direction`` in args[index], by central
+    differences at h and h/2 combined to cancel the h**2 term (Richardson): O(h**4)."""
+    def central(step: float) -> float:
+        plus = [a.copy() for a in args]
+        minus = [a.copy() for a in args]
+        plus[index] = plus[index] + step * direction
+        minus[index] = minus[index] - step * direction
+        return (fn(*plus) - fn(*minus)) / (2 * step)
+
+    return (4 * central(h / 2) - central(h)) / 3
+
+
+def dtype_name(tensor: Any) -> str:
+    """A Paddle tensor's dtype as a string: float32, bfloat16, ..."""
+    return str(tensor.dtype).removeprefix("paddle.")

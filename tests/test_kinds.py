@@ -29,7 +29,7 @@ def test_each_kind_has_its_templates_and_starting_spec(kind):
 
 
 def test_an_unknown_kind_names_the_known_ones(tmp_path):
-    with pytest.raises(UsageError,
-                       match="unknown op kind 'rowwise'; available: elementwise, custom"):
-        api.new("my_op", kind="rowwise", directory=tmp_path)
+    with pytest.raises(UsageError, match="unknown op kind 'scan'; available: elementwise, "
+                                         "rowwise, custom"):
+        api.new("my_op", kind="scan", directory=tmp_path)
     assert not list(tmp_path.iterdir())

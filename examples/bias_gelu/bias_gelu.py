@@ -16,8 +16,6 @@ __all__ = ["bias_gelu", "bias_gelu_"]
 
 _HERE = Path(__file__).resolve().parent
 _library = None
-# paddle.amp.auto_cast's module: its _g_amp_state_ is None outside auto_cast (a cheap check)
-_AUTO_CAST = importlib.import_module("paddle.amp.auto_cast")
 
 
 def _ops():
@@ -57,6 +55,10 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
             return list(outs) if isinstance(outs, (list, tuple)) else [outs]
     _run = run
     return run
+
+
+# paddle.amp.auto_cast's module: its _g_amp_state_ is None outside auto_cast (a cheap check)
+_AUTO_CAST = importlib.import_module("paddle.amp.auto_cast")
 
 
 # The dtypes listed in bias_gelu.yaml.

@@ -17,8 +17,6 @@ __all__ = ["relu6", "relu6_"]
 
 _HERE = Path(__file__).resolve().parent
 _library = None
-# paddle.amp.auto_cast's module: its _g_amp_state_ is None outside auto_cast (a cheap check)
-_AUTO_CAST = importlib.import_module("paddle.amp.auto_cast")
 
 
 def _ops():
@@ -64,6 +62,10 @@ def _float_bits(value: float) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
     float attrs are 32-bit), so float64 kernels compute with the value exactly."""
     return struct.unpack("q", struct.pack("d", value))[0]
+
+
+# paddle.amp.auto_cast's module: its _g_amp_state_ is None outside auto_cast (a cheap check)
+_AUTO_CAST = importlib.import_module("paddle.amp.auto_cast")
 
 
 # The dtypes listed in relu6.yaml.

@@ -42,9 +42,9 @@ class Kind:
 
 def _registry() -> dict[str, Kind]:
     from .. import spec
-    from . import custom, elementwise
+    from . import custom, elementwise, rowwise
 
-    found = {kind.name: kind for kind in (elementwise.KIND, custom.KIND)}
+    found = {kind.name: kind for kind in (elementwise.KIND, rowwise.KIND, custom.KIND)}
     spec.SCHEMAS.update({name: kind.load for name, kind in found.items() if kind.load})
     return found
 

@@ -23,6 +23,13 @@
 #   deploy    relu6 and bias_gelu on gpu:0: to_static forward and gradients, jit.save then
 #             jit.load and the predictor (enable_use_gpu) in fresh processes, auto_cast O1/O2,
 #             relu6_ (scripts/gpu/deploy_checks.py; about 1 minute after the build)
+#   rowwise   issue 13: builds examples/softmax, layer_norm, rms_norm and add_rms_norm (four at
+#             once), then their generated tests on gpu:0 (all dtypes; OPGEN_TEST_GPU=1: gpu:1)
+#   rowwise-bench  opgen bench of the four on issue 13's anchor shapes (float32, bfloat16,
+#             float16), PyTorch's softmax / layer_norm / rms_norm and the copy in the same run
+#   rowwise-memcheck  compute-sanitizer memcheck over those examples' GPU tests (float32 and
+#             bfloat16)
+#   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -137,6 +144,32 @@ for stage in "$@"; do
       OPGEN_TEST_DEVICES=gpu opgen test examples/relu6 --device gpu -- -q -p no:warnings -rs -k "test_amp or test_inplace" 2>&1 |
         tail -n 8 | tee "$OUT/tests-relu6-amp-inplace.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    rowwise)
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        opgen build examples/$op --arch 90 > "$OUT/build-$op.txt" 2>&1 &
+      done
+      wait
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        tail -n 1 "$OUT/build-$op.txt"
+        opgen test examples/$op --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
+          tee "$OUT/tests-$op.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      done ;;
+    rowwise-bench)
+      rows=4096x4096,16384x1024,65536x256,1024x32768,262144x128
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        opgen bench examples/$op --device gpu --shapes $rows --dtype float32 --dtype bfloat16 \
+          --dtype float16 --json "$OUT/bench-$op.json" 2>&1 | tee "$OUT/bench-$op.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      done ;;
+    rowwise-memcheck)
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        (cd examples/$op && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck \
+          --error-exitcode 9 --print-limit 40 python3 -m pytest test_$op.py -q -p no:warnings \
+          -p no:cacheprovider -k "float32 or bfloat16") > "$OUT/sanitizer-$op.log" 2>&1
+        [ $? = 0 ] || status=1
+        tail -n 4 "$OUT/sanitizer-$op.log"
+      done ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done

@@ -207,6 +207,16 @@ OPGEN_HD void Apply(const F& f, const MT (&in)[kIn], MT (&out)[kOut]) {
   ApplyImpl(f, in, out, std::make_index_sequence<kIn>{}, std::make_index_sequence<kOut>{});
 }
 
+// A fixed-size array usable on host and device: a functor's several results at once
+// (`return {a, b};`), or pointers by role. N may be 0 (it then holds one unused slot, as C++ has
+// no empty arrays).
+template <typename T, int N>
+struct Array {
+  T v[N > 0 ? N : 1];
+  OPGEN_HD T& operator[](int i) { return v[i]; }
+  OPGEN_HD const T& operator[](int i) const { return v[i]; }
+};
+
 // Pointers to the inputs or outputs of one launch, passed to kernels by value.
 template <typename T, int N>
 struct Pointers {
