@@ -11,7 +11,8 @@
 #   fuzz      50 fuzzed ops against numpy on the GPU, float32 and float16 (docs/fuzzing.md)
 #   fuzz-memcheck  the same 50 ops under compute-sanitizer memcheck (run `fuzz` first: it builds)
 #   broadcast examples/bias_gelu and a broadcasting mul (tests/specs/mul.yaml): generated tests
-#             on gpu:0, then opgen bench --shapes for the patterns of issue 11
+#             on gpu:0
+#   broadcast-bench  opgen bench --shapes of both for the patterns of issue 11
 #   embedding examples/embedding (kind: custom): generated tests on gpu:0, all dtypes; memcheck
 #             over its small cases; through Paddle against torch F.embedding, and an
 #             out-of-range id on the GPU (scripts/gpu/embedding_op.py); about 4 minutes
@@ -115,7 +116,10 @@ for stage in "$@"; do
         opgen generate /tmp/mul/mul/mul.yaml >/dev/null && opgen build /tmp/mul/mul --arch 90 &&
         opgen test /tmp/mul/mul --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
         tee "$OUT/tests-mul.txt"
-      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    broadcast-bench)
+      [ -f /tmp/mul/mul/mul.yaml ] || { mkdir -p /tmp/mul/mul && cp tests/specs/mul.yaml /tmp/mul/mul/ &&
+        opgen generate /tmp/mul/mul/mul.yaml >/dev/null; }
       opgen bench examples/bias_gelu --device gpu --shapes 16384x1024:1024,4096x4096:4096 \
         --json "$OUT/bench-bias-gelu.json" 2>&1 | tee "$OUT/bench-bias-gelu.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
