@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from types import CodeType
 from typing import Any
@@ -12,11 +13,14 @@ from typing import Any
 import numpy as np
 
 from .bench import (
+    CallRow,
     Case,
     Row,
     _dtype_size,
     _rotation,
     backward_elements,
+    best_us,
+    calls_per_round,
     compile_baseline,
     copy_elements,
     evaluate_baseline,
@@ -85,10 +89,43 @@ def rows_for(torch: Any, tree: CodeType | None, args: dict[str, Any], dtype: str
     return rows
 
 
+def per_call_rows(torch: Any, args: dict[str, Any]) -> list[CallRow]:
+    """PyTorch's built-in per call at each size, float32, on the GPU:
+    ``torch.nn.functional.<name>`` where torch has one, else the spec's baseline."""
+    names, attrs = args["inputs"], args["attrs"]
+    rng = np.random.default_rng(0)
+    builtin = getattr(torch.nn.functional, args["name"], None)
+    tree = None if builtin is not None or not args["baseline"] else \
+        compile_baseline(check_baseline(args["baseline"], args["symbols"]))
+    if builtin is None and tree is None:
+        return []
+    call = (f"torch F.{args['name']}({', '.join(names)})" if builtin is not None
+            else f"torch {args['baseline']}")
+
+    def timed(inputs: list[Any]) -> Callable[[], Any]:
+        if builtin is not None:
+            return lambda: builtin(*inputs)
+        ns = framework_namespace(torch, inputs[0], "torch")
+        given = dict(zip(names, inputs, strict=True))
+        return lambda: evaluate_baseline(tree, ns, attrs, given)
+
+    rows = []
+    for size in args["sizes"]:
+        inputs = [torch.from_numpy(rng.uniform(lo, hi, (size,)).astype(np.float32)).cuda()
+                  for lo, hi in args["domains"]]
+        us = best_us(timed(inputs), torch.cuda.synchronize, calls=calls_per_round(size),
+                     rounds=args["rounds"])
+        rows.append(CallRow("builtin", call, "gpu", size, us))
+    return rows
+
+
 def main() -> None:
     import torch
 
     args = json.loads(sys.argv[1])
+    if args.get("per_call"):
+        print(json.dumps([asdict(x) for x in per_call_rows(torch, args)]))
+        return
     tree = None
     if args["baseline"]:
         tree = compile_baseline(check_baseline(args["baseline"], args["symbols"]))

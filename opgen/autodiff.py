@@ -456,13 +456,15 @@ def names(e: Expr) -> list[str]:
 
 # -- the backward of a forward --------------------------------------------------------------------
 
-def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequence[str]
-                ) -> dict[str, str]:
+def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequence[str],
+                *, local_prefix: str = "grad_") -> dict[str, str]:
     """The backward section of a checked ``forward`` (its entries in order: intermediates and
     outputs): ``grad_<intermediate>`` locals, then each input's gradient, as expression text.
 
     The gradient of input i is the sum over outputs o of ``grad_o * d o / d i``, through the
-    intermediates; an input the outputs do not depend on gets ``0``.
+    intermediates; an input the outputs do not depend on gets ``0``. An intermediate's gradient
+    is the local ``<local_prefix><intermediate>``: the double backward, which differentiates a
+    backward that has ``grad_`` locals of its own, names them otherwise.
     """
     entries = {name: parse(text) for name, text in forward.items()}
     intermediates = [n for n in entries if n not in outputs]
@@ -476,8 +478,8 @@ def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequ
         if _is(gradient, 0):
             continue
         if name in intermediates and gradient.op != "name":
-            section[f"grad_{name}"] = source(gradient)
-            gradient = var(f"grad_{name}")
+            section[f"{local_prefix}{name}"] = source(gradient)
+            gradient = var(f"{local_prefix}{name}")
         expr = entries[name]
         for read in names(expr):
             if read in differentiable:
@@ -494,3 +496,112 @@ def _sum(terms: list[Expr]) -> Expr:
     for term in terms:
         total = add(total, term)
     return total
+
+
+# -- row-wise ops: reductions over the row ------------------------------------------------------
+
+#: The reductions over the row of a rowwise forward (one argument).
+REDUCTIONS = ("sum", "mean", "max", "min")
+#: The backward's local holding the row length, for the gradient of a mean.
+ROW_LENGTH = "row_length"
+
+
+def _is_reduction(e: Expr) -> bool:
+    return e.op == "call" and e.name in REDUCTIONS and len(e.args) == 1
+
+
+def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
+                        outputs: Sequence[str], per_row_inputs: Sequence[str]) -> dict[str, str]:
+    """:func:`backward_of` for a rowwise forward, whose expressions may reduce over the row and
+    read the outputs computed above them.
+
+    Each reduction is first made an entry of its own (``sum_out: sum(e)``). Reverse mode then
+    runs over per-element and per-row values alike; where a per-element value (or a reduction's
+    argument, evaluated at each element) reads a per-row one, the per-row value's gradient is the
+    row's sum of those contributions. The gradient of ``sum(u)`` with respect to what ``u``
+    reads is ``u``'s, of ``mean(u)`` that over the row length, of ``max(u)`` and ``min(u)``
+    that where ``u`` equals the result (every tie gets it).
+    """
+    parsed = {name: parse(text) for name, text in forward.items()}
+    taken = set(parsed) | set(inputs) | {f"grad_{n}" for n in [*inputs, *outputs]} | {ROW_LENGTH}
+    entries: dict[str, Expr] = {}
+    synthetic: dict[str, Expr] = {}
+
+    def fresh(base: str) -> str:
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}{k}", k + 1
+        taken.add(name)
+        return name
+
+    def hoist(e: Expr, owner: str) -> Expr:
+        if _is_reduction(e):
+            name = fresh(f"{e.name}_{owner}")
+            entries[name] = synthetic[name] = e
+            return var(name)
+        if not e.args:
+            return e
+        return Expr(e.op, tuple(hoist(a, owner) for a in e.args), e.name, e.value)
+
+    for name, e in parsed.items():
+        entries[name] = e if _is_reduction(e) else hoist(e, name)
+    per_row = set(per_row_inputs)
+    for name, e in entries.items():
+        if _is_reduction(e) or all(n in per_row or n not in [*inputs, *entries]
+                                   for n in names(e)):
+            per_row.add(name)
+
+    differentiable = set(inputs) | set(entries)
+    incoming: dict[str, list[Expr]] = {n: [] for n in [*inputs, *entries]}
+    for o in outputs:
+        incoming[o] = [var(f"grad_{o}")]
+    section: dict[str, str] = {}
+    uses_length = False
+    for name in reversed(list(entries)):
+        gradient = _sum(incoming[name])
+        if _is(gradient, 0):
+            continue
+        if gradient.op != "name":
+            local = fresh(f"grad_{name}" if name not in outputs else f"grad_{name}_total")
+            section[local] = source(gradient)
+            gradient = var(local)
+        e = entries[name]
+        if _is_reduction(e):
+            u, each_element = e.args[0], True
+        else:
+            u, each_element = e, name not in per_row
+        for read in names(u):
+            if read not in differentiable:
+                continue
+            p = partial(u, read)
+            if _is(p, 0):
+                continue
+            if e is not u and e.name == "mean":
+                p, uses_length = div(p, var(ROW_LENGTH)), True
+            elif e is not u and e.name in ("max", "min"):
+                p = where(cmp(u, "==", var(name)), p, ZERO)
+            term = mul(gradient, p)
+            if _is(term, 0):
+                continue
+            if read in per_row and each_element:
+                term = call("sum", term)
+            incoming[read].append(term)
+    for i in inputs:
+        section[i] = source(_sum(incoming[i]))
+    head = {n: source(e) for n, e in synthetic.items()}
+    if uses_length:
+        head = {ROW_LENGTH: "sum(1)", **head}
+    result = {**head, **{k: section[k] for k in section if k not in inputs},
+              **{i: section[i] for i in inputs}}
+    return _read_only(result, inputs)
+
+
+def _read_only(section: dict[str, str], targets: Sequence[str]) -> dict[str, str]:
+    """``section`` without the locals nothing reads (a hoisted reduction only the forward
+    needed)."""
+    while True:
+        read = set().union(*(names(parse(text)) for text in section.values()))
+        unread = [k for k in section if k not in targets and k not in read]
+        if not unread:
+            return section
+        section = {k: v for k, v in section.items() if k not in unread}

@@ -199,6 +199,7 @@ class Results:
 
     rows: list[Row] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    calls: list[CallRow] = field(default_factory=list)
 
 
 def first_line(exc: BaseException) -> str:
@@ -279,6 +280,13 @@ def _adapted(fw: Any, like: Any, kind: str) -> dict[str, Any]:
         "gelu": fw.nn.functional.gelu,
         "gelu_tanh": (lambda u: fw.nn.functional.gelu(u, approximate="tanh")) if kind == "torch"
         else (lambda u: fw.nn.functional.gelu(u, approximate=True)),
+        # over the last axis: what a model calls instead of a rowwise op
+        "softmax": lambda u: fw.nn.functional.softmax(u, -1),
+        "layer_norm": lambda u, w, b, eps: fw.nn.functional.layer_norm(u, [u.shape[-1]], w, b,
+                                                                       eps),
+        "rms_norm": (lambda u, w, eps: fw.nn.functional.rms_norm(u, [u.shape[-1]], w, eps))
+        if kind == "torch" and hasattr(fw.nn.functional, "rms_norm")
+        else (lambda u, w, eps: u * fw.rsqrt((u * u).mean(-1, keepdim=True) + eps) * w),
     }
 
 
@@ -296,10 +304,12 @@ def _sample(rng: np.random.Generator, shape: Shape, domain: tuple[float, float])
 
 def bench_paddle(module: Any, name: str, shapes: list[Shape], domains: list[tuple[float, float]],
                  device: str, dtype: str, case: Case, *, nbytes: int, repeats: int, kernel: str,
-                 backward_bytes: int | None = None, direction: str = "forward") -> list[Row]:
+                 backward_bytes: int | None = None, direction: str = "forward",
+                 row_outputs: bool = False) -> list[Row]:
     """Time one op module's forward on inputs of ``shapes`` at one dtype, counting ``nbytes``
     (and, with ``backward_bytes``, the whole autograd step through ``paddle.grad``, as a training
-    step sees it). :class:`BenchError` when an output's shape is not ``case.out_shape``."""
+    step sees it). :class:`BenchError` when an output's shape is not ``case.out_shape`` (or,
+    with ``row_outputs``, that without its last dim: a rowwise op's per-row outputs)."""
     import paddle
 
     from .tensors import to_paddle
@@ -311,7 +321,7 @@ def bench_paddle(module: Any, name: str, shapes: list[Shape], domains: list[tupl
     sets = [[to_paddle(_sample(rng, shape, d), dtype, device,
                        stop_gradient=backward_bytes is None)
              for shape, d in zip(shapes, domains, strict=True)] for _ in range(r)]
-    _check_outputs(_outputs(op(*sets[0])), case, name)
+    _check_outputs(_outputs(op(*sets[0])), case, name, row_outputs=row_outputs)
     counter = [0]
 
     def forward() -> None:
@@ -324,8 +334,8 @@ def bench_paddle(module: Any, name: str, shapes: list[Shape], domains: list[tupl
         graphs = []
         for inputs in sets:
             outs = _outputs(op(*inputs))
-            grads = [to_paddle(_sample(rng, tuple(o.shape), (-1.0, 1.0)), dtype, device)
-                     for o in outs]
+            grads = [to_paddle(_sample(rng, tuple(o.shape), (-1.0, 1.0)),
+                               str(o.dtype).removeprefix("paddle."), device) for o in outs]
             graphs.append((outs, inputs, grads))
 
         def backward_step() -> None:
@@ -344,14 +354,154 @@ def _outputs(result: Any) -> list[Any]:
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
-def _check_outputs(outs: list[Any], case: Case, name: str) -> None:
+def _check_outputs(outs: list[Any], case: Case, name: str, *, row_outputs: bool = False) -> None:
     """Refuse to time an op whose outputs do not have the case's (broadcast) shape: its bytes
     would be counted wrong."""
     for out in outs:
-        if tuple(out.shape) != case.out_shape:
+        if tuple(out.shape) != case.out_shape and not (
+                row_outputs and tuple(out.shape) == case.out_shape[:-1]):
             raise BenchError(f"{name} returned shape {format_shape(tuple(out.shape))} for "
                              f"{case.label or case.size}; expected "
                              f"{format_shape(case.out_shape)}")
+
+
+# -- per call -----------------------------------------------------------------------------------
+
+#: The element counts of the "per call" section: where a call's fixed cost, not bandwidth, decides.
+PER_CALL_SIZES = (1, 1024, 2**16)
+PER_CALL_ENTRIES = ("op", "raw", "builtin")
+
+
+@dataclass
+class CallRow:
+    """What one call costs at a small size, float32, best of the rounds: ``op`` (the generated
+    wrapper), ``raw`` (the op's Python API that Paddle generates, attrs as the op takes them) or
+    ``builtin`` (what a model calls instead: ``F.<name>`` where Paddle has one, else the spec's
+    baseline; PyTorch's on the GPU)."""
+
+    entry: str
+    call: str      # what was called, as a model would write it
+    device: str
+    size: int
+    us: float
+
+
+def best_us(fn: Callable[[], Any], sync: Callable[[], None], *, calls: int,
+            rounds: int) -> float:
+    """Microseconds per call of ``fn``: the best of ``rounds`` batches of ``calls`` back-to-back
+    calls and one synchronization (a busy machine only ever makes a batch slower)."""
+    for _ in range(max(3, calls // 10)):
+        fn()
+    sync()
+    best = math.inf
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best * 1e6
+
+
+def calls_per_round(size: int) -> int:
+    """About 10-20 ms a batch on a CPU: 2000 calls of a few microseconds, fewer for 2^16."""
+    return 2000 if size <= 4096 else 500
+
+
+def builtin_call(spec: Any) -> str:
+    """The built-in a model would call instead of the op, as text: ``F.<name>(inputs)`` when
+    ``paddle.nn.functional`` has a function of the op's name, else the spec's baseline (None
+    when there is neither)."""
+    import paddle
+
+    if callable(getattr(paddle.nn.functional, spec.name, None)):
+        return f"F.{spec.name}({', '.join(spec.model.inputs)})"
+    return spec.model.baseline
+
+
+def _attr_args(spec: Any) -> list[Any]:
+    """The attrs' defaults as the op's raw API takes them: a float as its double's 64 bits."""
+    import struct
+
+    return [struct.unpack("q", struct.pack("d", float(a.default)))[0] if a.type == "float"
+            else a.default for a in spec.model.attrs.values()]
+
+
+def bench_per_call_paddle(module: Any, spec: Any, device: str, *, sizes: tuple[int, ...],
+                          rounds: int, builtin: bool) -> list[CallRow]:
+    """The op through its wrapper and through its raw API (and, with ``builtin``, Paddle's
+    built-in) at each of ``sizes`` elements, float32, on ``device``."""
+    import paddle
+
+    from .tensors import to_paddle
+
+    m = spec.model
+    sync = paddle.device.cuda.synchronize if device == "gpu" else (lambda: None)
+    op = getattr(module, spec.name)
+    raw = getattr(module._ops(), m.op_name)
+    attrs = _attr_args(spec)
+    text = builtin_call(spec) if builtin else None
+    builtin_fn = getattr(paddle.nn.functional, spec.name) if text and text[:2] == "F." else None
+    code = compile_baseline(spec.baseline) if text and builtin_fn is None else None
+    defaults = {k: a.default for k, a in m.attrs.items()}
+    rng = np.random.default_rng(0)
+    domains = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
+    names = ", ".join(m.inputs)
+
+    def entries(inputs: list[Any]) -> list[tuple[str, str, Callable[[], Any]]]:
+        found: list[tuple[str, str, Callable[[], Any]]] = [
+            ("op", f"{spec.name}({names})", lambda: op(*inputs)),
+            ("raw", f"{m.op_name}({', '.join([names, *m.attrs])})", lambda: raw(*inputs, *attrs)),
+        ]
+        if builtin_fn is not None:
+            found.append(("builtin", str(text), lambda: builtin_fn(*inputs)))
+        elif code is not None:
+            ns = framework_namespace(paddle, inputs[0], "paddle")
+            given = dict(zip(m.inputs, inputs, strict=True))
+            found.append(("builtin", str(text),
+                          lambda: evaluate_baseline(code, ns, defaults, given)))
+        return found
+
+    rows = []
+    for size in sizes:
+        inputs = [to_paddle(_sample(rng, (size,), d), "float32", device) for d in domains]
+        for entry, call, fn in entries(inputs):
+            rows.append(CallRow(entry, call, device, size,
+                                best_us(fn, sync, calls=calls_per_round(size), rounds=rounds)))
+    return rows
+
+
+def bench_per_call_torch(spec: Any, *, sizes: tuple[int, ...], rounds: int) -> list[CallRow]:
+    """PyTorch's built-in (``torch.nn.functional.<name>`` where it has one, else the spec's
+    baseline) per call on the GPU, in a subprocess as :func:`bench_torch_baselines`."""
+    m = spec.model
+    args = {"per_call": True, "name": spec.name, "baseline": m.baseline,
+            "symbols": baseline_symbols(spec), "inputs": list(m.inputs),
+            "attrs": {k: a.default for k, a in m.attrs.items()},
+            "domains": [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs],
+            "sizes": list(sizes), "rounds": rounds}
+    proc = subprocess.run([sys.executable, "-m", "opgen._torch_baseline", json.dumps(args)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"the PyTorch baseline failed (is torch installed with CUDA?): {tail}")
+    return [CallRow(**r) for r in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
+def per_call_ratios(calls: list[CallRow]) -> list[dict[str, Any]]:
+    """One entry per device and size: each entry's microseconds, and the op's time over the
+    built-in's and over the raw API's."""
+    table: dict[tuple[str, int], dict[str, Any]] = {}
+    for c in calls:
+        entry = table.setdefault((c.device, c.size), {"device": c.device, "size": c.size})
+        entry[c.entry] = c.us
+        entry[f"{c.entry}_call"] = c.call
+    for entry in table.values():
+        op = entry.get("op")
+        for other in ("builtin", "raw"):
+            value = entry.get(other)
+            entry[f"op_over_{other}"] = op / value if op and value else None
+    return list(table.values())
 
 
 class BaselineUnsupported(Exception):
@@ -443,12 +593,14 @@ COMPARISONS = ("copy", "baseline", "naive")
 
 def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
         shapes: list[Case] | None = None, dtypes: list[str] | None = None, repeats: int = 5,
-        compare: tuple[str, ...] = COMPARISONS,
+        compare: tuple[str, ...] = COMPARISONS, per_call: bool = True,
         progress: Callable[[str, int, int], None] | None = None,
         results: Results | None = None) -> Results:
     """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels, at
     ``sizes`` (element counts, every input and output that long) or at ``shapes`` (cases of
-    :func:`parse_shapes`: one shape per input, broadcast), not both.
+    :func:`parse_shapes`: one shape per input, broadcast), not both. With ``per_call``, then
+    what one call costs at :data:`PER_CALL_SIZES` (float32): the op, its raw API and the built-in
+    (``results.calls``).
 
     Rows are added to ``results`` (a new :class:`Results` unless given) as they are measured, so
     a caller that passes its own keeps them when a later step fails. A composed baseline the
@@ -464,6 +616,9 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     name = find_op(op_dir)
     spec = load(op_dir / f"{name}.yaml", check_builtins=False)
     m = spec.model
+    if m.kind != "elementwise":
+        raise UsageError(f"{op_dir}: opgen bench times elementwise ops; a {m.kind} op's kernels "
+                         "are yours to time (examples/embedding: scripts/gpu/embedding_op.py)")
     if device not in ("cpu", "gpu"):
         raise UsageError(f"--device: expected cpu or gpu, got '{device}'")
     unknown = set(compare) - set(COMPARISONS)
@@ -477,10 +632,19 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
             raise UsageError(f"--dtype {d}: {name} is built for {', '.join(m.dtypes)}")
     if sizes and shapes:
         raise UsageError("--sizes and --shapes: give one of them")
-    for case in shapes or []:
-        check_case(case, list(m.inputs), name)
-    cases = shapes or [Case(size) for size in sizes or DEFAULT_SIZES[device]]
-    plan = _Plan(spec, op_dir, device, cases, dtypes, repeats, set(compare))
+    if m.kind == "rowwise":
+        if sizes:
+            raise UsageError(f"--sizes: {name} is a rowwise op; give its rows with --shapes, "
+                             "e.g. --shapes 16384x1024,4096x4096 (rows x row length)")
+        cases = [row_case(case, spec) for case in shapes or
+                 [Case.of((s,)) for s in DEFAULT_ROW_SHAPES[device]]]
+        compare = tuple(c for c in compare if c != "naive")  # no naive copy of a rowwise op
+        per_call = False  # its per-call section times elementwise calls of one shape
+    else:
+        for case in shapes or []:
+            check_case(case, list(m.inputs), name)
+        cases = shapes or [Case(size) for size in sizes or DEFAULT_SIZES[device]]
+    plan = _Plan(spec, op_dir, device, cases, dtypes, repeats, set(compare), per_call)
     steps = plan.steps()
     done = [0]
 
@@ -497,6 +661,37 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     except Exception as exc:  # noqa: BLE001 - Paddle's and PyTorch's errors, as one line
         raise BenchError(f"{plan.current}: {first_line(exc)}") from exc
     return results
+
+
+#: Rows x row length that ``opgen bench`` times a rowwise op at by default: issue 13's anchors on
+#: the GPU, a few smaller ones on the CPU.
+DEFAULT_ROW_SHAPES: dict[str, list[Shape]] = {
+    "gpu": [(4096, 4096), (16384, 1024), (65536, 256), (1024, 32768), (262144, 128)],
+    "cpu": [(1024, 1024), (4096, 256), (64, 32768)],
+}
+
+
+def row_case(case: Case, spec: Any) -> Case:
+    """A rowwise op's case from ``--shapes``: one shape, the per-element inputs' ``[*, C]``;
+    each input then takes its role's shape (per-column ``[C]``, per-row ``[*, 1]``)."""
+    if case.shapes is None or len(case.shapes) != 1 or not case.shapes[0]:
+        raise UsageError(f"--shapes {case.label}: {spec.name} is a rowwise op: give one shape "
+                         "per case, its per-element inputs' (rows x row length, e.g. 16384x1024)")
+    shape = case.shapes[0]
+    by_role = {"element": shape, "column": shape[-1:], "row": (*shape[:-1], 1)}
+    return Case.of(tuple(by_role[spec.input_roles[n]] for n in spec.model.inputs))
+
+
+def row_bytes(spec: Any, case: Case, dtype: str, names: list[str], roles: dict[str, str]) -> int:
+    """Bytes of rowwise tensors ``names`` with ``roles`` (element, column, row, stat) at a case:
+    per-row statistics in the math type (float32 for 16-bit types)."""
+    shape = case.out_shape
+    rows, cols = math.prod(shape[:-1]), shape[-1]
+    item = _dtype_size(dtype)
+    stat = 8 if dtype == "float64" else 4
+    size = {"element": rows * cols * item, "column": cols * item, "row": rows * item,
+            "stat": rows * stat}
+    return sum(size[roles[n]] for n in names)
 
 
 def check_case(case: Case, inputs: list[str], name: str) -> None:
@@ -519,13 +714,20 @@ class _Plan:
     dtypes: list[str]
     repeats: int
     compare: set[str]
+    per_call: bool = True
     current: str = "starting"  #: the step running now, for error messages
+
+    @property
+    def rowwise(self) -> bool:
+        return bool(self.spec.model.kind == "rowwise")
 
     def steps(self) -> int:
         on_gpu = self.device == "gpu"
-        return (1 + (self.spec.backward is not None) + (on_gpu and "naive" in self.compare)
+        return (1 + (self.spec.backward is not None and not self.rowwise)
+                + (on_gpu and "naive" in self.compare)
                 + len(self.dtypes) * len(self.cases)
-                + (on_gpu and bool({"copy", "baseline"} & self.compare)))
+                + (on_gpu and bool({"copy", "baseline"} & self.compare))
+                + self.per_call * (1 + on_gpu))
 
     def measure(self, results: Results, step: Callable[[str], str]) -> None:
         """Build the op (and what it is compared with), then time every dtype and case."""
@@ -535,7 +737,7 @@ class _Plan:
         self.current = step("building the op")
         module = api.load_op(self.op_dir, cpu_only=device == "cpu")
         backward_op = None
-        if spec.backward is not None:
+        if spec.backward is not None and not self.rowwise:
             self.current = step("building the backward kernel as an op of its own")
             backward_op = _backward_module(spec, self.op_dir, cpu_only=device == "cpu")
         naive = None
@@ -551,7 +753,10 @@ class _Plan:
         for dtype in self.dtypes:
             for case in self.cases:
                 self.current = step(case.describe(dtype))
-                self._op_rows(results, module, backward_op, naive, domains, dtype, case)
+                if self.rowwise:
+                    self._row_op_rows(results, module, domains, dtype, case)
+                else:
+                    self._op_rows(results, module, backward_op, naive, domains, dtype, case)
                 if device == "cpu":
                     self._paddle_baselines(results, domains, dtype, case)
         if device == "gpu" and {"copy", "baseline"} & self.compare:
@@ -559,7 +764,18 @@ class _Plan:
             baseline = m.baseline if self._baseline() is not None else None
             results.rows += bench_torch_baselines(
                 baseline, baseline_symbols(self.spec), list(m.inputs), self._attrs(),
-                len(m.outputs), domains, self.dtypes, self.cases, repeats=self.repeats)
+                self._element_outputs(), domains, self.dtypes, self.cases, repeats=self.repeats)
+        if self.per_call:
+            self.current = step("per call")
+            # On the GPU, Paddle 2.6's built-ins may have no kernels for the device (sm_90):
+            # the built-in is PyTorch's there.
+            results.calls += bench_per_call_paddle(
+                module, spec, device, sizes=PER_CALL_SIZES, rounds=max(self.repeats, 7),
+                builtin=device == "cpu")
+            if device == "gpu":
+                self.current = step("per call: PyTorch's built-in")
+                results.calls += bench_per_call_torch(spec, sizes=PER_CALL_SIZES,
+                                                      rounds=max(self.repeats, 7))
 
     def _op_rows(self, results: Results, module: Any, backward_op: _BackwardOp | None,
                  naive: Any, domains: list[tuple[float, float]], dtype: str, case: Case) -> None:
@@ -593,6 +809,27 @@ class _Plan:
                                          self.device, dtype, case, nbytes=fwd_bytes,
                                          repeats=self.repeats, kernel="naive")
 
+    def _row_op_rows(self, results: Results, module: Any, domains: list[tuple[float, float]],
+                     dtype: str, case: Case) -> None:
+        """A rowwise op's forward and autograd step at one dtype and case, counting every tensor
+        each reads and writes once (per-row statistics in float32 for 16-bit types)."""
+        from .kinds.rowwise import build_context
+
+        spec, m = self.spec, self.spec.model
+        roles = {**spec.input_roles, **{o: "element" if r == "element" else "stat"
+                                        for o, r in spec.output_roles.items()}}
+        fwd_bytes = row_bytes(spec, case, dtype, [*m.inputs, *m.outputs], roles)
+        bwd_bytes = None
+        backward = build_context(spec).backward
+        if backward is not None:
+            read = [t.name for t, r in zip(backward.tensors, backward.reads, strict=True) if r]
+            roles.update({t.name: t.role for t in backward.tensors})
+            bwd_bytes = row_bytes(spec, case, dtype, [*read, *m.inputs], roles)
+        results.rows += bench_paddle(module, spec.name, case.input_shapes(len(m.inputs)),
+                                     domains, self.device, dtype, case, nbytes=fwd_bytes,
+                                     repeats=self.repeats, kernel="op",
+                                     backward_bytes=bwd_bytes, row_outputs=True)
+
     def _skip_backward_kernel(self, results: Results, case: Case) -> None:
         """Once per case: the backward kernel alone computes each gradient at the broadcast
         shape; a broadcast input's gradient is then a reduction, which only the op's own
@@ -611,15 +848,16 @@ class _Plan:
         m = self.spec.model
         if "copy" in self.compare:
             results.rows.append(bench_paddle_copy(dtype, case, n_in=len(m.inputs),
-                                                  n_out=len(m.outputs), repeats=self.repeats))
+                                                  n_out=self._element_outputs(),
+                                                  repeats=self.repeats))
         baseline = self._baseline()
         if baseline is None or any(s.kernel == "baseline" and s.dtype == dtype
                                    for s in results.skipped):
             return
         try:
             results.rows.append(bench_paddle_baseline(
-                baseline, list(m.inputs), self._attrs(), len(m.outputs), domains, dtype, case,
-                repeats=self.repeats))
+                baseline, list(m.inputs), self._attrs(), self._element_outputs(), domains, dtype,
+                case, repeats=self.repeats))
         except BaselineUnsupported as exc:
             results.skipped.append(Skipped("baseline", dtype, f"Paddle cannot run it on the "
                                                               f"CPU: {exc}"))
@@ -627,6 +865,12 @@ class _Plan:
     def _baseline(self) -> ast.Expression | None:
         """The checked tree of the spec's baseline, when it is compared."""
         return self.spec.baseline if "baseline" in self.compare else None
+
+    def _element_outputs(self) -> int:
+        """Outputs shaped like the case: all of an elementwise op's, a rowwise op's per-element
+        ones (what its copy and baseline move)."""
+        roles = self.spec.output_roles
+        return sum(1 for o in self.spec.model.outputs if roles.get(o, "element") == "element")
 
     def _attrs(self) -> dict[str, Any]:
         return {k: a.default for k, a in self.spec.model.attrs.items()}
@@ -709,7 +953,8 @@ def write_json(results: Results, path: Path, meta: dict[str, Any],
     """The rows, their ratios, the skipped comparisons and, when the run stopped early, why."""
     rows = results.rows
     data = {"meta": meta, "rows": [as_dict(r) for r in rows], "summary": ratios(rows),
-            "skipped": [as_dict(s) for s in results.skipped], "error": error}
+            "skipped": [as_dict(s) for s in results.skipped],
+            "per_call": per_call_ratios(results.calls), "error": error}
     _write(path, (json.dumps(data, indent=2) + "\n").encode())
 
 

@@ -122,7 +122,7 @@ def find_op(op_dir: Path) -> str:
 def refuse_conflicts(op_dir: Path, files: list[Path]) -> None:
     """Raise :class:`MergeError` naming the first line of ``files`` that is a merge conflict
     marker, so a half-merged source never reaches the compiler (or pytest)."""
-    from .merge import conflict_marker_line
+    from .markers import conflict_marker_line
 
     for path in files:
         try:
@@ -146,6 +146,15 @@ def parse_arches(text: str | None) -> tuple[int, ...]:
     if any(a < 50 or a > 130 for a in arches):
         raise UsageError(f"--arch: {text!r} is not a CUDA compute capability (e.g. 80, 90)")
     return arches
+
+
+#: The C++ compiler's flags for the CPU kernels (docs/building.md, "CPU flags"): portable ones
+#: only, no -march, so a built op runs on any x86-64 (or aarch64) machine; the CPU loop is cloned
+#: for AVX2 and AVX-512 inside the library instead (opgen/broadcast.h). -fno-trapping-math and
+#: -fno-math-errno change no result: they let the compiler evaluate both sides of a select
+#: (``where``, min, max, the fast tanh) and vectorize the loop instead of branching per element.
+#: -ffp-contract=off keeps a * b + c two roundings in every clone, so all compute the same bits.
+CXX_FLAGS = ("-O3", "-std=c++17", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off")
 
 
 def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] = ()) -> BuildConfig:
@@ -189,7 +198,7 @@ def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] =
         for a in arches
     ] + extra_nvcc
     return BuildConfig(name=name, op_dir=op_dir, sources=tuple(sources), cuda=cuda,
-                       arches=tuple(arches), cxx_flags=("-O3", "-std=c++17"),
+                       arches=tuple(arches), cxx_flags=CXX_FLAGS,
                        cuda_flags=tuple(cuda_flags) if cuda else (),
                        include_dirs=tuple(include_dirs), env=env)
 
@@ -509,12 +518,16 @@ def _quiet_paddle(verbose: bool) -> Iterator[None]:
     if verbose:
         yield
         return
-    logger = logging.getLogger("utils.cpp_extension")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="No ccache found")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No ccache found")
+        # Imported before the level is set: importing it sets its logger's level to INFO, which
+        # would undo ours when this load is the process's first use of cpp_extension.
+        import paddle.utils.cpp_extension.extension_utils  # noqa: F401
+
+        logger = logging.getLogger("utils.cpp_extension")
+        level = logger.level
+        logger.setLevel(logging.WARNING)
+        try:
             yield
-    finally:
-        logger.setLevel(level)
+        finally:
+            logger.setLevel(level)

@@ -69,8 +69,12 @@ def _root(
 @app.command()
 def new(
     name: Annotated[str, typer.Argument(help="snake_case op name; the folder is DIR/NAME.")],
-    elementwise: Annotated[bool, typer.Option("--elementwise", help="An elementwise op "
-                                              "(the only kind so far).")] = False,
+    elementwise: Annotated[bool, typer.Option("--elementwise", help="An elementwise op: "
+                                              "math over elements, written in the spec.")] = False,
+    rowwise: Annotated[bool, typer.Option("--rowwise", help="A row-wise op: reductions over "
+                                          "the last axis (softmax, norms).")] = False,
+    custom: Annotated[bool, typer.Option("--custom", help="A free-form op: you write the "
+                                         "kernels and a numpy reference, opgen the rest.")] = False,
     directory: Annotated[Path, typer.Option("--dir", help="Where to create NAME/.")] = Path("."),
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Generate into an existing folder, as "
@@ -79,9 +83,13 @@ def new(
                                         "are merged.")] = False,
 ) -> None:
     """Scaffold NAME/NAME.yaml and the op generated from it: it builds and passes its tests."""
-    if not elementwise:
-        raise typer.BadParameter("choose the op kind: --elementwise", param_hint="--elementwise")
-    result = api.new(name, directory=directory, pretend=pretend, force=force)
+    chosen = [kind for kind, on in (("elementwise", elementwise), ("rowwise", rowwise),
+                                    ("custom", custom)) if on]
+    if len(chosen) != 1:
+        raise typer.BadParameter("choose one op kind: --elementwise, --rowwise or --custom",
+                                 param_hint="--elementwise / --rowwise / --custom")
+    result = api.new(name, kind=chosen[0], directory=directory,
+                     pretend=pretend, force=force)
     _report(result.changes, result.dest, pretend=pretend)
     _raise_on_conflicts(result, pretend=pretend)
     if not pretend:
@@ -114,6 +122,11 @@ def generate(
                   markup=False)
         return
     _report(result.changes, result.dest, pretend=pretend)
+    merged = [c.path for c in result.changes if c.status is Status.MERGED]
+    if merged and not pretend:  # e.g. a custom op's kernels around a changed signature
+        out.print(f"note: your edits to {', '.join(merged)} were merged with the new render; "
+                  "check that they still fit the spec (kernel arguments, template parameters)",
+                  markup=False)
     _raise_on_conflicts(result, pretend=pretend)
 
 
@@ -239,6 +252,9 @@ def bench(
     plot_path: Annotated[Path | None, typer.Option("--plot", help="Draw GB/s against size "
                                                    "(with --shapes, per case) as a PNG.")
                                       ] = None,
+    per_call: Annotated[bool, typer.Option("--per-call/--no-per-call", help="Also time one "
+                                           "call at 1, 1024 and 2^16 elements: the op, its raw "
+                                           "API and the built-in.")] = True,
 ) -> None:
     """Time the op against a device copy, the spec's composed baseline and the naive kernel.
 
@@ -262,7 +278,7 @@ def bench(
     results = bench_lib.Results()
     try:
         _measure(results, op_dir, device=device, sizes=_sizes(sizes), shapes=cases,
-                 dtypes=dtype, repeats=repeats, compare=compare)
+                 dtypes=dtype, repeats=repeats, compare=compare, per_call=per_call)
     except (OpgenError, KeyboardInterrupt) as exc:
         if results.rows:  # keep what was measured, and say it is incomplete
             message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
@@ -273,7 +289,7 @@ def bench(
 
 def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | None,
              shapes: list[Case] | None, dtypes: list[str] | None, repeats: int,
-             compare: str) -> None:
+             compare: str, per_call: bool = True) -> None:
     """Run the benchmark into ``results`` behind a progress bar on stderr."""
     from rich.progress import (
         BarColumn,
@@ -292,7 +308,7 @@ def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | 
         task = progress.add_task("benchmark", total=None)
         kinds = tuple(k.strip() for k in compare.split(",") if k.strip() not in ("", "none"))
         bench_lib.run(op_dir, device=device, sizes=sizes, shapes=shapes, dtypes=dtypes,
-                      repeats=repeats,
+                      repeats=repeats, per_call=per_call,
                       compare=kinds, results=results,
                       progress=lambda msg, done, total: progress.update(
                           task, description=msg, completed=done, total=total))
@@ -330,6 +346,8 @@ def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, A
     out.print(table, width=max(out.width, 130))
     for skipped in results.skipped:
         out.print(f"note: {skipped.line()}", markup=False, soft_wrap=True)
+    if results.calls:
+        out.print(_per_call_table(results, op_dir), width=max(out.width, 130))
     if device == "gpu":
         meta["gpu"] = _gpu_name()
     if json_path:
@@ -339,6 +357,29 @@ def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, A
     if plot_path:
         bench_lib.plot(rows, plot_path, op_dir.resolve().name)
         out.print(f"wrote {plot_path}", markup=False)
+
+
+def _per_call_table(results: Results, op_dir: Path) -> Any:
+    """The "per call" section: microseconds per call of the op, its raw API and the built-in at
+    small sizes, and the op's ratios to them."""
+    from rich.table import Table
+
+    from . import bench as bench_lib
+
+    entries = bench_lib.per_call_ratios(results.calls)
+    calls = {c.entry: c.call for c in results.calls}
+    table = Table(title=f"{_e(op_dir.resolve().name)} per call (float32, us, best of the "
+                  "rounds)")
+    for column in ("device", "elements", f"op: {calls.get('op', '')}",
+                   f"raw API: {calls.get('raw', '')}", f"built-in: {calls.get('builtin', '-')}",
+                   "op / built-in", "op / raw API"):
+        table.add_column(_e(column), justify="right")
+    us = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
+    ratio = lambda v: f"{v:.2f}x" if v else "-"  # noqa: E731
+    for e in entries:
+        table.add_row(e["device"], f"{e['size']:,}", us(e.get("op")), us(e.get("raw")),
+                      us(e.get("builtin")), ratio(e["op_over_builtin"]), ratio(e["op_over_raw"]))
+    return table
 
 
 def _gpu_name() -> str:

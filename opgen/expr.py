@@ -12,6 +12,7 @@ numpy for the float64 reference that the generated tests compare against.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -120,14 +121,42 @@ _FORBIDDEN: dict[type[ast.AST], tuple[str, str]] = {
 
 
 @dataclass(frozen=True)
+class Reduction:
+    """A reduction over the row in a row-wise expression: ``op(inner)``, op one of
+    :data:`REDUCTIONS`. Its C++ is left to the kind (a lambda over the row's elements): the
+    enclosing expression's C++ holds ``@k@`` where the k-th reduction goes."""
+
+    op: str
+    inner: Emitted
+
+
+@dataclass(frozen=True)
 class Emitted:
-    """One checked expression: its type, both emissions, and the names it reads."""
+    """One checked expression: its type, both emissions, and the names it reads.
+
+    For row-wise expressions (compiled with ``varying``), ``varies`` says whether the value
+    changes along the row (it reads a per-element value outside any reduction), and
+    ``reductions`` holds the reductions over the row it contains, in the order of their ``@k@``
+    placeholders in ``cpp``."""
 
     type: Type
     cpp: str
     numpy: str
     names: frozenset[str] = field(default_factory=frozenset)
     functions: frozenset[str] = field(default_factory=frozenset)
+    varies: bool = False
+    reductions: tuple[Reduction, ...] = ()
+
+
+#: The reductions over the row a row-wise expression may call, with one argument (``max`` and
+#: ``min`` with two are the elementwise functions). numpy's emission is a call of the generated
+#: tests' helper in :mod:`opgen.testing`, over ``shape`` (rows, cols), a local of the reference.
+REDUCTIONS: dict[str, str] = {
+    "sum": "ot.row_sum({0}, shape)",
+    "mean": "ot.row_mean({0}, shape)",
+    "max": "ot.row_max({0}, shape)",
+    "min": "ot.row_min({0}, shape)",
+}
 
 
 @dataclass(frozen=True)
@@ -137,28 +166,35 @@ class _Node:
     cpp_prec: int
     numpy: str
     numpy_prec: int
+    varies: bool = False        # row-wise: changes along the row
 
 
 def compile_expr(source: str, symbols: Mapping[str, Type], *,
-                 unavailable: Mapping[str, str] | None = None) -> Emitted:
+                 unavailable: Mapping[str, str] | None = None,
+                 varying: frozenset[str] | None = None) -> Emitted:
     """Check ``source`` against ``symbols`` (name -> type) and emit it as C++ and numpy.
 
     ``unavailable`` maps names that exist elsewhere in the spec but not here (a gradient in the
     forward, say) to a hint saying why, for a better message than "unknown name". An expression may
     span lines (a YAML block scalar): line breaks count as spaces.
 
+    ``varying`` makes it a row-wise expression: the names whose values change along the row
+    (per-element and per-column values); every other name is one value per row. Such an
+    expression may call the reductions over the row (:data:`REDUCTIONS`), not nested.
+
     Raises :class:`ExprError` for a syntax error, a construct outside the language, an unknown
     name or function, a wrong arity or a type mismatch.
     """
     tree = parse_expr(source)
-    compiler = _Compiler(symbols, unavailable or {})
+    compiler = _Compiler(symbols, unavailable or {}, varying=varying)
     node = compiler.visit(tree.body)
     if max(_nesting(node.cpp), _nesting(node.numpy)) > MAX_EMITTED_NESTING:
         # a chain a < b < ... < z, or nested sigmoids, nest deeper in numpy than in the spec
         raise ExprError(TOO_DEEP, 0, f"the generated code would nest more than "
                         f"{MAX_EMITTED_NESTING} parentheses")
     return Emitted(node.type, node.cpp, node.numpy, frozenset(compiler.names),
-                   frozenset(compiler.functions))
+                   frozenset(compiler.functions), varies=node.varies,
+                   reductions=tuple(compiler.reductions))
 
 
 def parse_expr(source: str) -> ast.Expression:
@@ -223,12 +259,16 @@ def _too_deep(root: ast.AST) -> ast.AST | None:
 
 class _Compiler:
     def __init__(self, symbols: Mapping[str, Type], unavailable: Mapping[str, str],
-                 functions: Mapping[str, Function] = FUNCTIONS) -> None:
+                 functions: Mapping[str, Function] = FUNCTIONS, *,
+                 varying: frozenset[str] | None = None) -> None:
         self.symbols = symbols
         self.unavailable = unavailable
         self.functions_table = functions
+        self.varying = varying
         self.names: set[str] = set()
         self.functions: set[str] = set()
+        self.reductions: list[Reduction] = []
+        self.reducing: str | None = None   # the reduction whose argument is being compiled
 
     def visit(self, node: ast.AST) -> _Node:
         method = getattr(self, f"_visit_{type(node).__name__}", None)
@@ -236,7 +276,49 @@ class _Compiler:
             message, hint = _FORBIDDEN.get(
                 type(node), (f"'{type(node).__name__}' expressions are not allowed", ""))
             raise ExprError(message, _col(node), hint)
-        return method(node)
+        result: _Node = method(node)
+        if self.varying is not None and isinstance(node, ast.expr) and self._varies(node):
+            return dataclasses.replace(result, varies=True)
+        return result
+
+    def _varies(self, node: ast.expr) -> bool:
+        """Whether ``node`` (already checked) changes along the row."""
+        if isinstance(node, ast.Name):
+            return self.varying is not None and node.id in self.varying
+        if isinstance(node, ast.Call) and self._is_reduction(node):
+            return False
+        return any(isinstance(c, ast.expr) and self._varies(c)
+                   for c in ast.iter_child_nodes(node)
+                   if not (isinstance(node, ast.Call) and c is node.func))
+
+    def _is_reduction(self, node: ast.Call) -> bool:
+        """A call of a reduction over the row: sum or mean, or max or min of one argument."""
+        return self.varying is not None and isinstance(node.func, ast.Name) and \
+            node.func.id in REDUCTIONS and len(node.args) == 1 and not node.keywords and \
+            (node.func.id in ("sum", "mean") or node.func.id not in self.symbols)
+
+    def _reduction(self, node: ast.Call) -> _Node:
+        name = node.func.id  # type: ignore[attr-defined]
+        if self.reducing is not None:
+            raise ExprError(f"{name}() inside {self.reducing}(): a reduction over the row cannot "
+                            "be nested in another", _col(node),
+                            "compute the inner one first as a named per-row value, "
+                            "as in m: mean(x), then var: mean((x - m) ** 2)")
+        if isinstance(node.args[0], ast.Starred):
+            raise ExprError("starred arguments are not allowed", _col(node.args[0]))
+        inner_compiler = _Compiler(self.symbols, self.unavailable, self.functions_table,
+                                   varying=self.varying)
+        inner_compiler.reducing = name
+        inner = inner_compiler.visit(node.args[0])
+        self._expect(inner, "num", node.args[0], f"the argument of {name}()")
+        self.names |= inner_compiler.names
+        self.functions |= inner_compiler.functions
+        self.functions.add(name)
+        index = len(self.reductions)
+        self.reductions.append(Reduction(name, Emitted(
+            inner.type, inner.cpp, inner.numpy, frozenset(inner_compiler.names),
+            frozenset(inner_compiler.functions), varies=inner.varies)))
+        return _Node("num", f"@{index}@", _ATOM, REDUCTIONS[name].format(inner.numpy), _ATOM)
 
     # -- leaves -------------------------------------------------------------------------------
     def _visit_Constant(self, node: ast.Constant) -> _Node:
@@ -351,6 +433,9 @@ class _Compiler:
         return _Node("bool", cpp, _AND, numpy, _ATOM)
 
     def _visit_Call(self, node: ast.Call) -> _Node:
+        if self._is_reduction(node):
+            return self._reduction(node)
+        self._call = node
         name = self._function_name(node.func)
         if node.keywords:
             raise ExprError(f"{name}() takes no keyword arguments", _col(node.keywords[0].value),
@@ -381,6 +466,13 @@ class _Compiler:
         if isinstance(func, ast.Name):
             if func.id in table:
                 return func.id
+            if self.varying is None and func.id in ("sum", "mean") and table is FUNCTIONS:
+                raise ExprError(f"unknown function '{func.id}'", _col(func),
+                                "reductions over the row (sum, mean, and max or min of one "
+                                "argument) are for kind: rowwise")
+            if self.varying is not None and func.id in REDUCTIONS:
+                raise ExprError(f"{func.id}() takes 1 argument, got {len(self._call.args)}",
+                                _col(func), f"call it as {func.id}(x): a reduction over the row")
             if func.id in self.symbols or func.id in self.unavailable:
                 raise ExprError(f"'{func.id}' is not a function", _col(func), functions)
             raise ExprError(f"unknown function '{func.id}'", _col(func), functions)
@@ -506,6 +598,10 @@ BASELINE_FUNCTIONS: dict[str, Function] = {
         "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
         "cos", "floor", "ceil", "square", "sign", "tan", "atan", "log2", "softplus",
         "gelu", "gelu_tanh")},
+    # row-wise over the last axis, for rowwise ops' baselines
+    "softmax": _framework("softmax", "num"),
+    "layer_norm": _framework("layer_norm", "num", "num", "num", "num"),
+    "rms_norm": _framework("rms_norm", "num", "num", "num"),
 }
 
 

@@ -12,7 +12,6 @@ Nothing here writes: :func:`plan_update` returns what :func:`opgen.writer.apply`
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tempfile
@@ -173,17 +172,6 @@ def merge3(ours: bytes, base: bytes, theirs: bytes) -> tuple[bytes, bool]:
     return proc.stdout, proc.returncode > 0
 
 
-#: A line that only a merge tool writes: ``<<<<<<< label``, ``=======`` or ``>>>>>>> label``.
-_ANY_MARKER = re.compile(rb"^(?:<{7}(?: |$)|={7}$|>{7}(?: |$))")
-
-
-def conflict_marker_line(data: bytes) -> int | None:
-    """The number (from 1) of the first line of ``data`` that is a conflict marker, left by a
-    regenerate, ``opgen update`` or any git merge; None when there is none."""
-    for number, line in enumerate(data.splitlines(), start=1):
-        if _ANY_MARKER.match(line.rstrip(b"\r")):
-            return number
-    return None
 
 
 def has_conflict_markers(data: bytes) -> bool:

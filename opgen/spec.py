@@ -16,6 +16,7 @@ import difflib
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -167,7 +168,7 @@ class OpSpec(BaseModel):
     version: Literal[1] = 1
     name: StrictStr
     op_name: StrictStr | None = None
-    kind: Literal["elementwise"]
+    kind: Literal["elementwise", "rowwise"]
     summary: Annotated[StrictStr, AfterValidator(_summary)] = ""
     inputs: list[StrictStr] = Field(min_length=1)
     outputs: list[StrictStr] = Field(min_length=1)
@@ -176,6 +177,11 @@ class OpSpec(BaseModel):
     domain: dict[StrictStr, Interval] = Field(default_factory=dict)
     forward: dict[StrictStr, Expression] = Field(min_length=1)
     backward: dict[StrictStr, Expression] | Literal["auto"] | None = None
+    #: under paddle.amp.auto_cast: compute in the inputs' dtype (promoted to float32 where they
+    #: differ), in the autocast dtype, or in float32 (docs/deploy.md, "AMP")
+    amp: Literal["follow", "autocast", "float32"] = "follow"
+    #: input -> output: an in-place variant NAME_ whose output is written over that input
+    inplace: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     baseline: StrictStr | None = None
 
 
@@ -199,6 +205,16 @@ class Spec:
     baseline: ast.Expression | None = None   # the checked tree that `opgen bench` evaluates
     forward_source: dict[str, str] = field(default_factory=dict)
     backward_source: dict[str, str] = field(default_factory=dict)
+    #: what a kind with its own schema found checking the spec (kind: custom), for its templates
+    kind_data: Any = None
+    #: The backward's own derivative (see :func:`_derived_double_backward`): the intermediates it
+    #: recomputes, then the gradient of each backward input it has one for, keyed by that input's
+    #: name (an op input, or ``grad_<output>``); None where it is not derived.
+    double_backward: dict[str, Emitted] | None = None
+    double_backward_source: dict[str, str] = field(default_factory=dict)
+    #: rowwise: each input's role (element, column or row) and each output's (element or row)
+    input_roles: dict[str, str] = field(default_factory=dict)
+    output_roles: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -211,6 +227,12 @@ class Spec:
     def line(self, *path: str | int) -> int:
         """The 1-based line of the YAML entry at ``path`` (or of its closest parent)."""
         return _line_of(self.lines, path)
+
+
+#: The loaders of kinds whose specs have a schema of their own, by kind name: (YAML data, its
+#: lines, path, check_builtins=...) -> the checked Spec. opgen.kinds fills it when imported
+#: (importing opgen does); other kinds' specs are checked here.
+SCHEMAS: dict[str, Callable[..., Spec]] = {}
 
 
 def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
@@ -242,11 +264,46 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     if not isinstance(data, dict):
         raise SpecError(path, lines.get((), 1),
                         "a spec is a YAML mapping (name: ..., inputs: ..., forward: ...)")
+    kind = data.get("kind")
+    own = SCHEMAS.get(kind) if isinstance(kind, str) else None
+    if own is not None:  # a kind with its own schema (kind: custom) checks its spec itself
+        return own(data, lines, path, check_builtins=check_builtins)
+    roles = {section: _roles(data, section, path, lines) for section in ROLES}
     try:
         model = OpSpec.model_validate(data)
     except ValidationError as exc:
         raise _first_validation_error(exc, path, lines) from None
-    return _check(model, path, lines, check_builtins=check_builtins)
+    return _check(model, path, lines, check_builtins=check_builtins, roles=roles)
+
+
+#: The roles a rowwise op's inputs and outputs may declare (``inputs: {x: element, w: column}``),
+#: with what each means.
+ROLES: dict[str, dict[str, str]] = {
+    "inputs": {"element": "per-element [*, C]", "column": "per-column [C]",
+               "row": "per-row [*] or [*, 1]"},
+    "outputs": {"element": "per-element [*, C]", "row": "per-row [*]"},
+}
+
+
+def _roles(data: dict[str, Any], section: str, path: Path,
+           lines: dict[Path_, int]) -> dict[str, str] | None:
+    """The roles declared by ``section`` written as a mapping (name: role), which becomes the
+    list of its names (their lines moved to the list's indices); None for a list."""
+    value = data.get(section)
+    if not isinstance(value, dict):
+        return None
+    allowed = ROLES[section]
+    for name, role in value.items():
+        if role not in allowed:
+            shown = _shown(role) if not isinstance(role, str) else f"'{role}'"
+            raise SpecError(path, _line_of(lines, (section, name)),
+                            f"{section}.{name}: unknown role {shown}; expected one of "
+                            + ", ".join(f"{r} ({what})" for r, what in allowed.items()))
+    for i, name in enumerate(value):
+        lines[(section, i)] = _line_of(lines, (section, name))
+    data[section] = list(value)
+    return dict(value)
+
 
 
 # -- step 1: YAML with line numbers -------------------------------------------------------------
@@ -546,9 +603,18 @@ _SINGULAR = {"inputs": "input", "outputs": "output", "attrs": "attr"}
 _ARTICLE = {"input": "an input", "output": "an output", "attr": "an attr"}
 
 
-def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins: bool) -> Spec:
+def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins: bool,
+           roles: dict[str, dict[str, str] | None] | None = None) -> Spec:
     def fail(where: tuple[str | int, ...], message: str) -> SpecError:
         return SpecError(path, _line_of(lines, where), message)
+
+    roles = roles or {}
+    rowwise = model.kind == "rowwise"
+    for section, declared in roles.items():
+        if declared is not None and not rowwise:
+            raise fail((section,), f"{section}: roles ({', '.join(ROLES[section])}) are for "
+                       f"kind: rowwise; an elementwise op lists its {section}: [a, b]")
+    input_roles = roles.get("inputs") or {n: "element" for n in model.inputs}
 
     problem = identifier_problem(model.name, what="op")
     if problem:
@@ -592,6 +658,12 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(("domain", name), f"domain.{name}: need finite low < high, "
                        f"got [{low:g}, {high:g}]")
 
+    if model.kind == "elementwise":
+        _check_amp(model, fail)
+        _check_inplace(model, fail)
+    else:
+        _refuse_elementwise_only(model, fail)
+
     attr_types: dict[str, Type] = {
         n: ("num" if a.type in ("int", "int64", "float") else a.type)  # type: ignore[misc]
         for n, a in model.attrs.items()
@@ -603,9 +675,16 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         **{g: "output gradients can be read only in backward" for g in grads},
     }
     taken = {model.name: "the op's name", **{n: _ARTICLE[w] for n, w in seen.items()}}
+    varying = frozenset(n for n, r in input_roles.items() if r != "row") if rowwise else None
+    if rowwise and "element" not in input_roles.values():
+        raise fail(("inputs",), "inputs: a rowwise op needs a per-element input [*, C]: its "
+                   "last axis is the row")
     forward = _compile_section(
-        _Section(model.forward, "forward", model.outputs, "output"), fwd_symbols,
-        fwd_unavailable, taken, path, lines)
+        _Section(model.forward, "forward", model.outputs, "output", reads_targets=rowwise),
+        fwd_symbols, fwd_unavailable, taken, path, lines, varying=varying)
+    output_roles: dict[str, str] = {}
+    if rowwise:
+        output_roles = _output_roles(model, forward, roles.get("outputs"), fail)
     backward: _Compiled | None = None
     if model.backward is not None:
         bwd_symbols: dict[str, Type] = {**fwd_symbols, **{n: "num" for n in model.outputs},
@@ -615,10 +694,20 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
                            for n in model.inputs}
         derived = model.backward == "auto"
         section = model.backward if isinstance(model.backward, dict) else \
-            _derived_backward(model, forward, path, lines)
+            _derived_backward(model, forward, path, lines,
+                              [n for n, r in input_roles.items() if r == "row"] if rowwise
+                              else None)
+        bwd_varying = None if varying is None else varying | frozenset(
+            [o for o, r in output_roles.items() if r == "element"] +
+            [f"grad_{o}" for o, r in output_roles.items() if r == "element"])
         backward = _compile_section(
             _Section(section, "backward", model.inputs, "input", derived=derived),
-            bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward)
+            bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward,
+            varying=bwd_varying)
+
+    double: _Compiled | None = None
+    if backward is not None and not rowwise:  # reductions have no double backward yet
+        double = _derived_double_backward(model, backward, bwd_symbols, taken, path, lines)
 
     baseline = None
     if model.baseline is not None:
@@ -637,7 +726,75 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     return Spec(path=path, model=model, forward=forward.emitted,
                 backward=None if backward is None else backward.emitted, lines=lines,
                 baseline=baseline, forward_source=forward.sources,
-                backward_source={} if backward is None else backward.sources)
+                backward_source={} if backward is None else backward.sources,
+                double_backward=None if double is None else double.emitted,
+                double_backward_source={} if double is None else double.sources,
+                input_roles=input_roles if rowwise else {}, output_roles=output_roles)
+
+
+def _refuse_elementwise_only(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """``amp:`` and ``inplace:`` are made by the elementwise kind's wrapper and kernels only."""
+    if model.inplace:
+        raise fail(("inplace",), f"inplace: only elementwise ops have in-place variants so far; "
+                   f"remove it from this kind: {model.kind} op")
+    if model.amp != "follow":
+        raise fail(("amp",), f"amp: {model.amp} is for elementwise ops so far; a kind: "
+                   f"{model.kind} op takes the default (amp: follow)")
+
+
+def _check_amp(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """``amp: autocast`` needs a 16-bit dtype, ``amp: float32`` float32, among ``dtypes``."""
+    if model.amp == "autocast" and not {"float16", "bfloat16"} & set(model.dtypes):
+        raise fail(("amp",), "amp: autocast runs the op in float16 or bfloat16, and dtypes lists "
+                   "neither; add one to dtypes, or use amp: follow")
+    if model.amp == "float32" and "float32" not in model.dtypes:
+        raise fail(("amp",), "amp: float32 runs the op in float32, which dtypes does not list; "
+                   "add it to dtypes, or use amp: follow")
+
+
+def _check_inplace(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """``inplace: {input: output}``: one pair (Paddle aliases one input of an op with its
+    output here), an input whose shape is the output's (the first input; the others
+    broadcast to it), an output not already aliased."""
+    if not model.inplace:
+        return
+    if len(model.inplace) > 1:
+        second = list(model.inplace)[1]
+        raise fail(("inplace", second), "inplace: one input may be overwritten by one output; "
+                   f"found {len(model.inplace)} pairs")
+    (name, output), = model.inplace.items()
+    if name not in model.inputs:
+        raise fail(("inplace", name), f"inplace: '{name}' is not an input (inputs: "
+                   f"{', '.join(model.inputs)}){_guess(name, model.inputs)}")
+    if name != model.inputs[0]:
+        raise fail(("inplace", name), f"inplace: '{name}' may broadcast to a larger output; only "
+                   f"the first input ('{model.inputs[0]}') has the output's shape and can be "
+                   "overwritten by it")
+    if output not in model.outputs:
+        raise fail(("inplace", name), f"inplace: '{output}' is not an output (outputs: "
+                   f"{', '.join(model.outputs)}){_guess(output, model.outputs)}")
+    if len(model.outputs) > 1:
+        raise fail(("inplace", name), "inplace: an op with one output can be made in place; "
+                   f"this one has {len(model.outputs)}")
+
+
+def _output_roles(model: OpSpec, forward: _Compiled, declared: dict[str, str] | None,
+                  fail: Callable[[tuple[str | int, ...], str], SpecError]) -> dict[str, str]:
+    """A rowwise op's output roles: per-element where the expression changes along the row,
+    else per-row; where the spec declares them, they must agree."""
+    roles: dict[str, str] = {}
+    for name in model.outputs:
+        found = "element" if forward.emitted[name].varies else "row"
+        want = (declared or {}).get(name, found)
+        if want != found:
+            what = "a per-element value (it changes along the row)" if found == "element" else \
+                "a per-row value (reductions over the row, attrs and per-row values only)"
+            hint = "; reduce it over the row: sum(...), mean(...), max(...), min(...)" \
+                if found == "element" else ""
+            raise fail(("forward", name), f"forward.{name}: {what}, but outputs declares "
+                       f"'{name}' {ROLES['outputs'][want]}{hint}")
+        roles[name] = found
+    return roles
 
 
 @dataclass(frozen=True)
@@ -650,6 +807,7 @@ class _Section:
     targets: list[str]
     what: str                    # output or input
     derived: bool = False        # written by opgen (backward: auto), not by the user
+    reads_targets: bool = False  # later entries may read the targets computed before them
 
 
 @dataclass(frozen=True)
@@ -662,7 +820,8 @@ class _Compiled:
 
 def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: dict[str, str],
                      taken: dict[str, str], path: Path, lines: dict[Path_, int], *,
-                     outer: _Compiled | None = None) -> _Compiled:
+                     outer: _Compiled | None = None,
+                     varying: frozenset[str] | None = None) -> _Compiled:
     """Compile a section's entries in order: a target is an output (or input gradient), any other
     name an intermediate that later entries of the section read. A backward may also read the
     forward's intermediates (``outer``): they are computed again there, first."""
@@ -678,6 +837,9 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
     known = dict(symbols)
     if outer is not None:
         known.update({n: outer.types[n] for n in outer.intermediates})
+    vary: set[str] | None = None if varying is None else set(varying)
+    if vary is not None and outer is not None:
+        vary |= {n for n in outer.intermediates if outer.emitted[n].varies}
     keys = list(section.entries)
     for key in keys:
         if key in targets or section.derived:
@@ -699,11 +861,19 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
         where = f"{title}.{key}"
         later = {k: f"'{k}' is defined below, on line {line(k)}: define an intermediate before "
                  f"the expressions that read it" for k in keys[index:] if k not in targets}
-        scope = {**known, **{k: t for k, t in types.items() if k not in targets}}
+        scope = {**known, **{k: t for k, t in types.items()
+                             if k not in targets or section.reads_targets}}
+        hidden = {k: v for k, v in unavailable.items() if k not in scope}
+        if section.reads_targets:
+            hidden.update({k: f"'{k}' is computed below, on line {line(k)}: an expression reads "
+                           "only what is computed above it" for k in keys[index:] if k in targets})
         try:
-            emitted = compile_expr(source, scope, unavailable={**unavailable, **later})
+            emitted = compile_expr(source, scope, unavailable={**hidden, **later},
+                                   varying=None if vary is None else frozenset(vary))
         except ExprError as exc:
             raise _expression_error(exc, where, source, path, line(key)) from None
+        if vary is not None and emitted.varies and key not in targets:
+            vary.add(key)
         if key in targets and emitted.type != "num":
             raise SpecError(path, line(key), f"{where}: {_shown_source(source)} is a "
                             "condition, not a number; use where(cond, a, b) to choose between "
@@ -747,15 +917,62 @@ def _needed(read: set[str], outer: _Compiled) -> set[str]:
     return needed
 
 
-def _derived_backward(model: OpSpec, forward: _Compiled, path: Path,
-                      lines: dict[Path_, int]) -> dict[str, str]:
-    """``backward: auto``: each input's gradient, derived from the forward."""
-    from .autodiff import AutodiffError, backward_of
+def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict[Path_, int],
+                      per_row_inputs: list[str] | None = None) -> dict[str, str]:
+    """``backward: auto``: each input's gradient, derived from the forward (a rowwise one's
+    with ``per_row_inputs``)."""
+    from .autodiff import AutodiffError, backward_of, rowwise_backward_of
 
     try:
+        if per_row_inputs is not None:
+            return rowwise_backward_of(forward.sources, model.inputs, model.outputs,
+                                       per_row_inputs)
         return backward_of(forward.sources, model.inputs, model.outputs)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
+
+
+def _derived_double_backward(model: OpSpec, backward: _Compiled, symbols: dict[str, Type],
+                             taken: dict[str, str], path: Path,
+                             lines: dict[Path_, int]) -> _Compiled | None:
+    """The backward differentiated in turn (``PD_BUILD_DOUBLE_GRAD_OP``): given ``grad_grad_<i>``,
+    the gradient flowing into each input gradient ``grad_<i>``, the gradient of each backward input
+    it depends on: the op's inputs and the output gradients. Derived for ops of one input (every
+    tensor has one shape), where the backward is differentiable in the language and its result
+    does not depend on the forward's outputs (their gradient would flow into the forward's
+    backward again); None otherwise: the double-backward stub's clear error stays."""
+    from .autodiff import AutodiffError, backward_of
+
+    if len(model.inputs) != 1:
+        return None
+    entries = {f"grad_{k}" if k in model.inputs else k: text
+               for k, text in backward.sources.items()}
+    targets = [f"grad_{i}" for i in model.inputs]
+    grads = [f"grad_{o}" for o in model.outputs]
+    try:
+        derived = backward_of(entries, [*model.inputs, *model.outputs, *grads], targets,
+                              local_prefix="d2_")
+    except AutodiffError:
+        return None
+    if any(derived[o] != "0" for o in model.outputs):
+        return None
+    section = {k: v for k, v in derived.items()
+               if k not in model.outputs and not (k in [*model.inputs, *grads] and v == "0")}
+    if not any(k in [*model.inputs, *grads] for k in section):
+        return None
+    # the backward's entries (the forward intermediates it recomputes, its own intermediates)
+    # are read as they are, recomputed first
+    intermediates = frozenset(k for k in backward.emitted if k not in model.inputs)
+    outer = _Compiled(backward.emitted, backward.sources,
+                      {k: e.type for k, e in backward.emitted.items()}, intermediates)
+    dg_targets = [k for k in [*model.inputs, *grads] if k in section]
+    dg_symbols = {**symbols, **{f"grad_grad_{i}": "num" for i in model.inputs}}
+    try:
+        return _compile_section(
+            _Section(section, "backward", dg_targets, "input", derived=True), dg_symbols, {},
+            {}, path, lines, outer=outer)
+    except SpecError:  # a name the derivation made clashes: no double backward, not an error
+        return None
 
 
 def _compile_baseline(source: str, symbols: dict[str, Type], path: Path,
@@ -791,3 +1008,11 @@ def _shortened(text: str, width: int = 60) -> str:
 def _quoted(text: str) -> str:
     """``text`` in quotes that it does not itself contain, where possible."""
     return f'"{text}"' if "'" in text and '"' not in text else f"'{text}'"
+
+
+# -- for kinds whose specs have a schema of their own (opgen.kinds.custom) -----------------------
+# The same YAML lines, messages and attr rules as the elementwise schema's.
+line_of = _line_of
+schema_message = _schema_message
+attr_default = _attr_default
+summary_text = _summary

@@ -8,9 +8,11 @@ and custom ops work. So no helper here runs a built-in Paddle op on the GPU.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,31 @@ def paddle_kernels_run(device: str) -> bool:
         return True
     x = paddle.to_tensor(np.ones(4, np.float32), place=place(device))
     return bool(np.array_equal((x + x).numpy(), np.full(4, 2.0, np.float32)))
+
+
+@contextlib.contextmanager
+def auto_cast(device: str, level: str, dtype: str) -> Iterator[None]:
+    """``paddle.amp.auto_cast(level=level, dtype=dtype)`` on ``device``. On the CPU Paddle's
+    auto_cast sets no AMP state ("amp_guard can only be enabled on CUDAPlace", Paddle 3.3.1 and
+    2.6.2), so there this sets the state it sets on a GPU (the tracer's AMP level and dtype) for
+    the ops' wrappers to read; Paddle's own ops still cast nothing on the CPU."""
+    import paddle
+
+    if device != "cpu":
+        with paddle.amp.auto_cast(level=level, dtype=dtype):
+            yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with paddle.amp.auto_cast(level=level, dtype=dtype):  # its module state, nothing more
+            tracer = paddle.base.framework._dygraph_tracer()
+            saved = tracer._amp_level, tracer._amp_dtype
+            tracer._amp_level = getattr(paddle.base.core.AmpLevel, level)
+            tracer._amp_dtype = dtype
+            try:
+                yield
+            finally:
+                tracer._amp_level, tracer._amp_dtype = saved
 
 
 def devices() -> list[Any]:
@@ -345,3 +372,125 @@ def run_saved_model(prefix: str, inputs: dict[str, np.ndarray], way: str,
                                  f"(exit {proc.returncode}):\n{tail}")
         with np.load(outputs_file) as outputs:
             return [outputs[f"arr_{k}"] for k in range(len(outputs.files))]
+
+
+def named_reference(fn: Callable[..., Any], arrays: dict[str, np.ndarray], attrs: dict[str, Any],
+                    dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """``fn(**arrays, **attrs)`` (a custom op's reference.py function) in float64, and an
+    estimate of a kernel's rounding error as :func:`reference` makes it: how far ``fn`` moves when
+    its float arrays are float32 (integer arrays, such as indices, are passed as they are). A
+    reference that keeps the dtype it is given (``np.zeros_like``, not ``np.zeros``) thus widens
+    the tolerance of sums by their float32 error; one that computes in float64 gets the dtype's
+    tolerance alone."""
+    def floats(step: float) -> dict[str, Any]:
+        return {n: _float32(a, step) if isinstance(a, np.ndarray) and a.dtype == np.float64
+                else a for n, a in arrays.items()}
+
+    with np.errstate(all="ignore"):
+        exact = np.asarray(fn(**arrays, **attrs), np.float64)
+        spread = np.zeros(exact.shape)
+        for step in (0.0, np.inf, -np.inf):
+            low = np.asarray(fn(**floats(step), **attrs), np.float64)
+            spread = np.fmax(spread, np.abs(low - exact))
+    scale = 2.0**-29 if dtype == "float64" else 1.0
+    unknown = 0.0 if dtype == "float64" else np.inf
+    spread = np.where(np.isnan(exact), 0.0, np.where(np.isfinite(spread), scale * spread, unknown))
+    return exact, spread
+
+
+# Row-wise ops (kind: rowwise): a per-element input [*, C] is seen as [rows, C]; per-column
+# inputs are [C], per-row ones [*] (or [*, 1]), as [rows, 1] in the references.
+
+#: The row lengths every generated rowwise test runs: one element, an odd tail, one warp's worth
+#: of vectors, and rows that take a block, several blocks and a loop over global memory.
+ROW_LENGTHS: tuple[int, ...] = (1, 7, 128, 1000, 4096, 32768)
+#: Shapes of the per-element inputs: each row length, no rows at all, and several leading dims.
+ROW_SHAPES: list[tuple[int, ...]] = [(5, 1), (3, 7), (4, 128), (3, 1000), (2, 4096), (1, 32768),
+                                     (0, 16), (2, 3, 33)]
+
+
+def rows_of(shape: Sequence[int]) -> tuple[int, int]:
+    """(rows, cols) of a per-element input of ``shape``: cols is its last dim."""
+    return int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
+
+
+def role_shape(shape: Sequence[int], role: str) -> tuple[int, ...]:
+    """The shape of an input of ``role`` (element, column, row) for per-element inputs of
+    ``shape``."""
+    return {"element": tuple(shape), "column": tuple(shape[-1:]),
+            "row": tuple(shape[:-1])}[role]
+
+
+def to_rows(array: np.ndarray, role: str, shape: tuple[int, int]) -> np.ndarray:
+    """An input of ``role`` as the references compute with it: per-element [rows, cols],
+    per-column [cols], per-row [rows, 1]."""
+    array = np.asarray(array)  # float32 where ot.reference estimates a float32 kernel's error
+    if role == "element":
+        return array.reshape(shape)
+    if role == "row":
+        return array.reshape(shape[0], 1)
+    return array
+
+
+def from_rows(value: Any, role: str, shape: Sequence[int], *, summed: bool = False) -> np.ndarray:
+    """A reference's result in the op's shapes, for per-element inputs of ``shape``: per-element
+    (``shape``), per-row (``shape`` without its last dim; ``summed``: a per-element value summed
+    over the row, the gradient of a per-row input) or per-column (summed over the rows: the
+    gradient of a per-column input)."""
+    rows, cols = rows_of(shape)
+    value = np.asarray(value, np.float64)
+    if role == "element":
+        return np.broadcast_to(value, (rows, cols)).reshape(tuple(shape))
+    if role == "column":
+        return np.broadcast_to(value, (rows, cols)).sum(axis=0)
+    if summed:
+        return np.broadcast_to(value, (rows, cols)).sum(axis=-1).reshape(tuple(shape[:-1]))
+    return np.array(np.broadcast_to(value, (rows, 1))[:, 0].reshape(tuple(shape[:-1])))
+
+
+def _float(value: Any) -> np.ndarray:
+    """``value`` as a float array, keeping float32 (the references' float32 runs)."""
+    return np.asarray(value, np.result_type(value, np.float32))
+
+
+def row_sum(value: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The sum over each row of ``value`` (broadcast to ``shape``), as [rows, 1]; 0 for an empty
+    row."""
+    return np.broadcast_to(_float(value), shape).sum(axis=-1, keepdims=True)
+
+
+def row_mean(value: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The mean over each row, as [rows, 1]; NaN for an empty row."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return row_sum(value, shape) / shape[1]
+
+
+def row_max(value: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The largest value of each row, as [rows, 1]: NaN if the row holds one, -inf if empty."""
+    full = np.broadcast_to(_float(value), shape)
+    return np.max(full, axis=-1, keepdims=True, initial=-np.inf)
+
+
+def row_min(value: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The smallest value of each row, as [rows, 1]: NaN if the row holds one, +inf if empty."""
+    full = np.broadcast_to(_float(value), shape)
+    return np.min(full, axis=-1, keepdims=True, initial=np.inf)
+
+
+def directional_difference(fn: Callable[..., float], args: list[np.ndarray], index: int,
+                           direction: np.ndarray, h: float) -> float:
+    """The derivative of the scalar ``fn`` along ``direction`` in args[index], by central
+    differences at h and h/2 combined to cancel the h**2 term (Richardson): O(h**4)."""
+    def central(step: float) -> float:
+        plus = [a.copy() for a in args]
+        minus = [a.copy() for a in args]
+        plus[index] = plus[index] + step * direction
+        minus[index] = minus[index] - step * direction
+        return (fn(*plus) - fn(*minus)) / (2 * step)
+
+    return (4 * central(h / 2) - central(h)) / 3
+
+
+def dtype_name(tensor: Any) -> str:
+    """A Paddle tensor's dtype as a string: float32, bfloat16, ..."""
+    return str(tensor.dtype).removeprefix("paddle.")

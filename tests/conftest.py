@@ -12,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 RELU6 = ROOT / "examples" / "relu6"
 BIAS_GELU = ROOT / "examples" / "bias_gelu"
+#: The rowwise kind's reference ops.
+ROWWISE_EXAMPLES = {name: ROOT / "examples" / name
+                    for name in ("softmax", "layer_norm", "rms_norm", "add_rms_norm")}
 GPU_PYTHON = ROOT / ".venv-gpu" / "bin" / "python"
 
 

@@ -240,3 +240,32 @@ def test_shapes_time_each_case_and_count_its_bytes(tmp_path):
     assert {s["shapes"] for s in data["summary"]} == {"64x33:64x33", "8x1x4:8x1x4"}
     assert all(s["x_copy"] and s["speedup_vs_baseline"] for s in data["summary"]
                if s["direction"] == "forward")
+
+
+@pytest.mark.build
+def test_per_call_times_the_op_its_raw_api_and_the_builtin_at_small_sizes(tanh_op, tmp_path):
+    out = tmp_path / "bench.json"
+    result = run_opgen("bench", str(tanh_op), "--sizes", "1024", "--dtype", "float32",
+                       "--repeats", "1", "--compare", "none", "--json", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    section = result.stdout[result.stdout.index("t_tanh per call"):]
+    assert "op: t_tanh(x)" in section and "raw API: custom_t_tanh(x)" in section
+    assert "built-in: tanh(x)" in section  # no F.t_tanh: the spec's baseline
+    assert "INFO" not in result.stdout and "ccache" not in result.stdout
+    per_call = json.loads(out.read_text())["per_call"]
+    assert [(e["device"], e["size"]) for e in per_call] == \
+        [("cpu", 1), ("cpu", 1024), ("cpu", 65536)]
+    for e in per_call:
+        assert e["op"] > 0 and e["raw"] > 0 and e["builtin"] > 0
+        assert e["op_over_builtin"] == pytest.approx(e["op"] / e["builtin"])
+        assert e["op_over_raw"] == pytest.approx(e["op"] / e["raw"])
+
+
+def test_per_call_ratios_pair_each_size_and_device():
+    calls = [bench.CallRow("op", "r(x)", "cpu", 1, 6.0),
+             bench.CallRow("raw", "c(x)", "cpu", 1, 5.0),
+             bench.CallRow("builtin", "F.r(x)", "cpu", 1, 2.0),
+             bench.CallRow("op", "r(x)", "gpu", 1, 9.0)]
+    cpu, gpu = bench.per_call_ratios(calls)
+    assert (cpu["op_over_builtin"], cpu["op_over_raw"]) == (3.0, 1.2)
+    assert (gpu["device"], gpu["op_over_builtin"], gpu["op_over_raw"]) == ("gpu", None, None)

@@ -12,9 +12,9 @@ from opgen import api, journal, writer
 from opgen.errors import DriftError, WriteError
 
 RENDERED = ["README.md", "csrc/opgen/broadcast.cuh", "csrc/opgen/broadcast.h",
-            "csrc/opgen/divider.h", "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h",
-            "csrc/opgen/error.h",
-            "csrc/opgen/launch.cuh", "csrc/opgen/math.h",
+            "csrc/opgen/cuda.cuh", "csrc/opgen/divider.h", "csrc/opgen/elementwise.cuh",
+            "csrc/opgen/elementwise.h", "csrc/opgen/error.h",
+            "csrc/opgen/launch.cuh", "csrc/opgen/math.h", "csrc/opgen/paddle.h",
             "csrc/relu6.cc", "csrc/relu6.cu", "csrc/relu6.h", "relu6.py", "setup.py",
             "test_relu6.py"]
 # Plus the answers file and the base snapshot that the next regenerate merges edits against.
@@ -137,7 +137,7 @@ def test_new_rejects_a_bad_name(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["generate", "examples/relu6/relu6.yaml", "--bogus"], "No such option: --bogus"),
-    (["new", "x_op"], "choose the op kind: --elementwise"),
+    (["new", "x_op"], "choose one op kind: --elementwise, --rowwise or --custom"),
     (["generate", "does/not/exist.yaml"], "does/not/exist.yaml:1: no such spec file"),
     (["build", "does/not/exist"], "does/not/exist: no such op folder"),
     (["test", "examples/relu6", "--device", "tpu"], "--device: expected cpu, gpu or all"),

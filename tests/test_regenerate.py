@@ -18,8 +18,8 @@ from opgen.writer import ANSWERS_FILE, Status
 FORWARD_BODY = "    out = opgen::min(opgen::max(x, MT(0)), threshold);\n"
 HAND_TUNED = ("    // Hand-tuned: one select instead of a min and a max.\n"
               "    out = x < MT(0) ? MT(0) : (x > threshold ? threshold : x);\n")
-BACKWARD_BODY = "    grad_x = opgen::where(x > MT(0) && x < threshold, grad_out, MT(0));\n"
-MY_BACKWARD = "    grad_x = (x > MT(0) && x < threshold) ? grad_out : MT(0);\n"
+BACKWARD_BODY = "    grad_x = opgen::where(out > MT(0) && out < threshold, grad_out, MT(0));\n"
+MY_BACKWARD = "    grad_x = (out > MT(0) && out < threshold) ? grad_out : MT(0);\n"
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_conflicting_edits_get_markers_are_listed_and_exit_1(op):
     assert "1 file has merge conflicts (csrc/relu6.h)" in result.stderr
     text = header.read_text()
     assert (f"<<<<<<< ours\n{MY_BACKWARD}=======\n"
-            "    grad_x = opgen::where(x > MT(0) && x < threshold, grad_out * slope, MT(0));\n"
+            "    grad_x = opgen::where(out > MT(0) && out < threshold, grad_out * slope, MT(0));\n"
             ">>>>>>> new render\n") in text
     assert "  MT slope;\n" in text  # the rest of the file merged
     assert "slope: float = 1.0" in (op / "relu6.py").read_text()  # other files updated

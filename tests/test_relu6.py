@@ -72,3 +72,26 @@ def test_unchanged_op_rebuild_is_a_cache_hit():
     elapsed = time.perf_counter() - start
     assert again.returncode == 0 and "up to date" in again.stdout
     print(f"unchanged rebuild: {elapsed:.2f} s")
+
+
+def test_the_wrapper_calls_paddles_custom_op_entry_and_keeps_its_behaviour(relu6_op):
+    """The eager fast path (issue 15): the wrapper calls Paddle's C++ custom-op entry directly,
+    not the library's Python API, and still checks its inputs, differentiates, passes NaN
+    through, copies views and answers empty inputs without a kernel, in the autograd graph."""
+    import paddle
+
+    x = paddle.to_tensor([-1.0, 3.0, 7.0, float("nan")], stop_gradient=False)
+    out = relu6_op.relu6(x)
+    assert relu6_op._run is paddle._C_ops._run_custom_op
+    np.testing.assert_array_equal(out.numpy(), [0.0, 3.0, 6.0, np.nan])
+    (grad,) = paddle.grad(out, x, paddle.ones_like(out))
+    np.testing.assert_array_equal(grad.numpy(), [0.0, 1.0, 0.0, 0.0])
+    view = paddle.to_tensor(np.arange(12, dtype="float32").reshape(3, 4)).transpose([1, 0])
+    np.testing.assert_array_equal(relu6_op.relu6(view).numpy(),
+                                  np.minimum(np.arange(12).reshape(3, 4).T, 6))
+    empty = paddle.zeros([0, 5])
+    empty.stop_gradient = False
+    result = relu6_op.relu6(empty)
+    assert list(result.shape) == [0, 5] and not result.stop_gradient
+    with pytest.raises(TypeError, match="relu6: x is int32; relu6 supports float32"):
+        relu6_op.relu6(paddle.to_tensor([1, 2], dtype="int32"))

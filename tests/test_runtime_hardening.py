@@ -80,11 +80,12 @@ def test_a_kernel_that_skips_its_last_element_fails_the_generated_tests(pair_dir
     fails the comparison (before, a fresh CPU output held whatever memory held, often zeros)."""
     broken = tmp_path / "trig_pair"
     shutil.copytree(pair_dir, broken, ignore=shutil.ignore_patterns("build"))
-    runtime = broken / "csrc" / "opgen" / "elementwise.h"
+    runtime = broken / "csrc" / "opgen" / "broadcast.h"
     source = runtime.read_text()
-    loop = "for (int64_t i = 0; i < n; ++i) {"
-    assert source.count(loop) == 1
-    runtime.write_text(source.replace(loop, "for (int64_t i = 0; i + 1 < n; ++i) {"))
+    forward = source.index("void BroadcastLoop(")  # its last block ends one element early
+    end = "const int64_t end = BlockBegin(plan.numel, blocks, b + 1);"
+    at = source.index(end, forward)
+    runtime.write_text(source[:at] + end[:-1] + " - (b + 1 == blocks);" + source[at + len(end):])
     proc = _generated_tests(broken, "-k", "test_forward and float32 and 1000003")
     assert proc.returncode != 0, proc.stdout[-3000:]
     assert "failed" in proc.stdout

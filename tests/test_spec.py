@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -367,3 +368,60 @@ def test_intermediates_appear_in_the_generated_header_and_reference() -> None:
     assert "    const MT sp = opgen::softplus(x);\n" in header
     tests = files["test_mish.py"].decode()
     assert "    sp = np.logaddexp(0.0, x)\n" in tests
+
+
+def test_amp_defaults_to_follow_and_names_its_choices() -> None:
+    assert spec_of(MINIMAL).model.amp == "follow"
+    assert spec_of(MINIMAL + "amp: float32\n").model.amp == "float32"
+    with pytest.raises(SpecError, match=r"op.yaml:7: amp: unknown value 'fp16'; expected one "
+                                        r"of 'follow', 'autocast', 'float32'"):
+        spec_of(MINIMAL + "amp: fp16\n")
+
+
+@pytest.mark.parametrize(("dtypes", "amp", "message"), [
+    ("[float32, float64]", "autocast", "amp: autocast runs the op in float16 or bfloat16"),
+    ("[float64, bfloat16]", "float32", "amp: float32 runs the op in float32, which dtypes"),
+])
+def test_amp_needs_its_dtype(dtypes: str, amp: str, message: str) -> None:
+    with pytest.raises(SpecError, match=f"op.yaml:8: {message}"):
+        spec_of(MINIMAL + f"dtypes: {dtypes}\namp: {amp}\n")
+
+
+def test_inplace_names_an_input_and_its_output() -> None:
+    spec = spec_of(MINIMAL + "inplace: {x: out}\n")
+    context = build_context(spec)
+    assert spec.model.inplace == {"x": "out"}
+    assert context.inplace is not None
+    assert (context.inplace.op_name, context.inplace.py_name) == ("custom_twice_inplace", "twice_")
+    assert context.inplace.differentiable is False  # no backward at all
+    assert build_context(spec_of(MINIMAL)).inplace is None
+
+
+def test_inplace_is_differentiable_when_the_backward_reads_no_overwritten_value() -> None:
+    from_out = spec_of(RELU6.replace("where((x > 0) & (x < threshold)",
+                                     "where((out > 0) & (out < threshold)") +
+                       "inplace: {x: out}\n")
+    inplace = build_context(from_out).inplace
+    assert inplace is not None and inplace.differentiable
+    from_x = build_context(spec_of(RELU6 + "inplace: {x: out}\n")).inplace
+    assert from_x is not None and not from_x.differentiable
+    assert "the backward of relu6 reads x" in "".join(from_x.no_gradient)
+
+
+@pytest.mark.parametrize(("inplace", "message"), [
+    ("{y: out}", "inplace: 'y' is not an input"),
+    ("{x: y}", "inplace: 'y' is not an output"),
+    ("{b: out}", "inplace: 'b' may broadcast to a larger output; only the first input"),
+    ("{x: out, b: out}", "inplace: one input may be overwritten by one output; found 2"),
+])
+def test_inplace_errors(inplace: str, message: str) -> None:
+    two_inputs = MINIMAL.replace("inputs: [x]", "inputs: [x, b]").replace("2 * x", "x + b")
+    with pytest.raises(SpecError, match=f"op.yaml:7: {re.escape(message)}"):
+        spec_of(two_inputs + f"inplace: {inplace}\n")
+
+
+def test_inplace_needs_one_output() -> None:
+    pair = MINIMAL.replace("outputs: [out]", "outputs: [out, other]").replace(
+        "  out: 2 * x\n", "  out: 2 * x\n  other: 3 * x\n")
+    with pytest.raises(SpecError, match="inplace: an op with one output can be made in place"):
+        spec_of(pair + "inplace: {x: out}\n")

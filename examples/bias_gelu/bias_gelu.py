@@ -12,7 +12,7 @@ from pathlib import Path
 
 import paddle
 
-__all__ = ["bias_gelu"]
+__all__ = ["bias_gelu", "bias_gelu_"]
 
 _HERE = Path(__file__).resolve().parent
 _library = None
@@ -38,12 +38,14 @@ _run = None  # Paddle's eager entry into the op, once _load_run has loaded the l
 
 def _load_run() -> Callable[..., list[paddle.Tensor]]:
     """Loads the library and returns the cheapest entry into Paddle's custom-op machinery that
-    keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)``, the C++ function that
-    the library's generated Python API calls in eager mode, minus that API's mode check (about
-    0.5 us a call); a list of the outputs. Where a Paddle lacks it (2.6), that Python API."""
+    keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)`` (``core.eager``'s in
+    Paddle 2.6), the C++ function that the library's generated Python API calls in eager mode,
+    minus that API's mode check (about 0.5 us a call); a list of the outputs. Where a Paddle
+    lacks both, that Python API."""
     global _run
     library = _ops()
-    run = getattr(paddle._C_ops, "_run_custom_op", None)
+    run = getattr(paddle._C_ops, "_run_custom_op", None) or getattr(
+        getattr(paddle.base.core, "eager", None), "_run_custom_op", None)
     if run is None:
         api = library.custom_bias_gelu
 
@@ -53,6 +55,10 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
             return list(outs) if isinstance(outs, (list, tuple)) else [outs]
     _run = run
     return run
+
+
+# paddle.amp.auto_cast's module: its _g_amp_state_ is None outside auto_cast (a cheap check)
+_AUTO_CAST = importlib.import_module("paddle.amp.auto_cast")
 
 
 # The dtypes listed in bias_gelu.yaml.
@@ -175,6 +181,43 @@ def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
         paddle.device.set_device(previous)
 
 
+_AMP_LEVELS = ("O1", "O2")
+_HALF = (paddle.float16, paddle.bfloat16)
+
+
+def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
+    """Under ``paddle.amp.auto_cast`` (O1 or O2), the inputs cast to the dtype bias_gelu computes
+    in there (the spec's ``amp: follow``: its inputs' dtype, float32 where they differ);
+    float64 inputs as they are (AMP leaves them). None where AMP is not in effect."""
+    if paddle.in_dynamic_mode():
+        amp = paddle.base.framework._dygraph_tracer()
+    elif hasattr(paddle.base.core, "_get_amp_attrs"):  # Paddle 3's static graph (PIR)
+        amp = paddle.base.core._get_amp_attrs()
+    else:  # Paddle 2.6's static graph: its own rewrite of the program applies AMP
+        return None
+    if amp._amp_level.name not in _AMP_LEVELS:  # auto_cast on a place without AMP (the CPU)
+        return None
+    dtypes = {t.dtype for t in inputs}
+    if not dtypes <= {paddle.float32, *_HALF}:
+        return list(inputs)
+    want = paddle.float32 if len(dtypes) > 1 else None
+    return [t if want is None or t.dtype == want else t.astype(want) for t in inputs]
+
+
+@contextlib.contextmanager
+def _amp_paused() -> Iterator[None]:
+    """Paddle's AMP off while bias_gelu runs on the inputs _amp_inputs gave, so that what the spec
+    says is what runs, whatever Paddle's lists would cast."""
+    amp = paddle.base.framework._dygraph_tracer() if paddle.in_dynamic_mode() else \
+        paddle.base.core._get_amp_attrs()
+    level = amp._amp_level
+    amp._amp_level = paddle.base.core.AmpLevel.O0
+    try:
+        yield
+    finally:
+        amp._amp_level = level
+
+
 @paddle.jit.not_to_static  # to_static calls it as is; it builds the static op itself
 def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     """GELU (tanh approximation) of x plus a bias, in one pass over memory
@@ -192,6 +235,11 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     Returns:
         out: a tensor of the inputs' broadcast shape (numpy's rules).
     """
+    if _AUTO_CAST._g_amp_state_ is not None:  # in paddle.amp.auto_cast
+        cast = _amp_inputs(x, bias)
+        if cast is not None:  # AMP in effect: the call below sees it paused
+            with _amp_paused():
+                return bias_gelu(*cast)
     if not paddle.in_dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu(x, bias)
@@ -206,6 +254,52 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         return _empty_result(shape, x, bias)
     outs = (_run or _load_run())("custom_bias_gelu", x, bias)
     return outs[0]
+
+
+# Paddle 2.6's eager custom-op entry ignores SetInplaceMap (measured with 2.6.2): the kernel
+# writes a copy. Its static graph does write over the input.
+_IN_PLACE_HONOURED = not paddle.__version__.startswith("2.")
+
+
+@paddle.jit.not_to_static
+def bias_gelu_(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
+    """bias_gelu in place: ``out`` is written over ``x``'s memory (Paddle's convention for in-place
+    ops: a trailing underscore). Returns ``out``, a tensor that shares that memory: use it, not x,
+    in what follows, as Paddle attaches the op's gradient to it.
+
+    x keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy); the other inputs
+    broadcast to its shape. As with Paddle's own in-place ops, x may not be a leaf tensor that
+    requires a gradient, and no input may require one: bias_gelu's backward reads x's value, which
+    this overwrites.
+    """
+    if not paddle.in_dynamic_mode():
+        _check_static_inputs(x, bias)
+        return _ops().custom_bias_gelu_inplace(x, bias)
+    shape = _check_inputs(x, bias)
+    if shape != x.shape:
+        raise ValueError(f"bias_gelu_: x has shape {x.shape} but the result's is {shape}; "
+                         "in place, the other inputs must broadcast to x's shape")
+    if not x.is_contiguous():
+        raise ValueError("bias_gelu_: x is a view that is not dense in memory; in place, "
+                         "the op writes its memory: call .contiguous() first, or bias_gelu()")
+    if paddle.is_grad_enabled():
+        if not x.stop_gradient and x.is_leaf:
+            raise ValueError("bias_gelu_: x is a leaf tensor that requires a gradient "
+                             "(stop_gradient=False); Paddle does not let an in-place op "
+                             "overwrite it: call bias_gelu() instead")
+        if not x.stop_gradient or not bias.stop_gradient:
+            raise RuntimeError("bias_gelu_: the backward of bias_gelu reads x, which bias_gelu_ "
+                               "overwrites with out; call bias_gelu(x, ...) where a gradient is "
+                               "needed, or write the spec's backward from out")
+    if not bias.is_contiguous():
+        bias = bias.contiguous()
+    if 0 in x.shape:  # nothing to write
+        return x
+    if not _IN_PLACE_HONOURED:
+        raise NotImplementedError("bias_gelu_: Paddle 2.6's custom-op entry writes an in-place "
+                                  "op's result to new memory, leaving x as it was; use bias_gelu()"
+                                  " (or Paddle 3)")
+    return (_run or _load_run())("custom_bias_gelu_inplace", x, bias)[0]
 
 
 if not (_HERE / "csrc").is_dir():

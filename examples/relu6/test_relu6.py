@@ -13,7 +13,7 @@ import numpy as np
 import paddle
 import pytest
 from opgen import testing as ot
-from relu6 import relu6
+from relu6 import relu6, relu6_
 
 ot.poison_outputs()  # before the op's first call
 
@@ -33,9 +33,15 @@ def reference_forward(x, threshold=6.0):
     return np.broadcast_to(out, shape).astype(np.float64)
 
 
-def reference_backward(x, grad_out, threshold=6.0):
-    """relu6.yaml's backward in numpy float64: the gradient of each input."""
-    grad_x = np.where(np.logical_and(x > 0.0, x < threshold), grad_out, 0.0)
+def reference_backward(x, grad_out, threshold=6.0, outputs=None):
+    """relu6.yaml's backward in numpy float64: the gradient of each input.
+
+    It reads the forward's outputs: ``outputs`` as the backward kernel reads them (the op's own,
+    in its dtype), or else computed here."""
+    if outputs is None:
+        outputs = ot.as_tuple(reference_forward(x, threshold=threshold))
+    out, = outputs
+    grad_x = np.where(np.logical_and(out > 0.0, out < threshold), grad_out, 0.0)
     shape = np.shape(x)
     return np.broadcast_to(grad_x, shape).astype(np.float64)
 
@@ -103,7 +109,7 @@ def test_backward(device, dtype, shape, attrs):
     outputs = ot.as_tuple(relu6(x, **attrs))
     grads = paddle.grad(list(outputs), [x], grad_outputs=[grad_out],
                         allow_unused=True)  # a missing gradient fails below, unless empty
-    expected, spread = ot.reference(reference_backward, [x_np, grad_out_np], attrs, dtype)
+    expected, spread = ot.reference(reference_backward, [x_np, grad_out_np], {**attrs, "outputs": [ot.to_numpy(o) for o in outputs]}, dtype)
     for name, got, want, err in zip(["grad_x"], grads, expected, spread, strict=True):
         if got is None and want.size == 0:  # Paddle 2.6 gives no gradient for empty inputs
             continue
@@ -139,17 +145,74 @@ def test_backward_matches_finite_differences(device, attrs):
                                    atol=1e-8, err_msg=f"grad_{name} against finite differences")
 
 
+def reference_double_backward(x, grad_out, grad_grad_x, threshold=6.0):
+    """The backward's own backward in numpy float64, as opgen derived it: the gradients of
+    grad_out from grad_grad_x, the gradient reaching grad_x."""
+    out, = ot.as_tuple(reference_forward(x, threshold=threshold))
+    grad_grad_out = np.where(np.logical_and(out > 0.0, out < threshold), grad_grad_x, 0.0)
+    shape = np.shape(x)
+    return np.broadcast_to(grad_grad_out, shape).astype(np.float64)
+
+
+DOUBLE_TARGETS = ["grad_out"]  # the rest have no second-order gradient (zero)
+
+
+def second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np):
+    """paddle.grad of the op's gradient (create_graph=True) with respect to x and grad_out."""
+    x = ot.to_paddle(x_np, dtype, device, stop_gradient=False)
+    grad_out = ot.to_paddle(grad_out_np, dtype, device, stop_gradient=False)
+    (grad_x,) = paddle.grad([relu6(x, **attrs)], [x], grad_outputs=[grad_out], create_graph=True)
+    grads = paddle.grad([grad_x], [x, grad_out], allow_unused=True,
+                        grad_outputs=[ot.to_paddle(grad_grad_np, dtype, device)])
+    return dict(zip(["x", "grad_out"], grads, strict=True))
+
+
+@pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d in ("float32", "float64")])
 @pytest.mark.parametrize("device", ot.devices())
-def test_double_backward_is_a_clear_error(device):
-    """A gradient of the gradient is refused, never a silently wrong number."""
+def test_double_backward(device, dtype, attrs):
+    """The derived double backward against its numpy reference; a target it has none for gets
+    no gradient or a zero one."""
     rng = np.random.default_rng(6)
-    x, _ = ot.sample(rng, (3,), "float64", device, *DOMAIN["x"], stop_gradient=False)
-    outputs = ot.as_tuple(relu6(x))
-    grads_out = [ot.to_paddle(np.ones(3), "float64", device) for _ in outputs]
-    grads = paddle.grad(list(outputs), [x], grad_outputs=grads_out, create_graph=True)
-    ones = [ot.to_paddle(np.ones(3), "float64", device) for _ in grads]
-    with pytest.raises(Exception, match='custom_relu6 has no double backward'):
-        paddle.grad(list(grads), [x], grad_outputs=ones, allow_unused=True)
+    x, x_np = ot.sample(rng, (3, 67), dtype, device, *DOMAIN["x"], special=False)
+    _, grad_out_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
+    _, grad_grad_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
+    got = second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np)
+    expected, spread = ot.reference(reference_double_backward,
+                                    [x_np, grad_out_np, grad_grad_np], attrs, dtype)
+    for name, grad in got.items():
+        if name not in DOUBLE_TARGETS:
+            assert grad is None or not np.any(ot.to_numpy(grad)), name
+            continue
+        want, err = expected[DOUBLE_TARGETS.index(name)], spread[DOUBLE_TARGETS.index(name)]
+        assert grad is not None, f"no second-order gradient for {name}"
+        ot.assert_close(ot.to_numpy(grad), want, dtype, name, err)
+
+
+@pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.parametrize("device", ot.devices())
+def test_double_backward_matches_finite_differences(device, attrs):
+    """In float64, the double backward agrees with central differences of the op's own backward
+    kernel (sum of grad_grad * grad_x) in x and in grad_out."""
+    rng = np.random.default_rng(7)
+    shape = (4, 257)
+    arrays = [rng.uniform(*DOMAIN["x"], size=shape), rng.uniform(-1.0, 1.0, size=shape)]
+    grad_grad_np = rng.uniform(-1.0, 1.0, size=shape)
+
+    def weighted_gradient(x_np, grad_out_np):
+        x = ot.to_paddle(x_np, "float64", device, stop_gradient=False)
+        (grad_x,) = paddle.grad([relu6(x, **attrs)], [x],
+                                grad_outputs=[ot.to_paddle(grad_out_np, "float64", device)])
+        return grad_grad_np * ot.to_numpy(grad_x)
+
+    got = second_order(device, "float64", attrs, *arrays, grad_grad_np)
+    for index, name in enumerate(got):
+        smooth = ot.smooth_points(weighted_gradient, arrays, index, h=1e-5)
+        numeric = ot.richardson_difference(weighted_gradient, arrays, index, h=1e-5)
+        grad = got[name]
+        value = np.zeros(shape) if grad is None else ot.to_numpy(grad)
+        np.testing.assert_allclose(value[smooth], numeric[smooth], rtol=1e-6, atol=1e-8,
+                                   err_msg=f"d grad_x / d {name} against finite differences")
 
 
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
@@ -244,3 +307,140 @@ def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     paddle.jit.save(static_relu6(specs, {}), prefix)
     with pytest.raises(AssertionError, match=r"DeployError: .*custom_relu6.*opgen\.register"):
         ot.run_saved_model(prefix, {}, "jit.load", [])
+
+
+# AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names
+# (docs/deploy.md, "AMP"). On the CPU, where Paddle's auto_cast sets no AMP state, ot.auto_cast
+# sets the state it sets on a GPU. Where a case needs a cast and Paddle's own cast kernel does
+# not run on this GPU, the case is left out: the op's own results are what is checked.
+AMP = "follow"
+AMP_DTYPES = [d for d in ("float16", "bfloat16") if d in DTYPES]
+
+
+def amp_dtype_of(dtypes, amp_dtype):
+    """The dtype the op computes in under auto_cast, for inputs of ``dtypes``."""
+    if AMP == "follow":
+        return "float32" if len(set(dtypes)) > 1 else dtypes[0]
+    if AMP == "autocast":
+        return amp_dtype if amp_dtype in DTYPES else "float32"
+    return "float32"
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("level", ["O1", "O2"])
+@pytest.mark.parametrize("amp_dtype", AMP_DTYPES)
+@pytest.mark.parametrize("device", ot.devices())
+def test_amp(device, amp_dtype, level):
+    """The op's dtype under auto_cast, its values there, and gradients in the inputs' dtypes."""
+    rng = np.random.default_rng(10)
+    count = len(DOMAIN)
+    cases = [["float32"] * count, [amp_dtype] * count]
+    if count > 1:
+        cases.append(["float32"] + [amp_dtype] * (count - 1))
+    checked = 0
+    for dtypes in cases:
+        want = amp_dtype_of(dtypes, amp_dtype)
+        if want not in dtypes and not ot.paddle_kernels_run(device):
+            continue
+        pairs = [ot.sample(rng, (3, 67), d, device, *DOMAIN[name], special=False,
+                           stop_gradient=False) for name, d in zip(DOMAIN, dtypes, strict=True)]
+        inputs = [t for t, _ in pairs]
+        # the values the op computes on: the inputs rounded to its dtype
+        arrays = [ot.to_numpy(ot.to_paddle(a, want, "cpu")) for _, a in pairs]
+        with ot.auto_cast(device, level, amp_dtype):
+            outputs = ot.as_tuple(relu6(*inputs))
+        expected, spread = ot.reference(reference_forward, arrays, {}, want)
+        for name, got, ref, err in zip(["out"], outputs, expected, spread, strict=True):
+            assert str(got.dtype) == f"paddle.{want}", (dtypes, name, got.dtype)
+            ot.assert_close(ot.to_numpy(got), ref, want, name, err)
+        grads_out = [ot.to_paddle(np.full(o.shape, 0.5), want, device) for o in outputs]
+        grads = paddle.grad(list(outputs), inputs, grad_outputs=grads_out, allow_unused=True)
+        for name, grad, t in zip(DOMAIN, grads, inputs, strict=True):
+            assert grad is not None and grad.dtype == t.dtype, f"grad_{name}: {grad}"
+        checked += 1
+    if checked == 0:
+        pytest.skip("every case needs Paddle's cast kernel, which does not run on this GPU")
+
+
+# In place: relu6_ writes out over x (the spec's `inplace:`).
+INPLACE_RUNS = not paddle.__version__.startswith("2.")  # see relu6_: Paddle 2.6 eager
+
+
+def inplace_inputs(device, stop_gradient=True):
+    rng = np.random.default_rng(11)
+    return [ot.sample(rng, DEPLOY_SHAPES[name], "float32", device, *DOMAIN[name], special=False,
+                      stop_gradient=stop_gradient) for name in DOMAIN]
+
+
+@pytest.mark.parametrize("device", ot.devices())
+def test_inplace_writes_over_its_input(device):
+    """relu6_'s result is relu6's, in x's memory."""
+    pairs = inplace_inputs(device)
+    inputs = [t for t, _ in pairs]
+    expected = ot.to_numpy(relu6(*inputs))
+    target = inputs[0]
+    address = target.data_ptr()
+    if not INPLACE_RUNS:
+        with pytest.raises(NotImplementedError, match="Paddle 2.6's custom-op entry"):
+            relu6_(*inputs)
+        return
+    result = relu6_(*inputs)
+    assert result.data_ptr() == address and target.data_ptr() == address
+    np.testing.assert_array_equal(ot.to_numpy(result), expected)
+    np.testing.assert_array_equal(ot.to_numpy(target), expected)
+
+
+@pytest.mark.parametrize("device", ot.devices())
+def test_inplace_autograd(device):
+    """Paddle's rule: no in-place write over a leaf that requires a gradient. Through a
+    non-leaf, relu6's gradient."""
+    pairs = inplace_inputs(device, stop_gradient=False)
+    inputs = [t for t, _ in pairs]
+    with pytest.raises(ValueError, match="relu6_: x is a leaf tensor that requires a gradient"):
+        relu6_(*inputs)
+    scale = ot.to_paddle(np.ones(1), "float32", device, stop_gradient=False)
+    moved = [inputs[0] * scale, *inputs[1:]]
+    if not INPLACE_RUNS:
+        pytest.skip("Paddle 2.6's eager custom-op entry ignores SetInplaceMap")
+    grad_out = ot.to_paddle(np.full(DEPLOY_SHAPES["x"], 0.5), "float32", device)
+    want = paddle.grad([relu6(*moved)], [*inputs, scale], grad_outputs=[grad_out])
+    moved = [inputs[0] * scale, *inputs[1:]]
+    got = paddle.grad([relu6_(*moved)], [*inputs, scale], grad_outputs=[grad_out])
+    for name, g, w in zip([*DOMAIN, "scale"], got, want, strict=True):
+        np.testing.assert_array_equal(ot.to_numpy(g), ot.to_numpy(w), err_msg=name)
+
+
+@pytest.mark.deploy
+def test_inplace_in_a_static_graph():
+    """In a static program relu6_ is an op whose output is written over x."""
+    pairs = inplace_inputs("cpu")
+    feed = {name: a.astype(np.float32) for name, (_, a) in zip(DOMAIN, pairs, strict=True)}
+    expected = ot.to_numpy(relu6(*(t for t, _ in pairs)))
+    paddle.enable_static()
+    try:
+        main = paddle.static.Program()
+        with paddle.static.program_guard(main, paddle.static.Program()):
+            data = [paddle.static.data(n, list(a.shape), "float32") for n, a in feed.items()]
+            out = relu6_(*data)
+        (got,) = paddle.static.Executor(paddle.CPUPlace()).run(main, feed=feed, fetch_list=[out])
+    finally:
+        paddle.disable_static()
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.deploy
+def test_inplace_saved_model_in_a_fresh_process(tmp_path):
+    """A model that calls relu6_, saved, then loaded by a new process: relu6's outputs."""
+
+    class InPlaceModel(Model):
+        def forward(self, x):
+            return relu6_(x * self.scale, **self.attrs)
+
+    inputs, specs = deploy_inputs()
+    prefix = str(tmp_path / "model")
+    static = paddle.jit.to_static(InPlaceModel({}), input_spec=specs, full_graph=True)
+    paddle.jit.save(static, prefix)
+    expected = ot.to_numpy(relu6(*inputs.values()))
+    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load",
+                                [str(Path(__file__).resolve().parent)])
+    np.testing.assert_array_equal(got, expected)

@@ -30,6 +30,9 @@ class Kind:
     #: (spec, naive) -> the templates' variables; ``naive`` asks for the benchmark's comparison
     #: copy, whose kernels are the simplest correct ones
     context: Callable[[Spec, bool], Mapping[str, object]]
+    #: (YAML data, its lines, path, check_builtins) -> the checked spec, for a kind whose spec
+    #: has its own schema; None: the elementwise schema of :mod:`opgen.spec`
+    load: Callable[..., Spec] | None = None
 
     @property
     def starting_spec(self) -> str:
@@ -38,9 +41,12 @@ class Kind:
 
 
 def _registry() -> dict[str, Kind]:
-    from . import elementwise
+    from .. import spec
+    from . import custom, elementwise, rowwise
 
-    return {kind.name: kind for kind in (elementwise.KIND,)}
+    found = {kind.name: kind for kind in (elementwise.KIND, rowwise.KIND, custom.KIND)}
+    spec.SCHEMAS.update({name: kind.load for name, kind in found.items() if kind.load})
+    return found
 
 
 KINDS: dict[str, Kind] = _registry()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -59,6 +60,37 @@ class GradOp:
     output_grads: list[str]      # outputs whose gradients the grad kernel takes
     derived: bool = False        # `backward: auto`: derived from the forward by opgen
     broadcast: bool = False      # the inputs broadcast: gradients are summed to their shapes
+    infers_shape: bool = False   # it takes no forward input: its InferShape/InferDtype are given
+
+
+@dataclass(frozen=True)
+class DoubleGradOp:
+    """The backward's own backward (``PD_BUILD_DOUBLE_GRAD_OP``), derived from it by opgen."""
+
+    inputs: list[str]            # the tensors its kernel takes, in order
+    paddle_inputs: list[str]     # as PD_BUILD_DOUBLE_GRAD_OP writes them
+    paddle_outputs: list[str]    # the gradients it gives, likewise
+    targets: list[str]           # whose gradients those are: an input, or grad_<output>
+    functor: Functor
+    signature: str
+    signature_cuda: str
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """The in-place variant of the spec's ``inplace: {input: output}``: ``NAME_`` in Python,
+    registered as its own op whose output is written over ``input`` (``SetInplaceMap``)."""
+
+    input: str
+    output: str
+    op_name: str                 # <op_name>_inplace
+    py_name: str                 # <name>_
+    signature: str               # its C++ forward kernel's head (void: the result is the input)
+    signature_cuda: str
+    differentiable: bool         # the backward reads no value the variant overwrites
+    doc: list[str]               # the body of NAME_'s docstring, wrapped
+    no_gradient: list[str]       # why not, where it is not: Python string literals, wrapped
+    not_honoured: list[str]      # Paddle 2.6's refusal, likewise
 
 
 @dataclass(frozen=True)
@@ -109,6 +141,9 @@ class Context:
     test_imports: list[str]      # the test's imports of opgen and of the op, in isort order
     baseline: str | None
     cuda_launcher: str           # Elementwise; NaiveElementwise in the benchmark's comparison copy
+    amp: str                     # the spec's amp: follow, autocast or float32
+    double_backward: DoubleGradOp | None
+    inplace: InPlace | None
 
 
 def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
@@ -179,6 +214,9 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         output_grads=[n[5:] for n in grad_inputs if n.startswith("grad_") and n[5:] in m.outputs],
         derived=m.backward == "auto",
         broadcast=broadcast,
+        # Paddle infers a grad op's shapes from the forward inputs it takes; one that reads only
+        # output-shaped tensors (a single input's backward from out) says them itself.
+        infers_shape=functor is not None and not any(n in m.inputs for n in grad_inputs),
     )
     functions = set().union(*(e.functions for e in spec.forward.values()))
     if spec.backward:
@@ -225,11 +263,103 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
         numpy_helpers=helpers,
         library=f"{m.name}_lib",
-        test_imports=sorted([f"from {m.name} import {m.name}", "from opgen import testing as ot"],
+        test_imports=sorted([f"from {m.name} import {m.name}" +
+                             (f", {m.name}_" if m.inplace else ""),
+                             "from opgen import testing as ot"],
                             key=lambda line: line.split()[1]),
         baseline=m.baseline,
         cuda_launcher="NaiveElementwise" if naive else "Elementwise",
+        amp=m.amp,
+        double_backward=_double_backward(spec, camel, attrs),
+        inplace=_inplace(spec, camel, attrs, backward),
     )
+
+
+def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp | None:
+    """The derived double backward, where :mod:`opgen.spec` derived one."""
+    m = spec.model
+    if not spec.double_backward:
+        return None
+    used = set().union(*(e.names for e in spec.double_backward.values()))
+    grads = [f"grad_{o}" for o in m.outputs]
+    inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used]
+    inputs += [f"grad_grad_{i}" for i in m.inputs]
+    targets = [k for k in [*m.inputs, *grads] if k in spec.double_backward]
+
+    def paddle_name(name: str) -> str:
+        if name.startswith("grad_grad_"):
+            return f'paddle::Grad(paddle::Grad("{name[10:]}"))'
+        if name in grads:
+            return f'paddle::Grad("{name[5:]}")'
+        return f'"{name}"'
+
+    tensors = [f"const paddle::Tensor& {n}" for n in inputs]
+    vec = "std::vector<paddle::Tensor>"
+    return DoubleGradOp(
+        inputs=inputs,
+        paddle_inputs=[paddle_name(n) for n in inputs],
+        paddle_outputs=[f'paddle::Grad({paddle_name(t)})' if t in grads else
+                        f'paddle::Grad("{t}")' for t in targets],
+        targets=targets,
+        functor=_functor("DoubleBackward", spec.double_backward, spec.double_backward_source,
+                         inputs, {t: f"grad_{t}" for t in targets}, attrs),
+        signature=wrap_call(f"{vec} {camel}DoubleBackward",
+                            tensors + [a.kernel_param for a in attrs]),
+        signature_cuda=wrap_call(f"{vec} {camel}DoubleBackwardCUDA",
+                                 tensors + [a.cpp_param for a in attrs]),
+    )
+
+
+def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InPlace | None:
+    """The in-place variant, where the spec asks for one."""
+    m = spec.model
+    if not m.inplace:
+        return None
+    (name, output), = m.inplace.items()
+    # The variant's backward gets the tensors the op's does; the overwritten input holds the
+    # output by then, so a backward that reads its values would compute from the wrong ones (a
+    # broadcast backward also takes it for its shape, which stays).
+    reads = any(name in e.names for e in (spec.backward or {}).values())
+    no_gradient = (f"{m.name}_: the backward of {m.name} reads {name}, which {m.name}_ "
+                   f"overwrites with {output}; call {m.name}({name}, ...) where a gradient is "
+                   f"needed, or write the spec's backward from {output}")
+    not_honoured = (f"{m.name}_: Paddle 2.6's custom-op entry writes an in-place op's result to "
+                    f"new memory, leaving {name} as it was; use {m.name}() (or Paddle 3)")
+    differentiable = backward.functor is not None and not reads
+    doc = [
+        f"{m.name} in place: ``{output}`` is written over ``{name}``'s memory (Paddle's "
+        f"convention for in-place ops: a trailing underscore). Returns ``{output}``, a tensor "
+        f"that shares that memory: use it, not {name}, in what follows, as Paddle attaches the "
+        "op's gradient to it.",
+        f"{name} keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy)" +
+        ("; the other inputs broadcast to its shape" if len(m.inputs) > 1 else "") +
+        f". As with Paddle's own in-place ops, {name} may not be a leaf tensor that requires a "
+        "gradient" + ("." if differentiable else f", and no input may require one: {m.name}'s "
+                      f"backward reads {name}'s value, which this overwrites."),
+    ]
+    tensors = [f"paddle::Tensor& {name}"] + [f"const paddle::Tensor& {i}" for i in m.inputs[1:]]
+    return InPlace(
+        input=name,
+        output=output,
+        op_name=f"{spec.op_name}_inplace",
+        py_name=f"{m.name}_",
+        signature=wrap_call(f"void {camel}ForwardInPlace",
+                            tensors + [a.kernel_param for a in attrs]),
+        signature_cuda=wrap_call(f"void {camel}ForwardInPlaceCUDA",
+                                 tensors + [a.cpp_param for a in attrs]),
+        differentiable=differentiable,
+        # 96 columns after the 4 of indentation; the first line also after the opening quotes
+        doc=[line.strip() for paragraph in doc
+             for line in [*textwrap.wrap(paragraph, 96, initial_indent="   "), ""]][:-1],
+        no_gradient=_string_lines(no_gradient, 66),
+        not_honoured=_string_lines(not_honoured, 63),
+    )
+
+
+def _string_lines(text: str, width: int) -> list[str]:
+    """``text`` as Python string literals of at most ``width`` characters, to concatenate."""
+    lines = textwrap.wrap(text, width, drop_whitespace=False)
+    return ['"' + line.replace("\\", "\\\\").replace('"', '\\"') + '"' for line in lines]
 
 
 def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: GradOp) -> Signatures:

@@ -5,17 +5,35 @@
 #   gpu1      the same tests with every tensor on gpu:1 (a machine with two GPUs)
 #   large     relu6 forward over more than 2^31 elements
 #   sanitize  compute-sanitizer memcheck over relu6's GPU tests
-#   bench     opgen bench on the GPU: table, JSON, PNG
+#   bench     opgen bench on the GPU: table, JSON, PNG (and the per-call section)
+#   percall   opgen bench's per-call section alone (issue 15): relu6 at 1, 1024 and 2^16
+#             elements through its wrapper, its raw API and PyTorch's F.relu6, same run (~1 min)
 #   fuzz      50 fuzzed ops against numpy on the GPU, float32 and float16 (docs/fuzzing.md)
 #   fuzz-memcheck  the same 50 ops under compute-sanitizer memcheck (run `fuzz` first: it builds)
 #   broadcast examples/bias_gelu and a broadcasting mul (tests/specs/mul.yaml): generated tests
-#             on gpu:0, then opgen bench --shapes for the patterns of issue 11
+#             on gpu:0
+#   broadcast-bench  opgen bench --shapes of both for the patterns of issue 11
+#   embedding examples/embedding (kind: custom): generated tests on gpu:0, all dtypes; memcheck
+#             over its small cases; through Paddle against torch F.embedding, and an
+#             out-of-range id on the GPU (scripts/gpu/embedding_op.py); about 4 minutes
+#   embedding-kernels  its CUDA kernels alone against the host and torch (scripts/gpu/embedding.sh,
+#             default knobs, no ncu); about 1 minute
 #   broadcast-kernels  the broadcasting launcher alone (nvcc, scripts/gpu/broadcast.sh): every
 #             host check (outputs past 2^31 included), timings against cudaMemcpy, ncu; then
 #             four knob variants timed (about 3 minutes in all)
 #   hardening bad calls each in its own process (scripts/gpu/error_cases.py); a two-input,
 #             two-output op's generated tests (NaN/inf inputs, one-output gradients, double
 #             backward); a copy whose launch skips the last element must fail its tests
+#   deploy    relu6 and bias_gelu on gpu:0: to_static forward and gradients, jit.save then
+#             jit.load and the predictor (enable_use_gpu) in fresh processes, auto_cast O1/O2,
+#             relu6_ (scripts/gpu/deploy_checks.py; about 1 minute after the build)
+#   rowwise   issue 13: builds examples/softmax, layer_norm, rms_norm and add_rms_norm (four at
+#             once), then their generated tests on gpu:0 (all dtypes; OPGEN_TEST_GPU=1: gpu:1)
+#   rowwise-bench  opgen bench of the four on issue 13's anchor shapes (float32, bfloat16,
+#             float16), PyTorch's softmax / layer_norm / rms_norm and the copy in the same run
+#   rowwise-memcheck  compute-sanitizer memcheck over those examples' GPU tests (float32 and
+#             bfloat16)
+#   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -71,6 +89,10 @@ for stage in "$@"; do
       opgen bench examples/relu6 --device gpu --sizes 2^16,2^20,2^24,2^26,2^28 \
         --json "$OUT/bench-relu6.json" --plot "$OUT/bench-relu6.png" 2>&1 | tee "$OUT/bench-relu6.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    percall)
+      opgen bench examples/relu6 --device gpu --sizes 2^16 --dtype float32 --compare copy \
+        --json "$OUT/percall-relu6.json" 2>&1 | tee "$OUT/percall-relu6.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     hardening)
       python3 scripts/gpu/error_cases.py --device gpu --arch 90 --work /tmp/error-cases 2>&1 |
         tee "$OUT/error-cases.txt"
@@ -97,7 +119,10 @@ for stage in "$@"; do
         opgen generate /tmp/mul/mul/mul.yaml >/dev/null && opgen build /tmp/mul/mul --arch 90 &&
         opgen test /tmp/mul/mul --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
         tee "$OUT/tests-mul.txt"
-      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    broadcast-bench)
+      [ -f /tmp/mul/mul/mul.yaml ] || { mkdir -p /tmp/mul/mul && cp tests/specs/mul.yaml /tmp/mul/mul/ &&
+        opgen generate /tmp/mul/mul/mul.yaml >/dev/null; }
       opgen bench examples/bias_gelu --device gpu --shapes 16384x1024:1024,4096x4096:4096 \
         --json "$OUT/bench-bias-gelu.json" 2>&1 | tee "$OUT/bench-bias-gelu.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
@@ -110,6 +135,53 @@ for stage in "$@"; do
       OUT="$OUT" QUICK=1 bash scripts/gpu/broadcast.sh "" "-DOPGEN_BCAST_WAVES=2" \
         "-DOPGEN_BCAST_WAVES=2 -DOPGEN_BCAST_UNROLL=1" "-DOPGEN_BCAST_COLUMN_PREFETCH=0" \
         "-DOPGEN_BCAST_COLUMN_VECTOR_BYTES=8" || status=1 ;;
+    embedding)
+      opgen build examples/embedding --arch 90 || { status=1; continue; }
+      opgen test examples/embedding --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 15 | tee "$OUT/tests-embedding.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      (cd examples/embedding && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck --error-exitcode 9 \
+        python3 -m pytest test_embedding.py -q -p no:warnings -p no:cacheprovider -k "one or typical") \
+        > "$OUT/embedding-memcheck.log" 2>&1
+      [ $? = 0 ] || status=1
+      tail -n 5 "$OUT/embedding-memcheck.log"
+      python3 scripts/gpu/embedding_op.py examples/embedding 2>&1 | tee "$OUT/embedding-op.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    embedding-kernels)
+      NCU=0 bash scripts/gpu/embedding.sh || status=1 ;;
+    deploy)
+      opgen build examples/bias_gelu --arch 90 >/dev/null &&
+        python3 scripts/gpu/deploy_checks.py --out "$OUT" 2>&1 | grep -v "^\s*warnings.warn\|Warning" |
+        tee "$OUT/deploy.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      OPGEN_TEST_DEVICES=gpu opgen test examples/relu6 --device gpu -- -q -p no:warnings -rs -k "test_amp or test_inplace" 2>&1 |
+        tail -n 8 | tee "$OUT/tests-relu6-amp-inplace.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    rowwise)
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        opgen build examples/$op --arch 90 > "$OUT/build-$op.txt" 2>&1 &
+      done
+      wait
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        tail -n 1 "$OUT/build-$op.txt"
+        opgen test examples/$op --device gpu -- -q -p no:warnings -rs 2>&1 | tail -n 8 |
+          tee "$OUT/tests-$op.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      done ;;
+    rowwise-bench)
+      rows=4096x4096,16384x1024,65536x256,1024x32768,262144x128
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        opgen bench examples/$op --device gpu --shapes $rows --dtype float32 --dtype bfloat16 \
+          --dtype float16 --json "$OUT/bench-$op.json" 2>&1 | tee "$OUT/bench-$op.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      done ;;
+    rowwise-memcheck)
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        (cd examples/$op && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck \
+          --error-exitcode 9 --print-limit 40 python3 -m pytest test_$op.py -q -p no:warnings \
+          -p no:cacheprovider -k "float32 or bfloat16") > "$OUT/sanitizer-$op.log" 2>&1
+        [ $? = 0 ] || status=1
+        tail -n 4 "$OUT/sanitizer-$op.log"
+      done ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done

@@ -7,6 +7,7 @@
 
 namespace {
 constexpr char kOpName[] = "custom_bias_gelu";
+constexpr char kInPlaceOpName[] = "custom_bias_gelu_inplace";
 }  // namespace
 
 #ifdef PADDLE_WITH_CUDA
@@ -14,6 +15,7 @@ constexpr char kOpName[] = "custom_bias_gelu";
 std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x, const paddle::Tensor& bias);
 std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x, const paddle::Tensor& bias,
                                                  const paddle::Tensor& grad_out);
+void BiasGeluForwardInPlaceCUDA(paddle::Tensor& x, const paddle::Tensor& bias);
 #endif
 
 std::vector<paddle::Tensor> BiasGeluForward(const paddle::Tensor& x, const paddle::Tensor& bias) {
@@ -22,6 +24,15 @@ std::vector<paddle::Tensor> BiasGeluForward(const paddle::Tensor& x, const paddl
 #endif
   return opgen::cpu::Elementwise<bias_gelu::Dtypes, bias_gelu::Forward, 1>(
       kOpName, "bias_gelu::Forward", {x, bias});
+}
+
+// custom_bias_gelu_inplace: out is written over x (the spec's `inplace:`).
+void BiasGeluForwardInPlace(paddle::Tensor& x, const paddle::Tensor& bias) {
+#ifdef PADDLE_WITH_CUDA
+  if (x.is_gpu()) return BiasGeluForwardInPlaceCUDA(x, bias);
+#endif
+  opgen::cpu::Elementwise<bias_gelu::Dtypes, bias_gelu::Forward, 1, /*kInPlace=*/true>(
+      kInPlaceOpName, "bias_gelu::Forward", {x, bias});
 }
 
 std::vector<paddle::Tensor> BiasGeluBackward(const paddle::Tensor& x, const paddle::Tensor& bias,
@@ -71,3 +82,9 @@ PD_BUILD_DOUBLE_GRAD_OP(custom_bias_gelu)
     .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("x")), paddle::Grad(paddle::Grad("bias"))})
     .Outputs({paddle::Grad(paddle::Grad("out"))})
     .SetKernelFn(PD_KERNEL(BiasGeluDoubleBackward));
+
+PD_BUILD_OP(custom_bias_gelu_inplace)
+    .Inputs({"x", "bias"})
+    .Outputs({"out"})
+    .SetInplaceMap({{"x", "out"}})
+    .SetKernelFn(PD_KERNEL(BiasGeluForwardInPlace));  // its output is its input: no InferShape

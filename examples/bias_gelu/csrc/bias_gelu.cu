@@ -8,6 +8,7 @@
 
 namespace {
 constexpr char kOpName[] = "custom_bias_gelu";
+constexpr char kInPlaceOpName[] = "custom_bias_gelu_inplace";
 }  // namespace
 
 std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x, const paddle::Tensor& bias) {
@@ -19,4 +20,9 @@ std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x, const 
                                                  const paddle::Tensor& grad_out) {
   return opgen::cuda::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::Backward>(
       kOpName, "bias_gelu::Backward", {x, bias}, /*reads=*/{true, true}, {grad_out});
+}
+
+void BiasGeluForwardInPlaceCUDA(paddle::Tensor& x, const paddle::Tensor& bias) {
+  opgen::cuda::ElementwiseInPlace<bias_gelu::Dtypes, bias_gelu::Forward>(
+      kInPlaceOpName, "bias_gelu::Forward", {x, bias});
 }

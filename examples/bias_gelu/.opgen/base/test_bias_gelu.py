@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import paddle
 import pytest
-from bias_gelu import bias_gelu
+from bias_gelu import bias_gelu, bias_gelu_
 from opgen import testing as ot
 
 ot.poison_outputs()  # before the op's first call
@@ -301,3 +301,137 @@ def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     paddle.jit.save(static_bias_gelu(specs, {}), prefix)
     with pytest.raises(AssertionError, match=r"DeployError: .*custom_bias_gelu.*opgen\.register"):
         ot.run_saved_model(prefix, {}, "jit.load", [])
+
+
+# AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names
+# (docs/deploy.md, "AMP"). On the CPU, where Paddle's auto_cast sets no AMP state, ot.auto_cast
+# sets the state it sets on a GPU. Where a case needs a cast and Paddle's own cast kernel does
+# not run on this GPU, the case is left out: the op's own results are what is checked.
+AMP = "follow"
+AMP_DTYPES = [d for d in ("float16", "bfloat16") if d in DTYPES]
+
+
+def amp_dtype_of(dtypes, amp_dtype):
+    """The dtype the op computes in under auto_cast, for inputs of ``dtypes``."""
+    if AMP == "follow":
+        return "float32" if len(set(dtypes)) > 1 else dtypes[0]
+    if AMP == "autocast":
+        return amp_dtype if amp_dtype in DTYPES else "float32"
+    return "float32"
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("level", ["O1", "O2"])
+@pytest.mark.parametrize("amp_dtype", AMP_DTYPES)
+@pytest.mark.parametrize("device", ot.devices())
+def test_amp(device, amp_dtype, level):
+    """The op's dtype under auto_cast, its values there, and gradients in the inputs' dtypes."""
+    rng = np.random.default_rng(10)
+    count = len(DOMAIN)
+    cases = [["float32"] * count, [amp_dtype] * count]
+    if count > 1:
+        cases.append(["float32"] + [amp_dtype] * (count - 1))
+    checked = 0
+    for dtypes in cases:
+        want = amp_dtype_of(dtypes, amp_dtype)
+        if want not in dtypes and not ot.paddle_kernels_run(device):
+            continue
+        pairs = [ot.sample(rng, (3, 67), d, device, *DOMAIN[name], special=False,
+                           stop_gradient=False) for name, d in zip(DOMAIN, dtypes, strict=True)]
+        inputs = [t for t, _ in pairs]
+        # the values the op computes on: the inputs rounded to its dtype
+        arrays = [ot.to_numpy(ot.to_paddle(a, want, "cpu")) for _, a in pairs]
+        with ot.auto_cast(device, level, amp_dtype):
+            outputs = ot.as_tuple(bias_gelu(*inputs))
+        expected, spread = ot.reference(reference_forward, arrays, {}, want)
+        for name, got, ref, err in zip(["out"], outputs, expected, spread, strict=True):
+            assert str(got.dtype) == f"paddle.{want}", (dtypes, name, got.dtype)
+            ot.assert_close(ot.to_numpy(got), ref, want, name, err)
+        grads_out = [ot.to_paddle(np.full(o.shape, 0.5), want, device) for o in outputs]
+        grads = paddle.grad(list(outputs), inputs, grad_outputs=grads_out, allow_unused=True)
+        for name, grad, t in zip(DOMAIN, grads, inputs, strict=True):
+            assert grad is not None and grad.dtype == t.dtype, f"grad_{name}: {grad}"
+        checked += 1
+    if checked == 0:
+        pytest.skip("every case needs Paddle's cast kernel, which does not run on this GPU")
+
+
+# In place: bias_gelu_ writes out over x (the spec's `inplace:`).
+INPLACE_RUNS = not paddle.__version__.startswith("2.")  # see bias_gelu_: Paddle 2.6 eager
+
+
+def inplace_inputs(device, stop_gradient=True):
+    rng = np.random.default_rng(11)
+    return [ot.sample(rng, DEPLOY_SHAPES[name], "float32", device, *DOMAIN[name], special=False,
+                      stop_gradient=stop_gradient) for name in DOMAIN]
+
+
+@pytest.mark.parametrize("device", ot.devices())
+def test_inplace_writes_over_its_input(device):
+    """bias_gelu_'s result is bias_gelu's, in x's memory."""
+    pairs = inplace_inputs(device)
+    inputs = [t for t, _ in pairs]
+    expected = ot.to_numpy(bias_gelu(*inputs))
+    target = inputs[0]
+    address = target.data_ptr()
+    if not INPLACE_RUNS:
+        with pytest.raises(NotImplementedError, match="Paddle 2.6's custom-op entry"):
+            bias_gelu_(*inputs)
+        return
+    result = bias_gelu_(*inputs)
+    assert result.data_ptr() == address and target.data_ptr() == address
+    np.testing.assert_array_equal(ot.to_numpy(result), expected)
+    np.testing.assert_array_equal(ot.to_numpy(target), expected)
+
+
+@pytest.mark.parametrize("device", ot.devices())
+def test_inplace_autograd(device):
+    """Paddle's rule: no in-place write over a leaf that requires a gradient. No gradient at all:
+    the backward reads x."""
+    pairs = inplace_inputs(device, stop_gradient=False)
+    inputs = [t for t, _ in pairs]
+    with pytest.raises(ValueError, match="bias_gelu_: x is a leaf tensor that requires a gradient"):
+        bias_gelu_(*inputs)
+    scale = ot.to_paddle(np.ones(1), "float32", device, stop_gradient=False)
+    moved = [inputs[0] * scale, *inputs[1:]]
+    with pytest.raises(RuntimeError, match="the backward of bias_gelu reads x"):
+        bias_gelu_(*moved)
+    with paddle.no_grad():  # without gradients it runs
+        if INPLACE_RUNS:
+            bias_gelu_(*moved)
+
+
+@pytest.mark.deploy
+def test_inplace_in_a_static_graph():
+    """In a static program bias_gelu_ is an op whose output is written over x."""
+    pairs = inplace_inputs("cpu")
+    feed = {name: a.astype(np.float32) for name, (_, a) in zip(DOMAIN, pairs, strict=True)}
+    expected = ot.to_numpy(bias_gelu(*(t for t, _ in pairs)))
+    paddle.enable_static()
+    try:
+        main = paddle.static.Program()
+        with paddle.static.program_guard(main, paddle.static.Program()):
+            data = [paddle.static.data(n, list(a.shape), "float32") for n, a in feed.items()]
+            out = bias_gelu_(*data)
+        (got,) = paddle.static.Executor(paddle.CPUPlace()).run(main, feed=feed, fetch_list=[out])
+    finally:
+        paddle.disable_static()
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.deploy
+def test_inplace_saved_model_in_a_fresh_process(tmp_path):
+    """A model that calls bias_gelu_, saved, then loaded by a new process: bias_gelu's outputs."""
+
+    class InPlaceModel(Model):
+        def forward(self, x, bias):
+            return bias_gelu_(x * self.scale, bias, **self.attrs)
+
+    inputs, specs = deploy_inputs()
+    prefix = str(tmp_path / "model")
+    static = paddle.jit.to_static(InPlaceModel({}), input_spec=specs, full_graph=True)
+    paddle.jit.save(static, prefix)
+    expected = ot.to_numpy(bias_gelu(*inputs.values()))
+    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load",
+                                [str(Path(__file__).resolve().parent)])
+    np.testing.assert_array_equal(got, expected)

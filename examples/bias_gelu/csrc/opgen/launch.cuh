@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "opgen/cuda.cuh"  // DeviceGuard, MultiprocessorCount
 #include "opgen/math.h"
 
 namespace opgen {
@@ -40,37 +41,6 @@ template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
-
-// Makes `device` current for the guard's lifetime, so a tensor on gpu:1 runs on gpu:1.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&previous_);
-    if (device != previous_) cudaSetDevice(device);
-    current_ = device;
-  }
-  ~DeviceGuard() {
-    if (current_ != previous_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  int current_ = 0;
-};
-
-inline int MultiprocessorCount(int device) {
-  constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) device = 0;
-  if (cache[device] == 0) {
-    int count = 0;
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    cache[device] = count > 0 ? count : 1;
-  }
-  return cache[device];
-}
 
 // Vector loads and stores; with OPGEN_STREAMING, marked evict-first (each byte is touched once).
 template <typename V>

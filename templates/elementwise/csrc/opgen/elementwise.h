@@ -20,18 +20,9 @@
 #include "opgen/broadcast.h"
 #include "opgen/error.h"
 #include "opgen/math.h"
+#include "opgen/paddle.h"
 
 namespace opgen {
-
-// A float attr's value. Paddle's float attrs are 32-bit and its double attrs work in eager mode
-// only, so opgen registers a float attr as an int64 attr holding the double's bits. Functors that
-// compute in double use it exactly; those computing in float round it as Paddle rounds float attrs.
-inline double DoubleFromBits(int64_t bits) {
-  static_assert(sizeof(double) == sizeof(int64_t), "a double must be 64 bits");
-  double value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
 
 // The data of each tensor of `tensors`, as T; null for an absent tensor (a missing output
 // gradient), which the loops read as zeros.
@@ -48,49 +39,6 @@ Pointers<T, N> MutableData(std::vector<paddle::Tensor>& tensors) {
   Pointers<T, N> data;
   for (int k = 0; k < N; ++k) data.at[k] = tensors[k].template data<T>();
   return data;
-}
-
-// ---- dtypes ----------------------------------------------------------------------------------
-template <typename... Ts>
-struct Dtypes {};
-
-template <typename T>
-constexpr paddle::DataType DataTypeOf();
-template <>
-constexpr paddle::DataType DataTypeOf<float>() { return paddle::DataType::FLOAT32; }
-template <>
-constexpr paddle::DataType DataTypeOf<double>() { return paddle::DataType::FLOAT64; }
-template <>
-constexpr paddle::DataType DataTypeOf<paddle::float16>() { return paddle::DataType::FLOAT16; }
-template <>
-constexpr paddle::DataType DataTypeOf<paddle::bfloat16>() { return paddle::DataType::BFLOAT16; }
-
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-
-// Calls `body(TypeTag<T>{})` for the T of `dtype` among the op's dtypes, or fails naming them.
-template <typename... Ts, typename Body>
-void Dispatch(Dtypes<Ts...>, paddle::DataType dtype, const char* op, Body&& body) {
-  const bool found = ((dtype == DataTypeOf<Ts>() && (body(TypeTag<Ts>{}), true)) || ...);
-  if (!found) {
-    std::string supported;
-    ((supported += std::string(supported.empty() ? "" : ", ") + DtypeName(DataTypeOf<Ts>())), ...);
-    Fail(op, ": dtype ", dtype, " is not supported; supported: ", supported);
-  }
-}
-
-// ---- tensors ---------------------------------------------------------------------------------
-// Paddle 3 tensors may be strided views; Paddle 2.6 has no contiguous() (and no strided views
-// reach custom ops). Pick whichever this Paddle offers.
-template <typename Tensor>
-auto Contiguous(const Tensor& t, int) -> decltype(t.contiguous()) {
-  return t.is_contiguous() ? t : t.contiguous();
-}
-template <typename Tensor>
-Tensor Contiguous(const Tensor& t, long) {
-  return t;
 }
 
 // The first input that is present: Paddle passes an undefined tensor for the gradient of an
@@ -179,17 +127,6 @@ std::vector<int64_t> InferBroadcastShape(const char* op,
   return out;
 }
 
-// Outputs are filled with 0xFF bytes (NaN in every float dtype) before the kernel runs when the
-// environment sets OPGEN_POISON_OUTPUTS=1, as the generated tests do: an element the kernel
-// never writes then fails the comparison instead of passing with whatever memory held.
-inline bool PoisonOutputs() {
-  static const bool poison = [] {
-    const char* value = std::getenv("OPGEN_POISON_OUTPUTS");
-    return value != nullptr && std::strcmp(value, "1") == 0;
-  }();
-  return poison;
-}
-
 // kOut uninitialized tensors of `shape`, with `like`'s dtype and place.
 template <std::size_t kOut>
 std::vector<paddle::Tensor> Empty(const std::vector<int64_t>& shape, const paddle::Tensor& like) {
@@ -199,6 +136,17 @@ std::vector<paddle::Tensor> Empty(const std::vector<int64_t>& shape, const paddl
     outputs.push_back(paddle::empty(shape, like.dtype(), like.place()));
   }
   return outputs;
+}
+
+// The output of an in-place op: its first input, which must have the output's shape.
+inline std::vector<paddle::Tensor> InPlaceOutput(const char* op,
+                                                 const std::vector<paddle::Tensor>& inputs,
+                                                 const std::vector<int64_t>& out_shape) {
+  if (inputs[0].shape() != out_shape) {
+    Fail(op, ": the in-place input has shape ", DimsString(inputs[0].shape()),
+         " but the output's is ", DimsString(out_shape), "; the output is written over it");
+  }
+  return {inputs[0]};
 }
 
 // An uninitialized gradient for each of the forward inputs, shaped, typed and placed like it.
@@ -242,10 +190,6 @@ BroadcastPlan<int(kFwd + kRest)> BackwardPlanOf(const char* op,
   return PlanOfShapes(op, shapes);
 }
 
-inline int64_t Bytes(const paddle::Tensor& t) {
-  return t.numel() * static_cast<int64_t>(phi::SizeOf(t.dtype()));
-}
-
 namespace cpu {
 
 // A result as the output dtype stores it. Paddle's software float -> float16 conversion (used
@@ -260,28 +204,34 @@ inline T Store(MT r) {
   return static_cast<T>(r);
 }
 
-// The broadcasting loops (opgen/broadcast.h) store results the same way.
+// The loops (opgen/broadcast.h) store results the same way.
 template <>
 struct StoreAs<paddle::float16> {
   static paddle::float16 From(float r) { return Store<paddle::float16>(r); }
 };
 
-template <typename T, typename F, int kIn, int kOut>
-void Loop(const F& f, int64_t n, Pointers<const T, kIn> in, Pointers<T, kOut> out) {
-  using MT = OpMathT<T>;
-  for (int64_t i = 0; i < n; ++i) {
-    MT args[kIn];
-    MT results[kOut];
-    for (int k = 0; k < kIn; ++k) args[k] = in.at[k] ? static_cast<MT>(in.at[k][i]) : MT(0);
-    Apply(f, args, results);
-    for (int k = 0; k < kOut; ++k) out.at[k][i] = Store<T>(results[k]);
+// Paddle's float -> bfloat16 (round to nearest even; NaN becomes 0x7FFF) without its switch over
+// std::fpclassify, which keeps the store loops from vectorizing; zeros and infinities come out of
+// the rounding unchanged, as in Paddle.
+template <>
+struct StoreAs<paddle::bfloat16> {
+  static paddle::bfloat16 From(float r) {
+    uint32_t bits;
+    std::memcpy(&bits, &r, sizeof bits);
+    const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+    const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+    paddle::bfloat16 value;
+    value.x = static_cast<uint16_t>(nan ? 0x7FFFu : rounded);
+    return value;
   }
-}
+};
 
 // Runs `Functor<T>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
-// their broadcast shape, dispatches over Dtypes and loops.
-template <typename DtypeList, template <typename> class Functor, int kOut, std::size_t kIn,
-          typename... Attrs>
+// their broadcast shape, dispatches over Dtypes and loops. kInPlace: the one output is written
+// over the first input, which has the output's shape (the spec's `inplace:`); each element is
+// read before it is written, at the same index.
+template <typename DtypeList, template <typename> class Functor, int kOut, bool kInPlace = false,
+          std::size_t kIn, typename... Attrs>
 std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
                                         const paddle::Tensor (&inputs)[kIn],
                                         const Attrs&... attrs) {
@@ -289,9 +239,10 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   const paddle::Tensor& like = FirstPresent(op, inputs);
   if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
   const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, ins, like.shape());
-  std::vector<paddle::Tensor> outs = Empty<kOut>(plan.out_shape, like);
+  std::vector<paddle::Tensor> outs = kInPlace ? InPlaceOutput(op, ins, plan.out_shape)
+                                              : Empty<kOut>(plan.out_shape, like);
   if (plan.numel == 0) return outs;
-  if (PoisonOutputs()) {
+  if (PoisonOutputs() && !kInPlace) {
     for (paddle::Tensor& t : outs) std::memset(t.data(), 0xFF, Bytes(t));
   }
   Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
@@ -299,11 +250,7 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
     const auto in = ConstData<T, int(kIn)>(ins);
     const auto out = MutableData<T, kOut>(outs);
     const Functor<T> f(attrs...);
-    if (plan.pattern == BroadcastPattern::kSameShape) {
-      Loop<T>(f, plan.numel, in, out);
-    } else {
-      BroadcastLoop<T>(f, plan, in, out);
-    }
+    BroadcastLoop<T>(f, plan, in, out);
   });
   return outs;
 }
@@ -335,11 +282,7 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
     const auto in = ConstData<T, kIn>(ins);
     const auto out = MutableData<T, int(kFwd)>(grads);
     const Functor<T> f(attrs...);
-    if (plan.pattern == BroadcastPattern::kSameShape) {
-      Loop<T>(f, plan.numel, in, out);
-    } else {
-      BroadcastBackwardLoop<T>(f, plan, in, out);
-    }
+    BroadcastBackwardLoop<T>(f, plan, in, out);
   });
   return grads;
 }

@@ -7,13 +7,18 @@
 
 namespace {
 constexpr char kOpName[] = "custom_relu6";
+constexpr char kInPlaceOpName[] = "custom_relu6_inplace";
 }  // namespace
 
 #ifdef PADDLE_WITH_CUDA
 // Defined in relu6.cu.
 std::vector<paddle::Tensor> Relu6ForwardCUDA(const paddle::Tensor& x, double threshold);
-std::vector<paddle::Tensor> Relu6BackwardCUDA(const paddle::Tensor& x,
+std::vector<paddle::Tensor> Relu6BackwardCUDA(const paddle::Tensor& out,
                                               const paddle::Tensor& grad_out, double threshold);
+void Relu6ForwardInPlaceCUDA(paddle::Tensor& x, double threshold);
+std::vector<paddle::Tensor> Relu6DoubleBackwardCUDA(const paddle::Tensor& out,
+                                                    const paddle::Tensor& grad_grad_x,
+                                                    double threshold);
 #endif
 
 std::vector<paddle::Tensor> Relu6Forward(const paddle::Tensor& x, int64_t threshold_bits) {
@@ -25,27 +30,55 @@ std::vector<paddle::Tensor> Relu6Forward(const paddle::Tensor& x, int64_t thresh
       kOpName, "relu6::Forward", {x}, threshold);
 }
 
-std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& x, const paddle::Tensor& grad_out,
+// custom_relu6_inplace: out is written over x (the spec's `inplace:`).
+void Relu6ForwardInPlace(paddle::Tensor& x, int64_t threshold_bits) {
+  const double threshold = opgen::DoubleFromBits(threshold_bits);
+#ifdef PADDLE_WITH_CUDA
+  if (x.is_gpu()) return Relu6ForwardInPlaceCUDA(x, threshold);
+#endif
+  opgen::cpu::Elementwise<relu6::Dtypes, relu6::Forward, 1, /*kInPlace=*/true>(
+      kInPlaceOpName, "relu6::Forward", {x}, threshold);
+}
+
+std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& out, const paddle::Tensor& grad_out,
                                           int64_t threshold_bits) {
   const double threshold = opgen::DoubleFromBits(threshold_bits);
 #ifdef PADDLE_WITH_CUDA
-  if (x.is_gpu()) {
-    return Relu6BackwardCUDA(x, grad_out, threshold);
+  if (out.is_gpu()) {
+    return Relu6BackwardCUDA(out, grad_out, threshold);
   }
 #endif
   return opgen::cpu::Elementwise<relu6::Dtypes, relu6::Backward, 1>(
-      kOpName, "relu6::Backward", {x, grad_out}, threshold);
+      kOpName, "relu6::Backward", {out, grad_out}, threshold);
 }
 
-// Registered so that asking for a second derivative is an error rather than a wrong number.
-std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& grad_out,
+// The gradient of the backward, derived from it by opgen: grad_out's gradients from
+// grad_grad_x, the gradient that reaches grad_x.
+std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& out,
                                                 const paddle::Tensor& grad_grad_x,
                                                 int64_t threshold_bits) {
-  opgen::Fail("custom_relu6 has no double backward (a gradient of its gradient): opgen ops are differentiable once");
+  const double threshold = opgen::DoubleFromBits(threshold_bits);
+#ifdef PADDLE_WITH_CUDA
+  if (out.is_gpu()) {
+    return Relu6DoubleBackwardCUDA(out, grad_grad_x, threshold);
+  }
+#endif
+  return opgen::cpu::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 1>(
+      kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
 }
 
 std::vector<std::vector<int64_t>> Relu6InferShape(const std::vector<int64_t>& x_shape) {
   return {x_shape};
+}
+
+// The gradient of x has the shape and dtype of out, like x.
+std::vector<std::vector<int64_t>> Relu6GradInferShape(
+    const std::vector<int64_t>& out_shape) {
+  return {out_shape};
+}
+
+std::vector<paddle::DataType> Relu6GradInferDtype(const paddle::DataType& out_dtype) {
+  return {out_dtype};
 }
 
 std::vector<paddle::DataType> Relu6InferDtype(const paddle::DataType& x_dtype) {
@@ -61,13 +94,31 @@ PD_BUILD_OP(custom_relu6)
     .SetInferDtypeFn(PD_INFER_DTYPE(Relu6InferDtype));
 
 PD_BUILD_GRAD_OP(custom_relu6)
-    .Inputs({"x", paddle::Grad("out")})
+    .Inputs({"out", paddle::Grad("out")})
     .Outputs({paddle::Grad("x")})
     .Attrs({"threshold: int64_t"})
-    .SetKernelFn(PD_KERNEL(Relu6Backward));
+    .SetKernelFn(PD_KERNEL(Relu6Backward))
+    .SetInferShapeFn(PD_INFER_SHAPE(Relu6GradInferShape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(Relu6GradInferDtype));
 
 PD_BUILD_DOUBLE_GRAD_OP(custom_relu6)
-    .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("x"))})
+    .Inputs({"out", paddle::Grad(paddle::Grad("x"))})
     .Outputs({paddle::Grad(paddle::Grad("out"))})
     .Attrs({"threshold: int64_t"})
     .SetKernelFn(PD_KERNEL(Relu6DoubleBackward));
+
+PD_BUILD_OP(custom_relu6_inplace)
+    .Inputs({"x"})
+    .Outputs({"out"})
+    .SetInplaceMap({{"x", "out"}})
+    .Attrs({"threshold: int64_t"})
+    .SetKernelFn(PD_KERNEL(Relu6ForwardInPlace));  // its output is its input: no InferShape
+
+// The same backward: it reads no value that custom_relu6_inplace overwrites.
+PD_BUILD_GRAD_OP(custom_relu6_inplace)
+    .Inputs({"out", paddle::Grad("out")})
+    .Outputs({paddle::Grad("x")})
+    .Attrs({"threshold: int64_t"})
+    .SetKernelFn(PD_KERNEL(Relu6Backward))
+    .SetInferShapeFn(PD_INFER_SHAPE(Relu6GradInferShape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(Relu6GradInferDtype));

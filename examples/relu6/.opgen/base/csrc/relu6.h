@@ -22,7 +22,7 @@ struct Forward {
     out = opgen::min(opgen::max(x, MT(0)), threshold);
   }
 };
-// grad_x = where((x > 0) & (x < threshold), grad_out, 0)
+// grad_x = where((out > 0) & (out < threshold), grad_out, 0)
 template <typename T>
 struct Backward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
@@ -31,8 +31,21 @@ struct Backward {
   explicit Backward(double threshold)
       : threshold(static_cast<MT>(threshold)) {}
 
-  OPGEN_HD void operator()(MT x, MT grad_out, MT& grad_x) const {
-    grad_x = opgen::where(x > MT(0) && x < threshold, grad_out, MT(0));
+  OPGEN_HD void operator()(MT out, MT grad_out, MT& grad_x) const {
+    grad_x = opgen::where(out > MT(0) && out < threshold, grad_out, MT(0));
+  }
+};
+// grad_grad_out = where((out > 0) & (out < threshold), grad_grad_x, 0)
+template <typename T>
+struct DoubleBackward {
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
+  MT threshold;
+
+  explicit DoubleBackward(double threshold)
+      : threshold(static_cast<MT>(threshold)) {}
+
+  OPGEN_HD void operator()(MT out, MT grad_grad_x, MT& grad_grad_out) const {
+    grad_grad_out = opgen::where(out > MT(0) && out < threshold, grad_grad_x, MT(0));
   }
 };
 

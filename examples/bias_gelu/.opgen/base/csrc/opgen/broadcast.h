@@ -7,10 +7,14 @@
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -232,6 +236,40 @@ std::string MakeBroadcastPlan(const std::vector<int64_t> (&shapes)[kIn],
 
 namespace cpu {
 
+// ---- threads --------------------------------------------------------------------------------
+// The CPU loops use as many threads as Paddle's own CPU kernels may: its OpenMP setting
+// (OMP_NUM_THREADS, which Paddle sets to 1 unless the environment says otherwise, or
+// paddle.base.core.set_num_threads), read from the OpenMP runtime Paddle links (libiomp5) when
+// the process has one, else from OMP_NUM_THREADS.
+extern "C" int omp_get_max_threads(void) __attribute__((weak));
+
+inline int CpuThreads() {
+  if (omp_get_max_threads != nullptr) return std::max(1, omp_get_max_threads());
+  const char* value = std::getenv("OMP_NUM_THREADS");
+  const int threads = value != nullptr ? std::atoi(value) : 1;
+  return std::max(1, threads);
+}
+
+// Calls body(b) for each b in [0, blocks), spread over CpuThreads() threads (the caller's one of
+// them); which thread runs a block never changes what it computes.
+template <typename Body>
+void ParallelFor(int64_t blocks, const Body& body) {
+  const int64_t threads = std::min<int64_t>(CpuThreads(), blocks);
+  if (threads <= 1) {
+    for (int64_t b = 0; b < blocks; ++b) body(b);
+    return;
+  }
+  std::vector<std::thread> helpers;
+  helpers.reserve(static_cast<std::size_t>(threads - 1));
+  for (int64_t t = 1; t < threads; ++t) {
+    helpers.emplace_back([&body, t, threads, blocks] {
+      for (int64_t b = t; b < blocks; b += threads) body(b);
+    });
+  }
+  for (int64_t b = 0; b < blocks; b += threads) body(b);
+  for (std::thread& helper : helpers) helper.join();
+}
+
 // How the CPU loops store a result as T: a plain conversion. The Paddle side specializes it for
 // paddle::float16, whose software conversion mishandles tiny values (cpu::Store in
 // opgen/elementwise.h), before any loop is instantiated.
@@ -270,20 +308,183 @@ class BroadcastCursor {
   int64_t offset_[kIn] = {};
 };
 
+// ---- the CPU loops --------------------------------------------------------------------------
+// Every loop walks the output in rows of the plan's innermost dim, along which each input is
+// either contiguous (stride 1) or broadcast (stride 0), and runs the functor over chunks of up to
+// kChunk elements of a row in a loop of its own (ApplyChunk), which the compiler vectorizes: it
+// reads arrays of OpMathT (the tensor's memory itself for float and double, else the chunk
+// converted into a buffer) and writes arrays of OpMathT (the output's memory, or a buffer that is
+// converted, or summed for a gradient). A plan of one dim (same shape, a scalar operand) is one
+// long row.
+constexpr int kChunk = 256;
+
+// Work is cut into blocks of at least kBlock output elements, at most kMaxBlocks of them, fixed
+// by the shapes alone: threads take whole blocks, and a broadcast input's gradient is summed per
+// block and the blocks' sums added in block order, so a result never depends on the thread count.
+constexpr int64_t kBlock = int64_t(1) << 16;
+constexpr int64_t kMaxBlocks = 64;
+
+// ApplyChunk is compiled for AVX-512, AVX2 and the baseline (SSE2 on x86-64), and the loader
+// picks the widest the CPU has (GCC's function multiversioning), so a built op stays portable.
+// Every clone computes the same bits: the build passes -ffp-contract=off (no fused multiply-add),
+// and the functor's math has no other instruction that differs by width.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define OPGEN_CPU_CLONES __attribute__((noinline, target_clones("avx512f", "avx2", "default")))
+#else
+#define OPGEN_CPU_CLONES __attribute__((noinline))
+#endif
+
+// The functor over elements [0, m) of the inputs' and outputs' arrays. Not inlined (and cloned,
+// see above): on its own, with a copy of the functor whose attrs cannot alias the outputs, GCC
+// vectorizes the loop and if-converts the functor's selects.
+template <typename F, typename MT, int kIn, int kOut>
+OPGEN_CPU_CLONES void ApplyChunk(const F& f, const MT* const (&args)[kIn],
+                                 MT* const (&results)[kOut], int m) {
+  const F local = f;
+  const MT* in[kIn];
+  MT* out[kOut];
+  for (int k = 0; k < kIn; ++k) in[k] = args[k];
+  for (int k = 0; k < kOut; ++k) out[k] = results[k];
+  for (int j = 0; j < m; ++j) {
+    MT a[kIn];
+    MT r[kOut];
+    for (int k = 0; k < kIn; ++k) a[k] = in[k][j];
+    Apply(local, a, r);
+    for (int k = 0; k < kOut; ++k) out[k][j] = r[k];
+  }
+}
+
+// Elements [offset, offset + m) of an input as an array of OpMathT: the input's own memory when
+// it is contiguous there and already OpMathT, else `buffer` filled with them converted, with its
+// element at `offset` repeated (stride 0), or with zeros (a null input).
+template <typename T>
+inline const OpMathT<T>* ChunkOf(const T* p, int64_t offset, int64_t stride, int m,
+                                 OpMathT<T>* buffer) {
+  using MT = OpMathT<T>;
+  if (p == nullptr) {
+    for (int j = 0; j < m; ++j) buffer[j] = MT(0);
+  } else if (stride == 0) {
+    const MT value = static_cast<MT>(p[offset]);
+    for (int j = 0; j < m; ++j) buffer[j] = value;
+  } else if constexpr (std::is_same_v<T, MT>) {
+    return p + offset;
+  } else {
+    const T* src = p + offset;
+    for (int j = 0; j < m; ++j) buffer[j] = static_cast<MT>(src[j]);
+  }
+  return buffer;
+}
+
+// The functor over one chunk: m elements of a row piece, from element `j0` of the piece on.
+// Output k goes to `direct[k]` when that is not null and T is OpMathT, else to `staged[k]`, and
+// the function returns for each output whether it is staged.
+template <typename T, typename F, int kIn, int kOut>
+inline void RunChunk(const F& f, const Pointers<const T, kIn>& in, const int64_t* offsets,
+                     const int64_t* strides, int64_t j0, int m, T* const (&direct)[kOut],
+                     OpMathT<T> (&staged)[kOut][kChunk], bool (&is_staged)[kOut]) {
+  using MT = OpMathT<T>;
+  MT buffers[kIn][kChunk];
+  const MT* args[kIn];
+  MT* results[kOut];
+  for (int k = 0; k < kIn; ++k) {
+    args[k] = ChunkOf(in.at[k], offsets[k] + j0 * strides[k], strides[k], m, buffers[k]);
+  }
+  for (int k = 0; k < kOut; ++k) {
+    is_staged[k] = true;
+    results[k] = staged[k];
+    if constexpr (std::is_same_v<T, MT>) {
+      if (direct[k] != nullptr) {
+        is_staged[k] = false;
+        results[k] = direct[k];
+      }
+    }
+  }
+  ApplyChunk(f, args, results, m);
+}
+
+// The sum of m values in a fixed order: 8 running sums (vectorized), then added pairwise.
+template <typename MT>
+inline MT SumChunk(const MT* values, int m) {
+  MT lanes[8] = {};
+  int j = 0;
+  for (; j + 8 <= m; j += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] += values[j + l];
+  }
+  for (int l = 0; j + l < m; ++l) lanes[l] += values[j + l];
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+// Calls `piece(i, offsets, strides, count)` for each run of output elements [i, i + count) in
+// [begin, end) that lies in one row: input k's element j of the run is at offsets[k] +
+// j * strides[k] (strides are 1 or 0).
+template <int kIn, typename Piece>
+void ForEachRowPiece(const BroadcastPlan<kIn>& plan, int64_t begin, int64_t end, Piece&& piece) {
+  const int rank = plan.rank;
+  const int64_t inner = rank > 0 ? plan.dims[rank - 1] : 1;
+  int64_t strides[kIn];
+  int64_t offsets[kIn] = {};
+  int64_t index[kMaxBroadcastRank] = {};
+  for (int k = 0; k < kIn; ++k) strides[k] = rank > 0 ? plan.strides[k][rank - 1] : 0;
+  int64_t rest = begin;
+  for (int d = rank - 1; d >= 0; --d) {
+    index[d] = rest % plan.dims[d];
+    rest /= plan.dims[d];
+    for (int k = 0; k < kIn; ++k) offsets[k] += index[d] * plan.strides[k][d];
+  }
+  int64_t column = rank > 0 ? index[rank - 1] : 0;
+  for (int64_t i = begin; i < end;) {
+    const int64_t count = std::min(inner - column, end - i);
+    piece(i, static_cast<const int64_t*>(offsets), static_cast<const int64_t*>(strides), count);
+    i += count;
+    if (i >= end) break;
+    // The next row: back to its first column, then one step of the outer dims' odometer.
+    for (int k = 0; k < kIn; ++k) offsets[k] -= column * strides[k];
+    column = 0;
+    for (int d = rank - 2; d >= 0; --d) {
+      for (int k = 0; k < kIn; ++k) offsets[k] += plan.strides[k][d];
+      if (++index[d] < plan.dims[d]) break;
+      for (int k = 0; k < kIn; ++k) offsets[k] -= plan.strides[k][d] * plan.dims[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Blocks of a plan's output (see kBlock); no more than `limit`.
+inline int64_t BlocksOf(int64_t numel, int64_t limit = kMaxBlocks) {
+  return std::max<int64_t>(1, std::min({numel / kBlock, kMaxBlocks, limit}));
+}
+inline int64_t BlockBegin(int64_t numel, int64_t blocks, int64_t b) {
+  // numel * b / blocks without overflow: numel < 2^63 and blocks <= kMaxBlocks
+  return numel / blocks * b + numel % blocks * b / blocks;
+}
+
 // Runs `f` over the plan's output: kOut outputs of the output's shape, each input read where it
 // broadcasts to (a null input as zeros).
 template <typename T, typename F, int kIn, int kOut>
 void BroadcastLoop(const F& f, const BroadcastPlan<kIn>& plan, Pointers<const T, kIn> in,
                    Pointers<T, kOut> out) {
   using MT = OpMathT<T>;
-  BroadcastCursor<kIn> cursor(plan);
-  for (int64_t i = 0; i < plan.numel; ++i, cursor.Next()) {
-    MT args[kIn];
-    MT results[kOut];
-    for (int k = 0; k < kIn; ++k) args[k] = Read(in.at[k], cursor.offset(k));
-    Apply(f, args, results);
-    for (int k = 0; k < kOut; ++k) out.at[k][i] = StoreAs<T>::From(results[k]);
-  }
+  const int64_t blocks = BlocksOf(plan.numel);
+  ParallelFor(blocks, [&](int64_t b) {
+    const int64_t begin = BlockBegin(plan.numel, blocks, b);
+    const int64_t end = BlockBegin(plan.numel, blocks, b + 1);
+    ForEachRowPiece(plan, begin, end, [&](int64_t i, const int64_t* offsets,
+                                          const int64_t* strides, int64_t count) {
+      for (int64_t j0 = 0; j0 < count; j0 += kChunk) {
+        const int m = static_cast<int>(std::min<int64_t>(kChunk, count - j0));
+        T* direct[kOut];
+        for (int k = 0; k < kOut; ++k) direct[k] = out.at[k] + i + j0;
+        MT staged[kOut][kChunk];
+        bool is_staged[kOut];
+        RunChunk<T>(f, in, offsets, strides, j0, m, direct, staged, is_staged);
+        for (int k = 0; k < kOut; ++k) {
+          if (!is_staged[k]) continue;
+          for (int j = 0; j < m; ++j) direct[k][j] = StoreAs<T>::From(staged[k][j]);
+        }
+      }
+    });
+  });
 }
 
 // Runs a backward functor over the plan of its inputs, the forward inputs first (then the output
@@ -291,34 +492,63 @@ void BroadcastLoop(const F& f, const BroadcastPlan<kIn>& plan, Pointers<const T,
 // input g and has its shape.
 // A full input's gradient is written at the output's index; a broadcast input's is the sum of its
 // elementwise gradient over the dims it is broadcast along, accumulated in OpMathT (float, or
-// double for double) in the output's order and stored once. An empty output gives zero gradients.
+// double for double): per block (see kBlock) in the output's order (8 running sums along a row it
+// is broadcast over), then the blocks' sums in block order, stored once. An empty output gives
+// zero gradients.
 template <typename T, typename F, int kIn, int kOut>
 void BroadcastBackwardLoop(const F& f, const BroadcastPlan<kIn>& plan,
                            Pointers<const T, kIn> in, Pointers<T, kOut> grads) {
   static_assert(kOut <= kIn, "the gradients belong to the first kOut inputs of the plan");
   using MT = OpMathT<T>;
   bool reduced[kOut];
-  std::vector<MT> sums[kOut];
+  int64_t limit = kMaxBlocks;  // a block's sums take no more memory than the output
   for (int g = 0; g < kOut; ++g) {
     reduced[g] = !plan.IsFull(g);
-    if (reduced[g]) sums[g].assign(static_cast<std::size_t>(plan.in_numel[g]), MT(0));
+    if (reduced[g]) limit = std::min(limit, plan.numel / std::max<int64_t>(plan.in_numel[g], 1));
   }
-  BroadcastCursor<kIn> cursor(plan);
-  for (int64_t i = 0; i < plan.numel; ++i, cursor.Next()) {
-    MT args[kIn];
-    MT results[kOut];
-    for (int k = 0; k < kIn; ++k) args[k] = Read(in.at[k], cursor.offset(k));
-    Apply(f, args, results);
-    for (int g = 0; g < kOut; ++g) {
-      if (reduced[g]) {
-        sums[g][cursor.offset(g)] += results[g];
-      } else {
-        grads.at[g][i] = StoreAs<T>::From(results[g]);
-      }
-    }
-  }
+  const int64_t blocks = BlocksOf(plan.numel, limit);
+  std::vector<MT> sums[kOut];  // block b's sums for input g at b * in_numel[g]
   for (int g = 0; g < kOut; ++g) {
-    for (std::size_t e = 0; e < sums[g].size(); ++e) grads.at[g][e] = StoreAs<T>::From(sums[g][e]);
+    if (reduced[g]) sums[g].assign(static_cast<std::size_t>(blocks * plan.in_numel[g]), MT(0));
+  }
+  ParallelFor(blocks, [&](int64_t b) {
+    MT* block_sums[kOut];
+    for (int g = 0; g < kOut; ++g) {
+      block_sums[g] = reduced[g] ? sums[g].data() + b * plan.in_numel[g] : nullptr;
+    }
+    const int64_t begin = BlockBegin(plan.numel, blocks, b);
+    const int64_t end = BlockBegin(plan.numel, blocks, b + 1);
+    ForEachRowPiece(plan, begin, end, [&](int64_t i, const int64_t* offsets,
+                                          const int64_t* strides, int64_t count) {
+      for (int64_t j0 = 0; j0 < count; j0 += kChunk) {
+        const int m = static_cast<int>(std::min<int64_t>(kChunk, count - j0));
+        T* direct[kOut];
+        for (int g = 0; g < kOut; ++g) direct[g] = reduced[g] ? nullptr : grads.at[g] + i + j0;
+        MT staged[kOut][kChunk];
+        bool is_staged[kOut];
+        RunChunk<T>(f, in, offsets, strides, j0, m, direct, staged, is_staged);
+        for (int g = 0; g < kOut; ++g) {
+          if (!reduced[g]) {
+            if (!is_staged[g]) continue;
+            for (int j = 0; j < m; ++j) direct[g][j] = StoreAs<T>::From(staged[g][j]);
+          } else if (strides[g] == 0) {
+            block_sums[g][offsets[g]] += SumChunk(staged[g], m);
+          } else {
+            MT* sums_here = block_sums[g] + offsets[g] + j0 * strides[g];
+            for (int j = 0; j < m; ++j) sums_here[j] += staged[g][j];
+          }
+        }
+      }
+    });
+  });
+  for (int g = 0; g < kOut; ++g) {
+    if (!reduced[g]) continue;
+    const int64_t n = plan.in_numel[g];
+    for (int64_t e = 0; e < n; ++e) {
+      MT total = sums[g][e];
+      for (int64_t b = 1; b < blocks; ++b) total += sums[g][b * n + e];
+      grads.at[g][e] = StoreAs<T>::From(total);
+    }
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -16,6 +18,16 @@
 #endif
 
 namespace opgen {
+
+// A float attr's value. Paddle's float attrs are 32-bit and its double attrs work in eager mode
+// only, so opgen registers a float attr as an int64 attr holding the double's bits. Functors that
+// compute in double use it exactly; those computing in float round it as Paddle rounds float attrs.
+inline double DoubleFromBits(int64_t bits) {
+  static_assert(sizeof(double) == sizeof(int64_t), "a double must be 64 bits");
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
 
 // ---- math type -------------------------------------------------------------------------------
 // Functors compute in float for float32, float16 and bfloat16, and in double for float64.
@@ -76,6 +88,35 @@ OPGEN_HD float tanh(float x) {
   // (p x^2 + 0) x + x, not p (x^2 x) + x: the + 0 makes -0 * p * x^2 +0, so tanh(-0) is -0.
   const float small = ::fmaf(::fmaf(p, x2, 0.0f), x, x);
   return a >= 0.6f ? large : small;
+#elif !defined(__CUDA_ARCH__) && OPGEN_FAST_TANH
+  // On the host the same two formulas, with exp from a polynomial instead of libm's expf (a
+  // call per element): plain arithmetic and selects, which the CPU loops vectorize. exp(2|x|):
+  // 2^n e^r with n = round(2|x| log2 e), |r| <= ln(2)/2, e^r by its Taylor series to r^7;
+  // 2|x| is capped at 20, where tanh is 1 in float. Within 2 ulp of tanh rounded to float (all
+  // 2^31 floats in [-12, 12] checked once; tests/test_cpu_kernels.py samples them); no fma (a
+  // library call without FMA hardware), so every machine computes the same bits.
+  const float a = ::fabsf(x);
+  const float y = a + a < 20.0f ? a + a : 20.0f;
+  const float n = (y * 0x1.715476p+0f + 0x1.8p23f) - 0x1.8p23f;  // round to nearest
+  const float r = (y - n * 0x1.62e4p-1f) - n * 0x1.7f7d1cp-20f;   // ln 2 in two parts
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t scale_bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  const float large = ::copysignf(1.0f - 2.0f / (p * scale + 1.0f), x);
+  const float x2 = x * x;
+  float q = 0x1.01e104p-6f * x2 - 0x1.ac795cp-5f;
+  q = q * x2 + 0x1.10b282p-3f;
+  q = q * x2 - 0x1.5553dap-2f;
+  const float small = (q * x2 + 0.0f) * x + x;  // + 0: tanh(-0) is -0, as above
+  return a >= 0.6f ? large : small;
 #else
   return ::tanhf(x);
 #endif
@@ -117,15 +158,19 @@ OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
 }  // namespace lowp
 
 // min and max propagate NaN as numpy's minimum and maximum do (fminf/fmaxf return the number, and
-// a bare comparison's result would depend on the argument order). A comparison and a select, on
-// the CPU (where the compiler vectorizes it) and the GPU alike.
+// a bare comparison's result would depend on the argument order), and give b when a == b (so
+// max(-0, +0) is +0, as numpy's). A select that is the CPU's own min or max instruction (which
+// gives b for a NaN in either), then one for a NaN in a: a + b, NaN too, rather than a, or GCC 12
+// merges the two selects into one with branchy, ~4x slower vectorized code.
 template <typename MT>
 OPGEN_HD MT min(MT a, MT b) {
-  return (a < b || a != a) ? a : b;
+  const MT smaller = a < b ? a : b;
+  return a != a ? a + b : smaller;
 }
 template <typename MT>
 OPGEN_HD MT max(MT a, MT b) {
-  return (a > b || a != a) ? a : b;
+  const MT larger = a > b ? a : b;
+  return a != a ? a + b : larger;
 }
 
 OPGEN_HD float rsqrt(float x) {
@@ -200,8 +245,7 @@ OPGEN_HD MT cube(MT x) {
 // (each comparison with it is false).
 template <typename MT>
 OPGEN_HD MT clamp(MT x, MT lo, MT hi) {
-  const MT above = (x > lo || x != x) ? x : lo;
-  return (above < hi || above != above) ? above : hi;
+  return min(max(x, lo), hi);
 }
 // -1, 0 or 1; NaN stays NaN (and -0 stays -0).
 template <typename MT>
@@ -220,6 +264,16 @@ template <typename F, typename MT, int kIn, int kOut>
 OPGEN_HD void Apply(const F& f, const MT (&in)[kIn], MT (&out)[kOut]) {
   ApplyImpl(f, in, out, std::make_index_sequence<kIn>{}, std::make_index_sequence<kOut>{});
 }
+
+// A fixed-size array usable on host and device: a functor's several results at once
+// (`return {a, b};`), or pointers by role. N may be 0 (it then holds one unused slot, as C++ has
+// no empty arrays).
+template <typename T, int N>
+struct Array {
+  T v[N > 0 ? N : 1];
+  OPGEN_HD T& operator[](int i) { return v[i]; }
+  OPGEN_HD const T& operator[](int i) const { return v[i]; }
+};
 
 // Pointers to the inputs or outputs of one launch, passed to kernels by value.
 template <typename T, int N>

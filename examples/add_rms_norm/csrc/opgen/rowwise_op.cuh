@@ -1,0 +1,86 @@
+// opgen row-wise runtime, CUDA side: connects paddle::Tensor to the launcher in opgen/rowwise.cuh.
+// The device guard, the tensor's stream, the column sums' workspace (from Paddle's allocator) and
+// the launch error check are handled here once for every generated op.
+// Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "opgen/rowwise.cuh"
+#include "opgen/rowwise_op.h"
+
+namespace opgen {
+namespace rowwise {
+namespace cuda {
+
+// Makes `device` current for a scope (outputs are allocated on the inputs' device).
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    cudaGetDevice(&previous_);
+    if (device != previous_) cudaSetDevice(device);
+    current_ = device;
+  }
+  ~CurrentDevice() {
+    if (current_ != previous_) cudaSetDevice(previous_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+  int current_ = 0;
+};
+
+// Runs `f` over the rows of `p` with its workspace (column sums) from Paddle's allocator.
+template <typename F, typename P, typename... Roles>
+cudaError_t RunOn(const F& f, const P& p, RoleList<Roles...>, const paddle::Place& place,
+                  cudaStream_t stream) {
+  const std::size_t bytes = WorkspaceBytes<F, Roles...>(p);
+  paddle::Tensor workspace;
+  if (bytes > 0) {
+    workspace = paddle::empty({static_cast<int64_t>(bytes)}, paddle::DataType::UINT8, place);
+  }
+  return Run<F, Roles...>(f, p, bytes > 0 ? workspace.data() : nullptr, stream);
+}
+
+// Launch (opgen/rowwise_op.h) on GPU tensors, on their device and stream.
+template <typename DtypeList, template <typename> class Functor, typename Io, std::size_t kIn,
+          typename... Attrs>
+std::vector<paddle::Tensor> Rowwise(const char* op, const char* kernel,
+                                    const paddle::Tensor (&inputs)[kIn], const Attrs&... attrs) {
+  const paddle::Tensor* like = nullptr;
+  for (const paddle::Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (!t.is_gpu()) Fail(op, ": ", kernel, " expected GPU tensors, got ", t.place());
+    if (like == nullptr) like = &t;
+  }
+  if (like == nullptr) Fail(op, ": every input is missing");
+  const paddle::Place place = like->place();
+  CurrentDevice guard(place.GetDeviceId());
+  const cudaStream_t stream = like->stream();
+  cudaError_t status = cudaSuccess;
+  auto poison = [&](std::vector<paddle::Tensor>& tensors) {
+    for (paddle::Tensor& t : tensors) {
+      if (t.numel() > 0 && status == cudaSuccess) {
+        status = cudaMemsetAsync(t.data(), 0xFF, Bytes(t), stream);
+      }
+    }
+  };
+  auto run = [&](const auto& f, const auto& p, auto roles) {
+    if (status != cudaSuccess) return;
+    status = RunOn(f, p, roles, place, stream);
+  };
+  std::vector<paddle::Tensor> outputs =
+      Launch<DtypeList, Functor, Io>(op, inputs, poison, run, attrs...);
+  if (status != cudaSuccess) {
+    Fail(op, ": CUDA kernel '", kernel, "' failed: ", cudaGetErrorString(status));
+  }
+  return outputs;
+}
+
+}  // namespace cuda
+}  // namespace rowwise
+}  // namespace opgen

@@ -1,0 +1,126 @@
+// embedding: the CUDA kernels. This file is yours: opgen wrote it once from embedding.yaml
+// as a skeleton that builds and passes its tests, and never replaces it. After a spec change,
+// `opgen generate` merges what changed around your code (the comments listing each kernel's
+// arguments, the template parameters) and reports the file as merged, or as a conflict to resolve.
+// embedding.cu calls these with the inputs' device current; launch on gpu.stream, and it checks
+// the launch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "embedding_cpu.h"      // CheckPaddingIdx
+#include "embedding_kernels.cuh"  // the kernels themselves, free of Paddle
+#include "opgen/cuda.cuh"
+#include "embedding.h"
+
+namespace embedding {
+
+// Paddle's 16-bit types have the layout of CUDA's.
+template <typename T>
+struct CudaType {
+  using type = T;
+};
+template <>
+struct CudaType<paddle::float16> {
+  using type = __half;
+};
+template <>
+struct CudaType<paddle::bfloat16> {
+  using type = __nv_bfloat16;
+};
+
+// The kernels record the first out-of-range id in a flag on the device; it is read back after
+// them, and a recorded id is an error naming it (never a read outside the table: such rows come
+// out as zeros until the error is raised).
+inline void RaiseOnBadId(const paddle::Tensor& flag, int64_t rows, const opgen::cuda::Device& gpu) {
+  cuda::BadId bad{};
+  const cudaError_t status = cudaMemcpyAsync(&bad, flag.data<int64_t>(), sizeof(bad),
+                                             cudaMemcpyDeviceToHost, gpu.stream);
+  if (status != cudaSuccess || cudaStreamSynchronize(gpu.stream) != cudaSuccess) {
+    opgen::Fail("custom_embedding: reading the out-of-range flag failed: ",
+                cudaGetErrorString(cudaGetLastError()));
+  }
+  if (bad.position_plus_one != 0) {
+    opgen::Fail("custom_embedding: ids holds ", static_cast<int64_t>(bad.id), " (at flat index ",
+                static_cast<int64_t>(bad.position_plus_one - 1),
+                "), outside the table's rows [0, ", rows, ")");
+  }
+}
+
+inline paddle::Tensor ZeroedFlag(const paddle::Tensor& like, const opgen::cuda::Device& gpu) {
+  paddle::Tensor flag = paddle::empty({2}, paddle::DataType::INT64, like.place());
+  cudaMemsetAsync(flag.data<int64_t>(), 0, sizeof(cuda::BadId), gpu.stream);
+  return flag;
+}
+
+// Forward, on GPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
+//   args.ids: IdsT, any shape
+//   args.table: TableT, [V, D]
+//   args.out: TableT, [*ids.shape, D]; fill every element
+//   args.padding_idx: int64 attr
+//   args.deterministic: bool attr
+//   args.check_ids: bool attr
+template <typename IdsT, typename TableT>
+void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
+  const int64_t rows = args.table.shape()[0];
+  const int64_t d = args.table.shape()[1];
+  CheckPaddingIdx(args.padding_idx, rows);
+  // check_ids costs a wait for the kernel (the flag is read back); without it an out-of-range id
+  // reads zeros, still never outside the table.
+  paddle::Tensor flag;
+  if (args.check_ids) flag = ZeroedFlag(args.ids, gpu);
+  const cudaError_t status = cuda::Gather(
+      args.ids.data<IdsT>(), args.ids.numel(), args.table.data<TableT>(), rows,
+      d * static_cast<int64_t>(sizeof(TableT)), args.padding_idx, args.out.data<TableT>(),
+      args.check_ids ? reinterpret_cast<cuda::BadId*>(flag.data<int64_t>()) : nullptr, gpu.id,
+      gpu.stream);
+  if (status != cudaSuccess) {
+    opgen::Fail("custom_embedding: the gather failed: ", cudaGetErrorString(status));
+  }
+  if (args.check_ids) RaiseOnBadId(flag, rows, gpu);
+}
+
+// Backward, on GPU tensors:
+//   IdsT: int32_t or int64_t
+//   TableT: float, double, paddle::float16 or paddle::bfloat16
+//   args.ids: IdsT, any shape
+//   args.table: TableT, [V, D]
+//   args.grad_out: TableT, shaped like out
+//   args.grad_table: TableT, shaped like table; fill every element
+//   args.padding_idx: int64 attr
+//   args.deterministic: bool attr
+//   args.check_ids: bool attr
+template <typename IdsT, typename TableT>
+void BackwardCUDA(const BackwardArgs& args, const opgen::cuda::Device& gpu) {
+  // float32 and float64 rows under 4 KiB add with atomics unless `deterministic`; the rest sort
+  // (16-bit sums are taken in float and rounded once): see cuda::UsesSort.
+  using T = typename CudaType<TableT>::type;
+  const int64_t rows = args.table.shape()[0];
+  const int64_t d = args.table.shape()[1];
+  const int64_t n = args.ids.numel();
+  CheckPaddingIdx(args.padding_idx, rows);
+  const bool sorted = cuda::UsesSort<T>(d, args.deterministic);
+  if (sorted && n > 0x7fffffff) {
+    opgen::Fail("custom_embedding: the sorted backward takes fewer than 2^31 ids, got ", n);
+  }
+  paddle::Tensor workspace;
+  if (sorted && n > 0) {
+    workspace = paddle::empty({static_cast<int64_t>(cuda::SortedWorkspaceBytes(n))},
+                              paddle::DataType::UINT8, args.ids.place());
+  }
+  const cudaError_t status = cuda::ScatterAdd<T, IdsT>(
+      args.ids.data<IdsT>(), n, reinterpret_cast<const T*>(args.grad_out.data<TableT>()), rows, d,
+      args.padding_idx, reinterpret_cast<T*>(args.grad_table.data<TableT>()), sorted,
+      sorted && n > 0 ? workspace.data() : nullptr, gpu.id, gpu.stream);
+  if (status != cudaSuccess) {
+    opgen::Fail("custom_embedding: the table's gradient failed: ", cudaGetErrorString(status));
+  }
+}
+
+}  // namespace embedding

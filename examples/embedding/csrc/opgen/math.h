@@ -1,0 +1,284 @@
+// opgen math: the spec's expression functions for float and double, and the glue that calls a
+// functor on arrays. Plain C++/CUDA with no Paddle in it, so the launcher can be built and timed
+// on its own (scripts/gpu/launcher_bench.cu).
+// Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#if defined(__CUDACC__)
+#define OPGEN_HD __host__ __device__ __forceinline__
+#else
+#define OPGEN_HD inline
+#endif
+
+namespace opgen {
+
+// A float attr's value. Paddle's float attrs are 32-bit and its double attrs work in eager mode
+// only, so opgen registers a float attr as an int64 attr holding the double's bits. Functors that
+// compute in double use it exactly; those computing in float round it as Paddle rounds float attrs.
+inline double DoubleFromBits(int64_t bits) {
+  static_assert(sizeof(double) == sizeof(int64_t), "a double must be 64 bits");
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// ---- math type -------------------------------------------------------------------------------
+// Functors compute in float for float32, float16 and bfloat16, and in double for float64.
+template <typename T>
+struct OpMath {
+  using type = float;
+};
+template <>
+struct OpMath<double> {
+  using type = double;
+};
+template <typename T>
+using OpMathT = typename OpMath<T>::type;
+
+// ---- the functions of the spec's expression language, for float and double -------------------
+#define OPGEN_UNARY(name, float_fn, double_fn)                 \
+  OPGEN_HD float name(float x) { return float_fn(x); }         \
+  OPGEN_HD double name(double x) { return double_fn(x); }
+#define OPGEN_BINARY(name, float_fn, double_fn)                          \
+  OPGEN_HD float name(float a, float b) { return float_fn(a, b); }       \
+  OPGEN_HD double name(double a, double b) { return double_fn(a, b); }
+
+OPGEN_UNARY(abs, ::fabsf, ::fabs)
+OPGEN_UNARY(exp, ::expf, ::exp)
+OPGEN_UNARY(log, ::logf, ::log)
+OPGEN_UNARY(log1p, ::log1pf, ::log1p)
+OPGEN_UNARY(expm1, ::expm1f, ::expm1)
+OPGEN_UNARY(sqrt, ::sqrtf, ::sqrt)
+OPGEN_UNARY(erf, ::erff, ::erf)
+OPGEN_UNARY(sin, ::sinf, ::sin)
+OPGEN_UNARY(cos, ::cosf, ::cos)
+OPGEN_UNARY(floor, ::floorf, ::floor)
+OPGEN_UNARY(ceil, ::ceilf, ::ceil)
+OPGEN_BINARY(pow, ::powf, ::pow)
+#undef OPGEN_UNARY
+#undef OPGEN_BINARY
+
+// tanh. On the device, float tanh is libdevice's tanhf formula with less work around it: for
+// |x| >= 0.6, 1 - 2 / (2^(2|x| log2 e) + 1) from the hardware's exp2 and reciprocal (exp2
+// overflows to inf for |x| > 44, which gives exactly 1, so no clamp); below, x + x^3 P(x^2) with
+// libdevice's minimax coefficients; both are computed and one selected (no branch). Within 2 ulp
+// of the correctly rounded result over every float (scripts/gpu/tanh_ulp.cu checks all 2^32 on
+// the GPU); NaN propagates, tanh(+-inf) = +-1, tanh(-0) = -0. OPGEN_FAST_TANH=0 restores tanhf.
+#ifndef OPGEN_FAST_TANH
+#define OPGEN_FAST_TANH 1
+#endif
+OPGEN_HD float tanh(float x) {
+#if defined(__CUDA_ARCH__) && OPGEN_FAST_TANH
+  const float a = ::fabsf(x);
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(a * 0x1.715476p+1f));  // 2 log2(e)
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  const float large = ::copysignf(::fmaf(-2.0f, r, 1.0f), x);
+  const float x2 = x * x;
+  float p = ::fmaf(0x1.01e104p-6f, x2, -0x1.ac795cp-5f);
+  p = ::fmaf(p, x2, 0x1.10b282p-3f);
+  p = ::fmaf(p, x2, -0x1.5553dap-2f);
+  // (p x^2 + 0) x + x, not p (x^2 x) + x: the + 0 makes -0 * p * x^2 +0, so tanh(-0) is -0.
+  const float small = ::fmaf(::fmaf(p, x2, 0.0f), x, x);
+  return a >= 0.6f ? large : small;
+#elif !defined(__CUDA_ARCH__) && OPGEN_FAST_TANH
+  // On the host the same two formulas, with exp from a polynomial instead of libm's expf (a
+  // call per element): plain arithmetic and selects, which the CPU loops vectorize. exp(2|x|):
+  // 2^n e^r with n = round(2|x| log2 e), |r| <= ln(2)/2, e^r by its Taylor series to r^7;
+  // 2|x| is capped at 20, where tanh is 1 in float. Within 2 ulp of tanh rounded to float (all
+  // 2^31 floats in [-12, 12] checked once; tests/test_cpu_kernels.py samples them); no fma (a
+  // library call without FMA hardware), so every machine computes the same bits.
+  const float a = ::fabsf(x);
+  const float y = a + a < 20.0f ? a + a : 20.0f;
+  const float n = (y * 0x1.715476p+0f + 0x1.8p23f) - 0x1.8p23f;  // round to nearest
+  const float r = (y - n * 0x1.62e4p-1f) - n * 0x1.7f7d1cp-20f;   // ln 2 in two parts
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t scale_bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  const float large = ::copysignf(1.0f - 2.0f / (p * scale + 1.0f), x);
+  const float x2 = x * x;
+  float q = 0x1.01e104p-6f * x2 - 0x1.ac795cp-5f;
+  q = q * x2 + 0x1.10b282p-3f;
+  q = q * x2 - 0x1.5553dap-2f;
+  const float small = (q * x2 + 0.0f) * x + x;  // + 0: tanh(-0) is -0, as above
+  return a >= 0.6f ? large : small;
+#else
+  return ::tanhf(x);
+#endif
+}
+OPGEN_HD double tanh(double x) { return ::tanh(x); }
+
+// Fast forms for values that are stored in 16 bits (float16, bfloat16), whose tolerance is an
+// absolute error of about 1e-3: computed in float, but without the care for the last float bit.
+// On the host they are the accurate functions.
+namespace lowp {
+// tanh(x) = sign(x) (1 - 2 / (2^(2|x| log2 e) + 1)) everywhere: the accurate tanh's large-|x| form
+// without its small-|x| polynomial. Absolute error below 2^-20 (scripts/gpu/tanh_ulp.cu checks it
+// over every float); relative error grows as |x| -> 0, where a 16-bit type's tolerance is
+// absolute. NaN propagates, tanh(+-inf) = +-1, tanh(+-0) = +-0.
+OPGEN_HD float tanh(float x) {
+#if defined(__CUDA_ARCH__)
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(::fabsf(x) * 0x1.715476p+1f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  return ::copysignf(::fmaf(-2.0f, r, 1.0f), x);
+#else
+  return ::tanhf(x);
+#endif
+}
+OPGEN_HD double tanh(double x) { return ::tanh(x); }
+// 1 / (1 + e^-x) from the hardware's exp2 and reciprocal: relative error of a few float ulps
+// for every x (e^-x overflowing to inf gives 0).
+OPGEN_HD float sigmoid(float x) {
+#if defined(__CUDA_ARCH__)
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -0x1.715476p+0f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  return r;
+#else
+  return 1.0f / (1.0f + ::expf(-x));
+#endif
+}
+OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
+}  // namespace lowp
+
+// min and max propagate NaN as numpy's minimum and maximum do (fminf/fmaxf return the number, and
+// a bare comparison's result would depend on the argument order), and give b when a == b (so
+// max(-0, +0) is +0, as numpy's). A select that is the CPU's own min or max instruction (which
+// gives b for a NaN in either), then one for a NaN in a: a + b, NaN too, rather than a, or GCC 12
+// merges the two selects into one with branchy, ~4x slower vectorized code.
+template <typename MT>
+OPGEN_HD MT min(MT a, MT b) {
+  const MT smaller = a < b ? a : b;
+  return a != a ? a + b : smaller;
+}
+template <typename MT>
+OPGEN_HD MT max(MT a, MT b) {
+  const MT larger = a > b ? a : b;
+  return a != a ? a + b : larger;
+}
+
+OPGEN_HD float rsqrt(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::rsqrtf(x);
+#else
+  return 1.0f / ::sqrtf(x);
+#endif
+}
+OPGEN_HD double rsqrt(double x) {
+#if defined(__CUDA_ARCH__)
+  return ::rsqrt(x);
+#else
+  return 1.0 / ::sqrt(x);
+#endif
+}
+OPGEN_HD float sigmoid(float x) { return 1.0f / (1.0f + ::expf(-x)); }
+OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
+
+// opgen::tanh<T>(x) and opgen::sigmoid<T>(x): the function for values stored as T, which is how
+// generated functors call them. A float16 or bfloat16 result keeps about 3 significant digits,
+// so for those the GPU takes opgen::lowp's fast forms (absolute error below 2^-20); every other
+// dtype, and the CPU, take the accurate functions above.
+template <typename T>
+constexpr bool kLowPrecision = sizeof(T) == 2 && std::is_same<OpMathT<T>, float>::value;
+template <typename T>
+OPGEN_HD OpMathT<T> tanh(OpMathT<T> x) {
+  if constexpr (kLowPrecision<T>) {
+    return lowp::tanh(x);
+  } else {
+    return opgen::tanh(x);
+  }
+}
+template <typename T>
+OPGEN_HD OpMathT<T> sigmoid(OpMathT<T> x) {
+  if constexpr (kLowPrecision<T>) {
+    return lowp::sigmoid(x);
+  } else {
+    return opgen::sigmoid(x);
+  }
+}
+
+template <typename MT>
+OPGEN_HD MT where(bool condition, MT a, MT b) {
+  return condition ? a : b;
+}
+
+// softplus, square, clamp, sign, tan, atan, log2, exp2; and cube, which x ** 3 is emitted as.
+// NaN in any argument gives NaN, as in numpy.
+OPGEN_HD float tan(float x) { return ::tanf(x); }
+OPGEN_HD double tan(double x) { return ::tan(x); }
+OPGEN_HD float atan(float x) { return ::atanf(x); }
+OPGEN_HD double atan(double x) { return ::atan(x); }
+OPGEN_HD float log2(float x) { return ::log2f(x); }
+OPGEN_HD double log2(double x) { return ::log2(x); }
+OPGEN_HD float exp2(float x) { return ::exp2f(x); }
+OPGEN_HD double exp2(double x) { return ::exp2(x); }
+// log(1 + exp(x)) without overflow for large x or loss of exp(x) for very negative x.
+OPGEN_HD float softplus(float x) {
+  return x > 0.0f ? x + ::log1pf(::expf(-x)) : ::log1pf(::expf(x));
+}
+OPGEN_HD double softplus(double x) { return x > 0.0 ? x + ::log1p(::exp(-x)) : ::log1p(::exp(x)); }
+template <typename MT>
+OPGEN_HD MT square(MT x) {
+  return x * x;
+}
+template <typename MT>
+OPGEN_HD MT cube(MT x) {
+  return x * x * x;
+}
+// numpy's clip: max(x, lo), then min(that, hi), so hi wins when lo > hi; a NaN anywhere is kept
+// (each comparison with it is false).
+template <typename MT>
+OPGEN_HD MT clamp(MT x, MT lo, MT hi) {
+  return min(max(x, lo), hi);
+}
+// -1, 0 or 1; NaN stays NaN (and -0 stays -0).
+template <typename MT>
+OPGEN_HD MT sign(MT x) {
+  return x > MT(0) ? MT(1) : (x < MT(0) ? MT(-1) : x);
+}
+
+// ---- calling a functor with its inputs and outputs as separate arguments ---------------------
+// A functor reads `operator()(MT in0, ..., MT& out0, ...)`; the launchers hold arrays.
+template <typename F, typename MT, int kIn, int kOut, std::size_t... I, std::size_t... O>
+OPGEN_HD void ApplyImpl(const F& f, const MT (&in)[kIn], MT (&out)[kOut],
+                        std::index_sequence<I...>, std::index_sequence<O...>) {
+  f(in[I]..., out[O]...);
+}
+template <typename F, typename MT, int kIn, int kOut>
+OPGEN_HD void Apply(const F& f, const MT (&in)[kIn], MT (&out)[kOut]) {
+  ApplyImpl(f, in, out, std::make_index_sequence<kIn>{}, std::make_index_sequence<kOut>{});
+}
+
+// A fixed-size array usable on host and device: a functor's several results at once
+// (`return {a, b};`), or pointers by role. N may be 0 (it then holds one unused slot, as C++ has
+// no empty arrays).
+template <typename T, int N>
+struct Array {
+  T v[N > 0 ? N : 1];
+  OPGEN_HD T& operator[](int i) { return v[i]; }
+  OPGEN_HD const T& operator[](int i) const { return v[i]; }
+};
+
+// Pointers to the inputs or outputs of one launch, passed to kernels by value.
+template <typename T, int N>
+struct Pointers {
+  T* at[N];
+};
+
+}  // namespace opgen

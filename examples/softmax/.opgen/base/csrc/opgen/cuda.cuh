@@ -1,0 +1,66 @@
+// opgen CUDA helpers every kind's kernels use: the device guard, the multiprocessor count, and the
+// grid for a grid-stride loop over n items with 64-bit sizes. Plain CUDA with no Paddle in it, so
+// kernels built on it can be timed on their own (scripts/gpu/ in opgen's repository).
+// Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace opgen {
+namespace cuda {
+
+// Makes `device` current for the guard's lifetime, so a tensor on gpu:1 runs on gpu:1.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&previous_);
+    if (device != previous_) cudaSetDevice(device);
+    current_ = device;
+  }
+  ~DeviceGuard() {
+    if (current_ != previous_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  int current_ = 0;
+};
+
+// Where an op's kernels run: the device of its inputs (current while they run) and its stream.
+struct Device {
+  int id;
+  cudaStream_t stream;
+};
+
+inline int MultiprocessorCount(int device) {
+  constexpr int kMaxDevices = 64;
+  static int cache[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) device = 0;
+  if (cache[device] == 0) {
+    int count = 0;
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    cache[device] = count > 0 ? count : 1;
+  }
+  return cache[device];
+}
+
+// Blocks of `threads` for a grid-stride loop over `n` items (each block taking `per_block` items
+// a pass): enough to cover n, at most `waves` blocks per multiprocessor's worth of 2048 threads,
+// and never more than CUDA's grid limit. 0 when n is 0: launch nothing.
+inline unsigned GridFor(int64_t n, int threads, int device, int64_t per_block = 0,
+                        int waves = 4) {
+  if (n <= 0) return 0;
+  if (per_block <= 0) per_block = threads;
+  int64_t blocks = (n + per_block - 1) / per_block;
+  const int64_t resident = int64_t{MultiprocessorCount(device)} * (2048 / threads) * waves;
+  if (blocks > resident) blocks = resident;
+  constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;
+  return static_cast<unsigned>(blocks < kMaxGrid ? blocks : kMaxGrid);
+}
+
+}  // namespace cuda
+}  // namespace opgen

@@ -1,0 +1,1058 @@
+"""The custom kind: free-form ops whose kernels the user writes (``templates/custom/``).
+
+opgen generates everything around the kernels: registration with shape and dtype inference, the
+dispatch over the declared dtypes, the launch context (the inputs' device and stream, the launch
+check), the Python wrapper with its input checks, setup.py, the README and a test harness that
+compares the op with ``reference.py``. The kernel bodies (``csrc/<name>_cpu.h``,
+``csrc/<name>_cuda.cuh``) and ``reference.py`` are the user's: generated once as a working
+skeleton, then only merged (:mod:`opgen.merge`) with what a spec change alters around them.
+
+The spec (``kind: custom``) is checked here, not in :mod:`opgen.spec`, which routes it here:
+
+    inputs:
+      ids:   {dtype: [int32, int64]}                 # any shape
+      table: {dtype: float types, shape: [V, D]}     # rank 2; V and D name its dims
+    outputs:
+      out:   {dtype: same as table, shape: "[*ids.shape, D]"}
+    attrs:
+      padding_idx: {type: int64, default: -1}
+    backward: [table]                                # inputs that get a gradient
+    sizes: {V: 50, D: 8}                             # the dims the generated tests use
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from .. import __version__
+from ..codegen import (
+    Attr,
+    attr,
+    cpp_comment,
+    cpp_string,
+    docstring_text,
+    markdown_code,
+    markdown_text,
+    wrap_call,
+)
+from ..errors import SpecError
+from ..names import (
+    camel_case,
+    free_op_name,
+    identifier_problem,
+    op_name_problem,
+    paddle_builtin_ops,
+)
+from ..spec import AttrSpec, Spec, attr_default, line_of, schema_message, summary_text
+from . import Kind
+
+# -- dtypes ----------------------------------------------------------------------------------------
+
+#: dtype -> (C++ type, paddle::DataType enumerator, numpy dtype)
+DTYPE_TYPES: dict[str, tuple[str, str, str]] = {
+    "bool": ("bool", "BOOL", "bool"),
+    "int8": ("int8_t", "INT8", "int8"),
+    "uint8": ("uint8_t", "UINT8", "uint8"),
+    "int16": ("int16_t", "INT16", "int16"),
+    "int32": ("int32_t", "INT32", "int32"),
+    "int64": ("int64_t", "INT64", "int64"),
+    "float16": ("paddle::float16", "FLOAT16", "float16"),
+    "bfloat16": ("paddle::bfloat16", "BFLOAT16", "float32"),
+    "float32": ("float", "FLOAT32", "float32"),
+    "float64": ("double", "FLOAT64", "float64"),
+}
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+#: Words a dtype rule may use for a group of dtypes.
+DTYPE_GROUPS: dict[str, tuple[str, ...]] = {
+    "float types": FLOAT_DTYPES,
+    "int types": ("int32", "int64"),
+}
+_DIM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_SAME_AS = re.compile(r"^same as ([a-z][a-z0-9_]*)$")
+
+# -- the spec, as written --------------------------------------------------------------------------
+
+ScalarAttrType = Literal["bool", "int", "int64", "float", "str"]
+VectorAttrType = Literal["int[]", "int64[]", "float[]"]
+
+
+class CustomAttr(BaseModel):
+    """An attr: the elementwise kind's scalar types, plus Paddle's vector attrs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: ScalarAttrType | VectorAttrType
+    default: Any
+
+    @field_validator("default", mode="plain")
+    @classmethod
+    def _default_matches_type(cls, value: Any, info: ValidationInfo) -> Any:
+        kind = info.data.get("type")
+        if kind is None:
+            return value
+        if not kind.endswith("[]"):
+            return attr_default(value, kind)
+        if not isinstance(value, list):
+            raise ValueError(f"expected a list such as [1, 2] for a {kind} attr")
+        item = kind[:-2]
+        try:
+            return [attr_default(v, item) for v in value]
+        except ValueError as exc:
+            raise ValueError(f"an item of the list: {exc}") from None
+
+
+class TensorSpec(BaseModel):
+    """One input or output: its dtype rule and its shape (a constraint for an input, the
+    expression that computes it for an output)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: StrictStr | list[StrictStr]
+    shape: StrictStr | list[StrictStr | StrictInt] | None = None
+    range: list[StrictStr | StrictInt] | None = None  # int inputs: where the tests sample
+    optional: StrictBool = False  # inputs: may be None (paddle::optional)
+    doc: StrictStr = ""
+
+
+class CustomOpSpec(BaseModel):
+    """A ``kind: custom`` spec, exactly as written in YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    name: StrictStr
+    op_name: StrictStr | None = None
+    kind: Literal["custom"]
+    summary: Annotated[StrictStr, AfterValidator(summary_text)] = ""
+    inputs: dict[StrictStr, TensorSpec] = Field(min_length=1)
+    outputs: dict[StrictStr, TensorSpec] = Field(min_length=1)
+    attrs: dict[StrictStr, CustomAttr] = Field(default_factory=dict)
+    backward: list[StrictStr] | None = None
+    sizes: dict[StrictStr, StrictInt] = Field(default_factory=dict)
+
+    @property
+    def dtypes(self) -> list[str]:
+        """Every dtype the op's tensors may have (what the rest of opgen lists)."""
+        seen: list[str] = []
+        for rule in (t.dtype for t in self.inputs.values()):
+            for d in [rule] if isinstance(rule, str) else rule:
+                for x in DTYPE_GROUPS.get(d, (d,)):
+                    if x in DTYPE_TYPES and x not in seen:
+                        seen.append(x)
+        return seen
+
+
+# -- the checked spec ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DtypeRule:
+    """A tensor's dtype: one of ``choices``, or that of the input ``same_as``."""
+
+    choices: tuple[str, ...] = ()
+    same_as: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self.same_as is not None:
+            return f"same as {self.same_as}"
+        return " or ".join(self.choices) if len(self.choices) <= 2 else \
+            ", ".join(self.choices[:-1]) + " or " + self.choices[-1]
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One dim of an input's shape constraint: a size, a name shared across inputs, or ``...``."""
+
+    size: int | None = None
+    name: str | None = None
+    ellipsis: bool = False
+
+
+@dataclass(frozen=True)
+class Custom:
+    """What the checks established about a custom spec, beyond the model."""
+
+    dtypes: dict[str, DtypeRule]            # every input and output
+    shapes: dict[str, tuple[Dim, ...] | None]  # input -> constraint; None: any shape
+    dims: dict[str, tuple[str, int]]        # dim name -> (input, index; negative from the end)
+    out_shapes: dict[str, ast.List]         # output -> its checked expression
+    ranges: dict[str, tuple[str, str]]      # int input -> (low, high) as Python expressions
+
+
+def load_spec(data: dict[str, Any], lines: dict[Any, int], path: Path, *,
+              check_builtins: bool) -> Any:
+    """A checked :class:`~opgen.spec.Spec` of a ``kind: custom`` spec, or :class:`SpecError`."""
+    try:
+        model = CustomOpSpec.model_validate(data)
+    except ValidationError as exc:
+        errors = sorted(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden",
+                                                     line_of(lines, e["loc"])))
+        err = errors[0]
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            where = ".".join(str(p) for p in loc[:-1])
+            if loc[:1] in (("inputs",), ("outputs",)) and len(loc) == 3:
+                allowed = list(TensorSpec.model_fields)
+            elif loc[:1] == ("attrs",) and len(loc) == 3:
+                allowed = list(CustomAttr.model_fields)
+            else:
+                allowed = list(CustomOpSpec.model_fields)
+            inside = f" in {where}" if where else ""
+            raise SpecError(path, line_of(lines, loc), f"unknown key '{loc[-1]}'{inside}; "
+                            f"allowed: {', '.join(allowed)}") from None
+        raise SpecError(path, line_of(lines, loc), schema_message(err, loc)) from None
+
+    def fail(where: tuple[Any, ...], message: str) -> SpecError:
+        return SpecError(path, line_of(lines, where), message)
+
+    custom = _check(model, fail, check_builtins=check_builtins)
+    return Spec(path=path, model=model, forward={}, backward=None,  # type: ignore[arg-type]
+                lines=lines, kind_data=custom)
+
+
+def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
+    problem = identifier_problem(model.name, what="op")
+    if problem:
+        raise fail(("name",), problem)
+    op_name = model.op_name or f"custom_{model.name}"
+    problem = op_name_problem(op_name)
+    if problem:
+        raise fail(("op_name",) if model.op_name is not None else ("name",), problem)
+
+    seen: dict[str, str] = {}
+    for section, names in (("inputs", list(model.inputs)), ("outputs", list(model.outputs)),
+                           ("attrs", list(model.attrs))):
+        what = section[:-1]
+        for name in names:
+            problem = identifier_problem(name, what=what)
+            if problem:
+                raise fail((section, name), problem)
+            if name == model.name:
+                raise fail((section, name), f"{what} name '{name}' is the op's own name")
+            if name in seen:
+                raise fail((section, name), f"duplicate name '{name}': already an {seen[name]}")
+            seen[name] = what
+    grads = {f"grad_{n}" for n in [*model.inputs, *model.outputs]}
+    clash = next((n for n in seen if n in grads), None)
+    if clash is not None:
+        raise fail((f"{seen[clash]}s", clash), f"'{clash}' is the name of a gradient in the "
+                   "generated code; name it differently")
+
+    dtypes: dict[str, DtypeRule] = {}
+    for section in ("inputs", "outputs"):
+        tensors: dict[str, TensorSpec] = getattr(model, section)
+        for name, tensor in tensors.items():
+            dtypes[name] = _dtype_rule(tensor.dtype, name, section, model, fail)
+
+    _check_optional(model, dtypes, fail)
+    shapes: dict[str, tuple[Dim, ...] | None] = {}
+    dims: dict[str, tuple[str, int]] = {}
+    for name, tensor in model.inputs.items():
+        known = dict(dims)
+        shapes[name] = _shape_constraint(tensor.shape, name, dims, model, fail)
+        new = [d for d in dims if d not in known]
+        if tensor.optional and new:
+            raise fail(("inputs", name, "shape"), f"inputs.{name}.shape: dim '{new[0]}' is "
+                       "named first by an optional input; name it in a required input's shape")
+    for name in model.sizes:
+        if name not in dims:
+            raise fail(("sizes", name), f"sizes: '{name}' names no dim of an input's shape"
+                       + (f" (dims: {', '.join(dims)})" if dims else ""))
+        if model.sizes[name] < 1:
+            raise fail(("sizes", name), f"sizes.{name}: a test size is at least 1")
+
+    int_attrs = {n for n, a in model.attrs.items() if a.type in ("int", "int64")}
+    out_shapes: dict[str, ast.List] = {}
+    for name, tensor in model.outputs.items():
+        if tensor.range is not None:
+            raise fail(("outputs", name, "range"), f"outputs.{name}.range: a range is where the "
+                       "tests sample an input; an output has none")
+        out_shapes[name] = _output_shape(tensor.shape, name, model, dims, int_attrs, fail)
+
+    ranges: dict[str, tuple[str, str]] = {}
+    for name, tensor in model.inputs.items():
+        is_int = not any(d in FLOAT_DTYPES for d in _choices(dtypes, name))
+        if tensor.range is None:
+            if is_int:
+                ranges[name] = ("0", "10")
+            continue
+        if not is_int:
+            raise fail(("inputs", name, "range"), f"inputs.{name}.range: only integer inputs "
+                       "take a range (float inputs are sampled in [-1, 1])")
+        if len(tensor.range) != 2:
+            raise fail(("inputs", name, "range"), f"inputs.{name}.range: expected [low, high], "
+                       "high excluded; each a number or a dim name")
+        bounds = []
+        for item in tensor.range:
+            if isinstance(item, str) and item not in dims:
+                raise fail(("inputs", name, "range"), f"inputs.{name}.range: '{item}' is not a "
+                           f"number or a dim name" + (f" (dims: {', '.join(dims)})"
+                                                      if dims else ""))
+            bounds.append(str(item))
+        ranges[name] = (bounds[0], bounds[1])
+
+    for i, name in enumerate(model.backward or []):
+        if name not in model.inputs:
+            raise fail(("backward", i), f"backward: '{name}' is not an input (inputs: "
+                       f"{', '.join(model.inputs)})")
+        if not any(d in FLOAT_DTYPES for d in _choices(dtypes, name)):
+            raise fail(("backward", i), f"backward: '{name}' has no float dtype, so no gradient")
+        if name in (model.backward or [])[:i]:
+            raise fail(("backward", i), f"backward: '{name}' is listed twice")
+    if model.backward == []:
+        raise fail(("backward",), "backward: an empty list; list the inputs that get a "
+                   "gradient, or delete the key")
+
+    if check_builtins:
+        builtins = paddle_builtin_ops()
+        clash = next((n for n in (op_name, f"{op_name}_grad") if n in builtins), None)
+        if clash is not None:
+            raise fail(("op_name",) if model.op_name is not None else ("name",),
+                       f"op_name '{op_name}' is a Paddle built-in op, and registering it would "
+                       f"replace Paddle's own; use '{free_op_name(op_name, builtins)}'")
+    return Custom(dtypes, shapes, dims, out_shapes, ranges)
+
+
+def _check_optional(model: CustomOpSpec, dtypes: dict[str, DtypeRule], fail: Any) -> None:
+    """Optional inputs come after the required ones (the first input gives the op its device),
+    have a dtype fixed by the spec or by a required input, and no gradient (yet)."""
+    names = list(model.inputs)
+    optional = [n for n, t in model.inputs.items() if t.optional]
+    for section in ("outputs",):
+        for name, tensor in model.outputs.items():
+            if tensor.optional:
+                raise fail((section, name, "optional"), f"outputs.{name}.optional: only inputs "
+                           "are optional")
+    for name in optional:
+        where = ("inputs", name, "optional")
+        if name == names[0]:
+            raise fail(where, f"inputs.{name}: the first input is required (the op runs on its "
+                       "device)")
+        later = [n for n in names[names.index(name):] if not model.inputs[n].optional]
+        if later:
+            raise fail(where, f"inputs.{name}: optional inputs come after the required ones "
+                       f"('{later[0]}' is required)")
+        rule = dtypes[name]
+        if rule.same_as is None and len(rule.choices) > 1:
+            raise fail(("inputs", name, "dtype"), f"inputs.{name}.dtype: an optional input has "
+                       "one dtype or 'same as <required input>'")
+        if rule.same_as in optional:
+            raise fail(("inputs", name, "dtype"), f"inputs.{name}.dtype: 'same as "
+                       f"{rule.same_as}', an optional input; name a required one")
+        if name in (model.backward or []):
+            raise fail(("backward",), f"backward: '{name}' is optional; optional inputs get "
+                       "no gradient")
+    for name, rule in dtypes.items():
+        if name in model.outputs and rule.same_as in optional:
+            raise fail(("outputs", name, "dtype"), f"outputs.{name}.dtype: 'same as "
+                       f"{rule.same_as}', an optional input; name a required one")
+
+
+def _choices(dtypes: dict[str, DtypeRule], name: str) -> tuple[str, ...]:
+    rule = dtypes[name]
+    while rule.same_as is not None:
+        rule = dtypes[rule.same_as]
+    return rule.choices
+
+
+def _dtype_rule(value: str | list[str], name: str, section: str, model: CustomOpSpec,
+                fail: Any) -> DtypeRule:
+    where = (section, name, "dtype")
+    field = f"{section}.{name}.dtype"
+    if isinstance(value, str):
+        same = _SAME_AS.match(value.strip())
+        if same:
+            other = same.group(1)
+            if other not in model.inputs:
+                raise fail(where, f"{field}: 'same as {other}': '{other}' is not an input "
+                           f"(inputs: {', '.join(model.inputs)})")
+            if other == name:
+                raise fail(where, f"{field}: an input cannot have the dtype of itself")
+            target = model.inputs[other].dtype
+            if isinstance(target, str) and _SAME_AS.match(target.strip()):
+                raise fail(where, f"{field}: '{other}' itself is 'same as' another input; "
+                           "name that one")
+            return DtypeRule(same_as=other)
+        items = [value]
+    else:
+        items = value
+    if not items:
+        raise fail(where, f"{field}: an empty list")
+    choices: list[str] = []
+    for item in items:
+        group = DTYPE_GROUPS.get(item.strip())
+        if group is None and item not in DTYPE_TYPES:
+            raise fail(where, f"{field}: unknown dtype '{item}'; expected one of "
+                       f"{', '.join(DTYPE_TYPES)}, a list of them, 'float types', 'int types' "
+                       "or 'same as <input>'")
+        for d in group or (item,):
+            if d in choices:
+                raise fail(where, f"{field}: '{d}' is listed twice")
+            choices.append(d)
+    if section == "outputs" and len(choices) > 1:
+        raise fail(where, f"{field}: an output has one dtype, or 'same as <input>' (a dtype "
+                   "the caller chooses is an input's)")
+    return DtypeRule(choices=tuple(choices))
+
+
+def _shape_constraint(value: Any, name: str, dims: dict[str, tuple[str, int]],
+                      model: CustomOpSpec, fail: Any) -> tuple[Dim, ...] | None:
+    where = ("inputs", name, "shape")
+    field = f"inputs.{name}.shape"
+    if value is None or value == "any":
+        return None
+    if isinstance(value, str):
+        raise fail(where, f"{field}: expected a list of dims such as [V, D] or [..., D], or "
+                   f"'any'; got '{value}'")
+    out: list[Dim] = []
+    for i, item in enumerate(value):
+        if item == "...":
+            if i != 0:
+                raise fail(where, f"{field}: '...' (any leading dims) comes first")
+            out.append(Dim(ellipsis=True))
+        elif isinstance(item, int):
+            if item < 0:
+                raise fail(where, f"{field}: a dim size is at least 0, got {item}")
+            out.append(Dim(size=item))
+        else:
+            if not _DIM_NAME.match(item):
+                raise fail(where, f"{field}: '{item}' is not a dim: a size, a name such as D "
+                           "or n_heads, or '...' (any leading dims)")
+            if item in model.inputs or item in model.outputs or item in model.attrs:
+                raise fail(where, f"{field}: dim name '{item}' is already an input, output "
+                           "or attr")
+            index = i - len(value) if out and out[0].ellipsis else i
+            dims.setdefault(item, (name, index))
+            out.append(Dim(name=item))
+    return tuple(out)
+
+
+_SHAPE_HELP = ("an output's shape is a list of dims in quotes, e.g. \"[*ids.shape, D]\": each "
+               "item an int, a dim name, an int attr, x.shape[i], *x.shape, or + - * // of them")
+
+
+def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tuple[str, int]],
+                  int_attrs: set[str], fail: Any) -> ast.List:
+    where = ("outputs", name, "shape")
+    field = f"outputs.{name}.shape"
+    if value is None:
+        raise fail(("outputs", name), f"outputs.{name}: no shape; {_SHAPE_HELP}")
+    text = value if isinstance(value, str) else "[" + ", ".join(str(v) for v in value) + "]"
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise fail(where, f"{field}: '{text}' is not a list of dims; {_SHAPE_HELP}") from None
+    if not isinstance(tree, ast.List):
+        raise fail(where, f"{field}: '{text}' is not a list of dims; {_SHAPE_HELP}")
+
+    def shape_of(node: ast.AST) -> str | None:
+        if (isinstance(node, ast.Attribute) and node.attr == "shape"
+                and isinstance(node.value, ast.Name)):
+            if node.value.id not in model.inputs:
+                raise fail(where, f"{field}: '{node.value.id}' is not an input (inputs: "
+                           f"{', '.join(model.inputs)})")
+            if model.inputs[node.value.id].optional:
+                raise fail(where, f"{field}: '{node.value.id}' is optional; an output's shape "
+                           "reads required inputs")
+            return node.value.id
+        return None
+
+    def check(node: ast.AST) -> None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) \
+                and not isinstance(node.value, bool):
+            return
+        if isinstance(node, ast.Name):
+            if node.id in dims or node.id in int_attrs:
+                return
+            known = [*dims, *sorted(int_attrs)]
+            raise fail(where, f"{field}: '{node.id}' is not a dim name or an int attr"
+                       + (f" (known: {', '.join(known)})" if known else ""))
+        if isinstance(node, ast.Subscript) and shape_of(node.value) is not None:
+            index = node.slice
+            if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+                index = index.operand
+            if isinstance(index, ast.Constant) and isinstance(index.value, int):
+                return
+            raise fail(where, f"{field}: x.shape[i] takes a number i")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult,
+                                                                ast.FloorDiv)):
+            check(node.left)
+            check(node.right)
+            return
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            check(node.operand)
+            return
+        raise fail(where, f"{field}: '{ast.unparse(node)}' is not allowed; {_SHAPE_HELP}")
+
+    for item in tree.elts:
+        if isinstance(item, ast.Starred):
+            if shape_of(item.value) is None:
+                raise fail(where, f"{field}: '*' goes before x.shape of an input x")
+        else:
+            check(item)
+    return tree
+
+
+# -- code generation -------------------------------------------------------------------------------
+
+def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str) -> str:
+    """An int expression of an output's shape in C++, over ``<input><suffix>`` shape vectors."""
+    if isinstance(node, ast.Constant):
+        return f"int64_t{{{node.value!r}}}"
+    if isinstance(node, ast.Name):
+        if node.id in dims:
+            source, index = dims[node.id]
+            return f"{source}{suffix}.end()[{index}]" if index < 0 else \
+                f"{source}{suffix}[{index}]"
+        return f"int64_t{{{node.id}}}"
+    if isinstance(node, ast.Subscript):
+        source = node.value.id  # type: ignore[attr-defined]
+        index = ast.literal_eval(node.slice)
+        return f"{source}{suffix}.end()[{index}]" if index < 0 else f"{source}{suffix}[{index}]"
+    if isinstance(node, ast.UnaryOp):
+        return f"-({_cpp_dim(node.operand, dims, suffix)})"
+    assert isinstance(node, ast.BinOp)
+    op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/"}[type(node.op)]
+    return f"({_cpp_dim(node.left, dims, suffix)} {op} {_cpp_dim(node.right, dims, suffix)})"
+
+
+def _py_dim(node: ast.AST, dims: dict[str, tuple[str, int]]) -> str:
+    """The same expression in Python, over the inputs' ``.shape``."""
+    if isinstance(node, ast.Name) and node.id in dims:
+        source, index = dims[node.id]
+        return f"{source}.shape[{index}]"
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        node = _Replace(dims).visit(ast.parse(ast.unparse(node), mode="eval")).body
+    return ast.unparse(node)
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, dims: dict[str, tuple[str, int]]) -> None:
+        self.dims = dims
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.dims:
+            source, index = self.dims[node.id]
+            return ast.parse(f"{source}.shape[{index}]", mode="eval").body
+        return node
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    dtype_text: str              # the rule, in words
+    shape_text: str              # the constraint or expression, as written
+    cpp_type: str                # the C++ type name in kernels: a template parameter or a type
+    param: str | None            # its template parameter, when it has several dtypes
+    dtypes: list[str]            # the dtypes it may have
+    paddle_dtypes: list[str]     # paddle.<dtype> spellings
+    same_as: str | None
+    is_float: bool
+    cpp_dtype_expr: str          # the output's dtype at run time, in C++
+    infer_dtype_expr: str        #   in InferDtype, from the inputs' dtypes
+    optional: bool               # an input that may be absent: paddle::optional, None in Python
+    doc: str
+
+
+@dataclass(frozen=True)
+class OutShape:
+    name: str
+    cpp: list[str]               # statements building `<name>_shape` from `<input>_shape`s
+    py: str                      # a Python list expression over the inputs' .shape
+    attrs: list[str]             # int attrs it reads
+
+
+@dataclass(frozen=True)
+class Check:
+    """A check of the wrapper on an input's shape: a Python condition that fails and its message
+    (an f-string body)."""
+
+    condition: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One combination of the dtypes of the inputs with several: what the tests run."""
+
+    id: str
+    dtypes: dict[str, str]       # every input -> its dtype in this combination
+    out_dtypes: dict[str, str]   # every output -> its dtype
+    float64: bool                # every float input is float64: finite differences run here
+
+
+def _alternatives(items: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _cpp_type_name(name: str) -> str:
+    return camel_case(name) + "T"
+
+
+def _tensor(name: str, spec: TensorSpec, rule: DtypeRule, custom: Custom,
+            params: dict[str, str], output: bool) -> Tensor:
+    source = rule.same_as or name
+    choices = _choices(custom.dtypes, name)
+    cpp_type = params[source] if source in params else DTYPE_TYPES[choices[0]][0]
+    shape = spec.shape
+    shape_text = "any shape" if shape in (None, "any") else (
+        shape if isinstance(shape, str) else "[" + ", ".join(str(s) for s in shape) + "]")
+    dtype_expr = f"{rule.same_as}.dtype()" if rule.same_as else \
+        f"paddle::DataType::{DTYPE_TYPES[choices[0]][1]}"
+    return Tensor(
+        name=name,
+        dtype_text=rule.text if rule.same_as else
+        (" or ".join(choices) if len(choices) <= 2 else ", ".join(choices[:-1]) + " or " +
+         choices[-1]),
+        shape_text=shape_text,
+        cpp_type=cpp_type,
+        param=params.get(name),
+        dtypes=list(choices),
+        paddle_dtypes=[f"paddle.{d}" for d in choices],
+        same_as=rule.same_as,
+        is_float=any(d in FLOAT_DTYPES for d in choices),
+        cpp_dtype_expr=dtype_expr if output else "",
+        infer_dtype_expr=(f"{rule.same_as}_dtype" if rule.same_as else dtype_expr)
+        if output else "",
+        optional=spec.optional,
+        doc=spec.doc,
+    )
+
+
+def _vector_attr(name: str, spec: CustomAttr) -> Attr:
+    item = spec.type[:-2]
+    cpp_item = {"int": "int", "int64": "int64_t", "float": "float"}[item]
+    py_item = "float" if item == "float" else "int"
+    cpp_type = f"std::vector<{cpp_item}>"
+    default = list(spec.default)
+    other = [*default, 1] if item != "float" else [*default, 0.5]
+    return Attr(
+        name=name, type=spec.type, cpp_type=cpp_type, cpp_param=f"const {cpp_type}& {name}",
+        kernel_param=f"const {cpp_type}& {name}", kernel_decode="",
+        paddle_decl=f"{name}: {cpp_type}", py_type=f"list[{py_item}]",
+        py_arg=f"[{py_item}(v) for v in {name}]", py_default=repr(tuple(default)),
+        py_other=repr(other), member_type="", doc_default=docstring_text(repr(tuple(default))),
+        md_default=repr(tuple(default)),
+        md_signature=markdown_code(f"{name}: {spec.type} = {default!r}", table=True))
+
+
+def _attr(name: str, spec: CustomAttr) -> Attr:
+    if spec.type.endswith("[]"):
+        return _vector_attr(name, spec)
+    return attr(name, AttrSpec.model_construct(type=spec.type, default=spec.default))
+
+
+def _shape_checks(op: str, custom: Custom, optional: set[str]) -> list[Check]:
+    checks: list[Check] = []
+    first: dict[str, str] = {}  # dim name -> its first Python expression
+    for name, dims in custom.shapes.items():
+        if dims is None:
+            continue
+        written = "[" + ", ".join("..." if d.ellipsis else str(d.size if d.size is not None
+                                                                 else d.name) for d in dims) + "]"
+        fixed = [d for d in dims if not d.ellipsis]
+        first_check = len(checks)
+        if dims[0].ellipsis:
+            checks.append(Check(f"len({name}.shape) < {len(fixed)}",
+                                f"{op}: {name} must have at least {len(fixed)} dims {written}, "
+                                f"got shape {{list({name}.shape)}}"))
+        else:
+            checks.append(Check(f"len({name}.shape) != {len(fixed)}",
+                                f"{op}: {name} must have {len(fixed)} dims {written}, "
+                                f"got shape {{list({name}.shape)}}"))
+        for k, d in enumerate(fixed):
+            index = k - len(fixed) if dims[0].ellipsis else k
+            expr = f"{name}.shape[{index}]"
+            if d.size is not None:
+                checks.append(Check(f"{expr} != {d.size}",
+                                    f"{op}: {expr} must be {d.size} {written}, got {{{expr}}}"))
+            elif d.name in first and first[d.name] != expr:
+                other = first[d.name]
+                checks.append(Check(f"{expr} != {other}",
+                                    f"{op}: {expr} ({d.name}) is {{{expr}}} but {other} "
+                                    f"({d.name}) is {{{other}}}"))
+            else:
+                first.setdefault(d.name, expr)  # type: ignore[arg-type]
+        if name in optional:  # checked when given
+            checks[first_check:] = [Check(f"{name} is not None and ({c.condition})", c.message)
+                                    for c in checks[first_check:]]
+    return checks
+
+
+def _dispatch(params: dict[str, str], tensors: dict[str, Tensor]) -> list[str]:
+    """The body of the generated Dispatch: nested switches over the dtypes of the inputs with
+    several, each case calling ``f`` with a tag per parameter."""
+    names = list(params)
+    lines: list[str] = []
+
+    def level(depth: int, chosen: list[str], indent: str) -> None:
+        if depth == len(names):
+            tags = ", ".join(f"Tag<{DTYPE_TYPES[d][0]}>{{}}" for d in chosen)
+            lines.append(f"{indent}return f({tags});")
+            return
+        name = names[depth]
+        lines.append(f"{indent}switch ({name}) {{")
+        for d in tensors[name].dtypes:
+            lines.append(f"{indent}  case paddle::DataType::{DTYPE_TYPES[d][1]}:")
+            level(depth + 1, [*chosen, d], indent + "    ")
+        lines.append(f"{indent}  default:")
+        lines.append(f"{indent}    break;")
+        lines.append(f"{indent}}}")
+        if depth > 0:
+            lines.append(f"{indent[:-2]}break;")
+
+    if names:
+        level(0, [], "  ")
+    else:
+        lines.append("  return f();")
+        return lines
+    return lines
+
+
+def _trivial(outputs: dict[str, Tensor], inputs: dict[str, Tensor], spec: CustomOpSpec,
+             custom: Custom) -> dict[str, str | None]:
+    """For each output, the input it is a copy of in the skeleton (same shape and dtype), if any."""
+    copies: dict[str, str | None] = {}
+    for name, out in outputs.items():
+        tree = custom.out_shapes[name]
+        source = None
+        if len(tree.elts) == 1 and isinstance(tree.elts[0], ast.Starred):
+            candidate = tree.elts[0].value.value.id  # type: ignore[attr-defined]
+            if out.same_as == candidate:
+                source = candidate
+        copies[name] = source
+    return copies
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One user-owned kernel function (forward or backward, CPU or CUDA)."""
+
+    function: str                # Forward or Backward: ForwardCPU and ForwardCUDA are its kernels
+    args: str                    # ForwardArgs or BackwardArgs
+    template: str                # "template <typename IdsT, typename TableT>", or "inline"
+    cpu_call: str                # the generated code's dispatched call of <function>CPU
+    cuda_call: str               #   and of <function>CUDA
+    fields: list[tuple[str, str]]  # (args.member, what it is) for the comment above it
+    copies: list[tuple[str, str, str]]  # (output, input, C++ type): the skeleton copies
+    zeros: list[tuple[str, str]]        # (output, C++ type): the skeleton zero-fills
+
+
+@dataclass(frozen=True)
+class Context:
+    """The template context of one custom op."""
+
+    opgen_version: str
+    spec_file_comment: str
+    spec_file_doc: str
+    spec_file_md_link: str
+    spec_file_md_command: str
+    name: str
+    op_name: str
+    camel: str
+    summary_comment: str
+    summary_doc: str
+    summary_md: str
+    library: str
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    attrs: list[Attr]
+    params: list[str]                    # template parameters of the kernels
+    param_inputs: list[str]              # the inputs whose dtypes they are
+    dispatch: list[str]                  # the body of Dispatch
+    out_shapes: list[OutShape]
+    shape_attrs: list[Attr]              # int attrs InferShape takes
+    shape_inputs: list[str]              # inputs whose shapes the outputs' shapes read
+    checks: list[Check]
+    backward: list[str]                  # inputs that get gradients
+    grad_outputs: list[str]              # grad_<output>
+    forward_kernel: Kernel
+    backward_kernel: Kernel | None
+    signatures: dict[str, str]
+    py_params: str
+    op_name_cpp: str                     # op_name as a C++ string literal
+    paddle_inputs: str                   # the inputs, as PD_BUILD_OP's Inputs lists them
+    optional_inputs: list[str]           # inputs that may be None
+    reference_params: str                # the parameters of reference.py's functions: inputs
+    grad_reference_params: str           #   (and output gradients), then the attrs
+    py_def: str                          # the wrapper's `def` line(s)
+    py_attrs: str                        # the attrs as the op takes them: a tuple display
+    allocations: list[str]               # the forward's output allocations, C++ statements
+    forward_args: str                    # the forward's ForwardArgs initialization
+    backward_allocations: list[str]      # the backward's gradient allocations
+    backward_args: str                   #   and its BackwardArgs initialization
+    paddle_attrs: str                    # the attrs' declarations, for PD_BUILD_OP's Attrs
+    dims: dict[str, str]                 # dim name -> its test size
+    ranges: dict[str, tuple[str, str]]
+    combos: list[Combo]
+    test_imports: list[str]
+    reference_copies: dict[str, str | None]  # output -> input it copies (the skeleton's reference)
+    grad_copies: dict[str, str | None]       # input -> output whose gradient it is, or None
+    dtype_names: dict[str, str]              # tensor -> "int32 or int64" for messages
+    test_shapes: dict[str, str]              # input -> its test shape, over `lead` and DIMS
+    test_ranges: dict[str, str]              # integer input -> (low, high) over DIMS
+    wrong_dtype: tuple[str, str]             # an input, and a dtype it refuses
+
+
+def build_context(spec: Any) -> Context:
+    """Compute every name and code fragment the custom op's templates need."""
+    m: CustomOpSpec = spec.model
+    custom: Custom = spec.kind_data
+    camel = camel_case(m.name)
+    params: dict[str, str] = {n: _cpp_type_name(n) for n in m.inputs
+                              if custom.dtypes[n].same_as is None
+                              and len(custom.dtypes[n].choices) > 1}
+    inputs = {n: _tensor(n, t, custom.dtypes[n], custom, params, False)
+              for n, t in m.inputs.items()}
+    outputs = {n: _tensor(n, t, custom.dtypes[n], custom, params, True)
+               for n, t in m.outputs.items()}
+    attrs = [_attr(n, a) for n, a in m.attrs.items()]
+
+    out_shapes = []
+    for name, tree in custom.out_shapes.items():
+        used_attrs = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                             and n.id in m.attrs})
+        cpp: list[str] = [f"std::vector<int64_t> {name}_shape;"]
+        py_items = []
+        for item in tree.elts:
+            if isinstance(item, ast.Starred):
+                source = item.value.value.id  # type: ignore[attr-defined]
+                cpp.append(f"{name}_shape.insert({name}_shape.end(), {source}_shape.begin(), "
+                           f"{source}_shape.end());")
+                py_items.append(f"*{source}.shape")
+            else:
+                cpp.append(f"{name}_shape.push_back({_cpp_dim(item, custom.dims, '_shape')});")
+                py_items.append(_py_dim(item, custom.dims))
+        out_shapes.append(OutShape(name, cpp, "[" + ", ".join(py_items) + "]", used_attrs))
+    shape_attr_names = sorted({a for s in out_shapes for a in s.attrs})
+    shape_attrs = [a for a in attrs if a.name in shape_attr_names]
+
+    template = ("template <" + ", ".join(f"typename {p}" for p in params.values()) + ">") \
+        if params else "inline"
+
+    def call(function: str, device: bool) -> str:
+        """The dispatched call of a kernel, as the .cc and .cu write it (indented 2)."""
+        dtypes = ", ".join([f'"{function}"'] + [f"args.{n}.dtype()" for n in params])
+        tags = ", ".join(f"auto {n}_type" for n in params)
+        lines = [f"{m.name}::Dispatch(", f"    {dtypes}, [&]({tags}) {{"]
+        lines += [f"      using {t} = typename decltype({n}_type)::type;"
+                  for n, t in params.items()]
+        targs = f"<{', '.join(params.values())}>" if params else ""
+        lines += [f"      {m.name}::{function}{targs}(args{', gpu' if device else ''});",
+                  "    });"]
+        return "\n  ".join(lines)
+
+    copies = _trivial(outputs, inputs, m, custom)
+    def described(t: Tensor) -> str:
+        text = f"{t.cpp_type}, {t.shape_text}"
+        return f"optional: {text}, in *args.{t.name} when args.{t.name} is set" \
+            if t.optional else text
+
+    type_fields = [(p, _alternatives([DTYPE_TYPES[d][0] for d in inputs[n].dtypes]))
+                   for n, p in params.items()]
+    fwd_fields = type_fields + [(f"args.{n}", described(t)) for n, t in inputs.items()]
+    fwd_fields += [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}; fill every element")
+                   for n, t in outputs.items()]
+    fwd_fields += [(f"args.{a.name}", f"{a.type} attr") for a in attrs]
+    forward_kernel = Kernel(
+        function="Forward", args="ForwardArgs", template=template,
+        cpu_call=call("ForwardCPU", False), cuda_call=call("ForwardCUDA", True),
+        fields=fwd_fields,
+        copies=[(o, s, outputs[o].cpp_type) for o, s in copies.items() if s is not None],
+        zeros=[(o, outputs[o].cpp_type) for o, s in copies.items() if s is None])
+
+    backward = list(m.backward or [])
+    grad_copies: dict[str, str | None] = {}
+    backward_kernel = None
+    if backward:
+        for name in backward:
+            grad_copies[name] = next((o for o, s in copies.items() if s == name), None)
+        bwd_fields = type_fields + [(f"args.{n}", described(t)) for n, t in inputs.items()]
+        bwd_fields += [(f"args.grad_{n}", f"{t.cpp_type}, shaped like {n}")
+                       for n, t in outputs.items()]
+        bwd_fields += [(f"args.grad_{n}", f"{inputs[n].cpp_type}, shaped like {n}; fill every "
+                        "element") for n in backward]
+        bwd_fields += [(f"args.{a.name}", f"{a.type} attr") for a in attrs]
+        backward_kernel = Kernel(
+            function="Backward", args="BackwardArgs", template=template,
+            cpu_call=call("BackwardCPU", False), cuda_call=call("BackwardCUDA", True),
+            fields=bwd_fields,
+            copies=[(f"grad_{n}", f"grad_{o}", inputs[n].cpp_type)
+                    for n, o in grad_copies.items() if o is not None],
+            zeros=[(f"grad_{n}", inputs[n].cpp_type) for n, o in grad_copies.items()
+                   if o is None])
+
+    vec = "std::vector<paddle::Tensor>"
+    tensors = [f"const paddle::optional<paddle::Tensor>& {n}" if t.optional else
+               f"const paddle::Tensor& {n}" for n, t in m.inputs.items()]
+    kernel_attrs = [a.kernel_param for a in attrs]
+    grad_in = tensors + [f"const paddle::Tensor& grad_{n}" for n in m.outputs]
+    signatures = {
+        "forward": wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs, " {"),
+        "backward": wrap_call(f"{vec} {camel}Backward", grad_in + kernel_attrs, " {"),
+        "infer_shape": wrap_call(
+            f"std::vector<std::vector<int64_t>> {camel}InferShape",
+            [f"const paddle::optional<std::vector<int64_t>>& {n}_shape" if t.optional else
+             f"const std::vector<int64_t>& {n}_shape" for n, t in m.inputs.items()] +
+            [a.kernel_param for a in shape_attrs], " {"),
+        "infer_dtype": wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
+                                 [f"const paddle::optional<paddle::DataType>& {n}_dtype"
+                                  if t.optional else f"const paddle::DataType& {n}_dtype"
+                                  for n, t in m.inputs.items()], " {"),
+        "forward_cuda": wrap_call(f"void {camel}ForwardCUDA",
+                                  [f"const {m.name}::ForwardArgs& args"]),
+        "backward_cuda": wrap_call(f"void {camel}BackwardCUDA",
+                                   [f"const {m.name}::BackwardArgs& args"]),
+        "dispatch": wrap_call("void Dispatch", ["const char* kernel"] +
+                              [f"paddle::DataType {n}" for n in params] + ["F&& f"], " {"),
+    }
+
+    combos = []
+    choice_lists = [inputs[n].dtypes for n in params]
+    for chosen in itertools.product(*choice_lists) if params else [()]:
+        picked = dict(zip(params, chosen, strict=True))
+
+        def dtype_of(name: str, picked: dict[str, str] = picked) -> str:
+            rule = custom.dtypes[name]
+            source = rule.same_as or name
+            return picked.get(source) or _choices(custom.dtypes, source)[0]
+
+        dtypes = {n: dtype_of(n) for n in m.inputs}
+        out_dtypes = {n: dtype_of(n) for n in m.outputs}
+        floats = [d for n, d in dtypes.items() if d in FLOAT_DTYPES]
+        combos.append(Combo(id="-".join(chosen) or "default", dtypes=dtypes,
+                            out_dtypes=out_dtypes,
+                            float64=bool(floats) and all(d == "float64" for d in floats)))
+    first = next(iter(m.inputs))
+    spec_file = Path(spec.path).name
+    summary = m.summary.strip() or f"The {m.name} custom op."
+    return Context(
+        opgen_version=__version__,
+        spec_file_comment=cpp_comment(spec_file),
+        spec_file_doc=docstring_text(spec_file),
+        spec_file_md_link=f"[{markdown_code(spec_file)}]({quote(spec_file, safe='')})",
+        spec_file_md_command=markdown_code(f"opgen generate {shlex.quote(spec_file)}"),
+        name=m.name,
+        op_name=spec.op_name,
+        camel=camel,
+        summary_comment=cpp_comment(summary),
+        summary_doc=docstring_text(summary),
+        summary_md=markdown_text(summary),
+        library=f"{m.name}_lib",
+        inputs=list(inputs.values()),
+        outputs=list(outputs.values()),
+        attrs=attrs,
+        params=list(params.values()),
+        param_inputs=list(params),
+        dispatch=_dispatch(params, inputs),
+        out_shapes=out_shapes,
+        shape_attrs=shape_attrs,
+        shape_inputs=[n for n in m.inputs if any(f"{n}_shape" in line for o in out_shapes
+                                                 for line in o.cpp)],
+        checks=_shape_checks(m.name, custom, {n for n, t in m.inputs.items() if t.optional}),
+        backward=backward,
+        grad_outputs=[f"grad_{n}" for n in m.outputs],
+        forward_kernel=forward_kernel,
+        backward_kernel=backward_kernel,
+        signatures=signatures,
+        py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
+                            [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
+        op_name_cpp=cpp_string(spec.op_name),
+        paddle_inputs=", ".join(f"paddle::Optional({cpp_string(n)})" if t.optional else
+                                cpp_string(n) for n, t in m.inputs.items()),
+        optional_inputs=[n for n, t in m.inputs.items() if t.optional],
+        reference_params=", ".join([n for n, t in m.inputs.items() if not t.optional] +
+                                   [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
+                                   [f"{a.name}={a.py_default}" for a in attrs]),
+        grad_reference_params=", ".join(
+            [n for n, t in m.inputs.items() if not t.optional] +
+            [f"grad_{o}" for o in m.outputs] +
+            [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
+            [f"{a.name}={a.py_default}" for a in attrs]),
+        py_def=wrap_call(f"def {m.name}", [f"{n}: paddle.Tensor | None = None" if t.optional
+                                           else f"{n}: paddle.Tensor"
+                                           for n, t in m.inputs.items()] +
+                         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
+                         " -> paddle.Tensor:" if len(m.outputs) == 1 else
+                         f" -> tuple[{', '.join(['paddle.Tensor'] * len(m.outputs))}]:"),
+        py_attrs="(" + ", ".join(a.py_arg for a in attrs) + ("," if len(attrs) == 1 else "")
+        + ")",
+        allocations=[wrap_call(f"paddle::Tensor {t.name} = paddle::empty",
+                               [f"{t.name}_shape", t.cpp_dtype_expr, f"{first}.place()"], ";",
+                               indent=2) for t in outputs.values()],
+        forward_args=wrap_call(f"const {m.name}::ForwardArgs args", [*m.inputs, *m.outputs] +
+                               [a.name for a in attrs], ";", indent=2).replace("(", "{", 1)
+        .replace(");", "};"),
+        backward_allocations=[wrap_call(f"paddle::Tensor grad_{n} = paddle::empty",
+                                        [f"{n}.shape()", f"{n}.dtype()", f"{n}.place()"], ";",
+                                        indent=2) for n in backward],
+        backward_args=wrap_call(f"const {m.name}::BackwardArgs args",
+                                [*m.inputs, *(f"grad_{o}" for o in m.outputs),
+                                 *(f"grad_{n}" for n in backward)] + [a.name for a in attrs],
+                                ";", indent=2).replace("(", "{", 1).replace(");", "};"),
+        paddle_attrs=", ".join(cpp_string(a.paddle_decl) for a in attrs),
+        dims={d: str(m.sizes.get(d, 7)) for d in custom.dims},
+        ranges=custom.ranges,
+        combos=combos,
+        test_imports=sorted([f"from {m.name} import {m.name}", "from opgen import testing as ot"],
+                            key=lambda line: line.split()[1]),
+        reference_copies=copies,
+        grad_copies=grad_copies,
+        dtype_names={t.name: t.dtype_text for t in [*inputs.values(), *outputs.values()]},
+        test_shapes={n: _test_shape(custom.shapes[n]) for n in m.inputs},
+        test_ranges={n: "(" + ", ".join(_test_bound(b, custom) for b in r) + ")"
+                     for n, r in custom.ranges.items()},
+        wrong_dtype=_wrong_dtype(inputs),
+    )
+
+
+def _test_shape(dims: tuple[Dim, ...] | None) -> str:
+    """An input's shape in the generated tests: the case's leading dims where the spec allows any
+    (``lead``), the spec's dims at their test sizes (``DIMS``)."""
+    if dims is None:
+        return "lead"
+    items = ["*lead" if d.ellipsis else str(d.size) if d.size is not None else
+             f'DIMS["{d.name}"]' for d in dims]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _test_bound(bound: str, custom: Custom) -> str:
+    return f'DIMS["{bound}"]' if bound in custom.dims else bound
+
+
+def _wrong_dtype(inputs: dict[str, Tensor]) -> tuple[str, str]:
+    tensor = next(t for t in inputs.values() if t.same_as is None)
+    wrong = next(d for d in ("int16", "float64", "int32", "float32") if d not in tensor.dtypes)
+    return tensor.name, wrong
+
+
+def variables(spec: Any, naive: bool) -> dict[str, object]:
+    """The templates' variables: the fields of :func:`build_context`'s :class:`Context`."""
+    del naive  # the user writes the kernels: there is no naive copy to compare with
+    context = build_context(spec)
+    return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
+
+
+KIND = Kind(name="custom", templates="custom", context=variables, load=load_spec)

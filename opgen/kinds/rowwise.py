@@ -1,0 +1,505 @@
+"""The rowwise kind: ops over the last axis with reductions (softmax, norms), from
+``templates/rowwise/``.
+
+A rowwise op sees its per-element inputs as ``[rows, cols]``; per-column inputs are ``[cols]``
+and per-row inputs ``[rows]``. Its forward (and backward) is one functor called once per row by
+the runtime (``csrc/opgen/rowwise.h`` on the CPU, ``rowwise.cuh`` on the GPU) with a ``Row``
+whose reductions (``row.sum(f)``, ``row.mean``, ``row.max``, ``row.min``) and stores
+(``row.put``, ``row.put_rows``, ``row.put_column_sums``) take lambdas over one column's values.
+
+Everything the templates print is computed here, as for the elementwise kind: the functor is
+straight-line C++ in which a per-row value is a local (``const MT rstd = ...;``) and a per-element
+value is computed inside the lambdas that read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from .. import __version__
+from ..codegen import (
+    CPP_DTYPES,
+    Attr,
+    attr,
+    cpp_comment,
+    cpp_string,
+    docstring_text,
+    markdown_code,
+    markdown_text,
+    wrap_call,
+)
+from ..errors import OpgenError
+from ..expr import Emitted
+from ..names import camel_case
+from ..spec import ROLES, Spec
+from . import Kind
+
+#: The runtime's tag of each input role (opgen/rowwise.h).
+ROLE_TAGS = {"element": "Elem", "column": "Col", "row": "RowIn", "stat": "RowStat"}
+#: The output roles of opgen/rowwise_op.h: per-element, per-row, sum over rows (per-column).
+OUT_ROLES = {"element": "kElem", "row": "kRow", "column": "kColSum"}
+_PLACEHOLDER = re.compile(r"@(\d+)@")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor a functor reads: its name and role (element, column, row, stat)."""
+
+    name: str
+    role: str
+
+    @property
+    def tag(self) -> str:
+        return ROLE_TAGS[self.role]
+
+
+@dataclass(frozen=True)
+class Functor:
+    """One direction's functor: the C++ struct, and how the host code launches it."""
+
+    struct: str                  # Forward or Backward, inside the op's namespace
+    attrs: list[Attr]            # attrs the math reads: members and constructor arguments
+    constructor: str
+    tensors: list[Tensor]        # what its lambdas take, in order
+    reads: list[bool]            # per tensor: whether the functor reads it (else passed as null)
+    targets: list[tuple[str, str]]  # (what it computes, its output role), in output order
+    lines: list[tuple[str, str]]    # (name, spec source) per entry, for the comment above it
+    body: list[str]              # the operator()'s statements, indented within it
+    numpy_lines: list[tuple[str, str]]  # (name, numpy expression) in order
+    returns: list[str]           # the numpy reference's results, in the op's shapes
+    io: list[str]                # the members of its <Struct>Io, wrapped within 100 columns
+
+
+@dataclass(frozen=True)
+class Context:
+    """The template context of one rowwise op."""
+
+    opgen_version: str
+    spec_file_comment: str
+    spec_file_doc: str
+    spec_file_md_link: str
+    spec_file_md_command: str
+    name: str
+    op_name: str
+    camel: str
+    summary_comment: str
+    summary_doc: str
+    summary_md: str
+    no_backward_cpp: str
+    no_backward_match: str
+    no_double_backward_cpp: str
+    no_double_backward_match: str
+    inputs: list[str]
+    input_roles: dict[str, str]
+    role_text: dict[str, str]     # each input's and output's role in words: per-column [C]
+    element_inputs: list[str]
+    first: str                    # the first per-element input: the shape of the op
+    outputs: list[str]
+    output_roles: dict[str, str]
+    grad_inputs: list[str]
+    grad_outputs: list[str]
+    attrs: list[Attr]
+    attr_args: list[str]
+    dtypes: list[str]
+    cpp_dtypes: list[str]
+    forward: Functor
+    backward: Functor | None
+    runtime_names: list[str]      # what the op's header takes from opgen::rowwise, sorted
+    backward_paddle_inputs: list[str]
+    backward_output_grads: list[str]   # outputs whose gradients the backward takes
+    signatures: dict[str, str]
+    launches: dict[str, str]      # "cpu_Forward": the start of the call that runs Forward
+    py_params: str
+    domain: dict[str, tuple[float, float]]
+    numpy_helpers: list[str]
+    library: str
+    test_imports: list[str]
+    baseline: str | None
+
+
+# -- the functor ---------------------------------------------------------------------------------
+
+@dataclass
+class _Emitter:
+    """Turns a section's entries into a functor body: per-row values as locals in order, each
+    reduction as a local (``row.sum([&](...) { ... })``), per-element values inside the lambdas."""
+
+    entries: dict[str, Emitted]
+    tensors: list[Tensor]
+    attrs: set[str]
+    statements: list[str] = dataclasses.field(default_factory=list)
+    outer: set[str] = dataclasses.field(default_factory=set)       # locals outside lambdas
+    inner: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> lambda statement
+    inner_reads: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    taken: set[str] = dataclasses.field(default_factory=set)
+    reduced: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)  # op, inner
+
+    def __post_init__(self) -> None:
+        self.taken = set(self.entries) | {t.name for t in self.tensors} | self.attrs
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}{k}", k + 1
+        self.taken.add(name)
+        return name
+
+    def substitute(self, owner: str, e: Emitted) -> tuple[str, set[str]]:
+        """``e``'s C++ with each reduction hoisted into a local (named ``owner`` where the whole
+        expression is one reduction), and the names the result reads."""
+        cpp = e.cpp
+        names: dict[int, str] = {}
+        for k, reduction in enumerate(e.reductions):
+            key = (reduction.op, reduction.inner.cpp)
+            if key in self.reduced:  # the same reduction computed above: read it again
+                names[k] = self.reduced[key]
+                continue
+            whole = e.cpp == "@0@" and owner not in self.outer
+            local = owner if whole else self.fresh(f"{reduction.op}_{owner}")
+            if whole:
+                self.taken.add(owner)
+            self.statements.append(self.lambda_call(f"const MT {local} = ", f"row.{reduction.op}",
+                                                    reduction.inner))
+            self.outer.add(local)
+            self.reduced[key] = local
+            names[k] = local
+        cpp = _PLACEHOLDER.sub(lambda m: names[int(m.group(1))], cpp)
+        return cpp, {n for n in _IDENTIFIER.findall(cpp) if n in self.taken}
+
+    def is_inner(self, reads: set[str]) -> bool:
+        tensors = {t.name for t in self.tensors}
+        return bool(reads & (tensors | set(self.inner)))
+
+    def lambda_body(self, reads: set[str]) -> tuple[list[str], set[str]]:
+        """The statements computing the per-element values ``reads`` needs, in order, and the
+        tensors they and ``reads`` read."""
+        needed: set[str] = set()
+        stack = [n for n in reads if n in self.inner]
+        while stack:
+            name = stack.pop()
+            if name not in needed:
+                needed.add(name)
+                stack += [n for n in self.inner_reads[name] if n in self.inner]
+        tensors = {t.name for t in self.tensors}
+        used = (reads | set().union(*(self.inner_reads[n] for n in needed))) & tensors
+        return [self.inner[n] for n in self.inner if n in needed], used
+
+    def lambda_call(self, prefix: str, call: str, inner: Emitted) -> str:
+        """``prefix`` (``const MT m = ``) and ``call`` of a lambda returning ``inner``."""
+        reads = {n for n in _IDENTIFIER.findall(inner.cpp) if n in self.taken}
+        lines, used = self.lambda_body(reads)
+        return self._lambda(f"{prefix}{call}", used, "", lines, inner.cpp, ";")
+
+    def put(self, call: str, values: list[tuple[str, str, set[str]]]) -> str:
+        """``call`` with a lambda returning ``values`` ((name, C++, reads) each) at a column."""
+        reads = set().union(*(r for _, _, r in values))
+        lines, used = self.lambda_body(reads)
+        if len(values) == 1:
+            returned, result = values[0][1], ""
+        else:
+            lines += [f"const MT {name} = {cpp};" for name, cpp, _ in values
+                      if f"const MT {name} = {cpp};" not in lines and name != cpp]
+            returned = "{" + ", ".join(name for name, _, _ in values) + "}"
+            result = f" -> opgen::Array<MT, {len(values)}>"
+        return self._lambda(call, used, result, lines, returned, ";")
+
+    def _lambda(self, call: str, used: set[str], result: str, lines: list[str], returned: str,
+                end: str) -> str:
+        """``call([&](params)result { lines; return returned; })end``, its head wrapped within
+        the functor body's 96 columns; a last local that is only returned is returned as is."""
+        if lines and lines[-1].endswith(";") and returned in self.inner and \
+                lines[-1] == self.inner[returned]:
+            returned = lines.pop().split(" = ", 1)[1][:-1]
+        params = [f"MT {t.name}" if t.name in used else f"MT /*{t.name}*/" for t in self.tensors]
+        head = wrap_call(f"{call}([&]", params, f"{result} {{", indent=4, width=100)
+        one_line = f"{head} return {returned}; }}){end}"
+        if not lines and "\n" not in head and 4 + len(one_line) <= 100:
+            return one_line
+        body = "".join(f"\n  {line}" for line in lines)
+        return f"{head}{body}\n  return {returned};\n}}){end}"
+
+
+def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
+             tensors: list[Tensor], targets: list[tuple[str, str]], names: dict[str, str],
+             attrs: list[Attr], *, likes: list[int] | None = None) -> Functor:
+    """The functor computing ``emitted`` in order; ``targets`` are (entry, output role) in output
+    order, and ``names`` the C++ name of each target (grad_x for the backward's x)."""
+    used = set().union(*(e.names for e in emitted.values()))
+    members = [a for a in attrs if a.name in used]
+    emitter = _Emitter(emitted, tensors, {a.name for a in attrs})
+    renamed = {k: names.get(k, k) for k in emitted}
+    emitter.taken |= set(renamed.values())
+    role_of = dict(targets)
+    locals_: dict[str, tuple[str, set[str]]] = {}
+    for key, e in emitted.items():
+        name = renamed[key]
+        cpp, reads = emitter.substitute(name, e)
+        locals_[key] = (cpp, reads)
+        whole = e.cpp == "@0@" and name in emitter.outer
+        role = role_of.get(key)
+        if whole:
+            continue                     # the reduction's local is the value
+        if not emitter.is_inner(reads):
+            if role in ("element", "column"):
+                continue                 # returned by its lambda
+            local = "bool" if e.type == "bool" else "MT"
+            emitter.statements.append(f"const {local} {name} = {cpp};")
+            emitter.outer.add(name)
+        elif role == "row":
+            # A per-row result computed where the lambdas are. Of per-element values (the
+            # gradient of a per-row input, which every element of its row read): their sum over
+            # the row. Of per-row inputs, which only the lambdas see: the same value at every
+            # column, so the row's max of it (an empty row's is -inf; the runtime has no
+            # accessor for a per-row input outside a lambda yet).
+            total = "row.sum" if e.varies else "row.max"
+            emitter.statements.append(emitter.lambda_call(
+                f"const MT {name} = ", total, dataclasses.replace(e, cpp=cpp, reductions=())))
+            emitter.outer.add(name)
+        else:
+            local = "bool" if e.type == "bool" else "MT"
+            emitter.inner[name] = f"const {local} {name} = {cpp};"
+            emitter.inner_reads[name] = reads
+    body = list(emitter.statements)
+    by_role: dict[str, list[str]] = {"element": [], "row": [], "column": []}
+    for key, role in targets:
+        by_role[role].append(key)
+    if by_role["row"]:
+        body.append("row.put_rows(" + ", ".join(renamed[k] for k in by_role["row"]) + ");")
+    for role, call in (("element", "row.put"), ("column", "row.put_column_sums")):
+        if by_role[role]:
+            values = []
+            for key in by_role[role]:
+                name = renamed[key]
+                if name in emitter.outer:
+                    values.append((name, name, {name}))
+                else:
+                    cpp, reads = locals_[key]
+                    values.append((name, cpp, reads))
+            body.append(emitter.put(call, values))
+    read = set().union(*(e.names for e in emitted.values()))
+    inits = [f"{a.name}(static_cast<MT>({a.name}))" if a.member_type == "MT" else
+             f"{a.name}({a.name})" for a in members]
+    constructor = wrap_call(struct, [a.cpp_param for a in members], indent=11)
+    constructor += "\n      : " + ", ".join(inits) + " {}"
+    return Functor(
+        struct=struct,
+        attrs=members,
+        constructor=constructor,
+        tensors=tensors,
+        reads=[t.name in read for t in tensors],
+        targets=[(renamed[k], r) for k, r in targets],
+        lines=[(renamed[k], sources[k]) for k in emitted],
+        body=[line for statement in body for line in statement.split("\n")],
+        numpy_lines=[(renamed[k], e.numpy) for k, e in emitted.items()],
+        returns=[_numpy_return(renamed[k], r, emitted[k].varies, likes is not None and k)
+                 for k, r in targets],
+        io=_io(tensors, [t.name in read for t in tensors], targets, likes),
+    )
+
+
+def _io(tensors: list[Tensor], reads: list[bool], targets: list[tuple[str, str]],
+        likes: list[int] | None) -> list[str]:
+    """The lines of a functor's Io struct (see {{name}}.h.jinja)."""
+    outs = [f"{{OutRole::{OUT_ROLES[r]}, {like}}}"
+            for (_, r), like in zip(targets, likes or [-1] * len(targets), strict=True)]
+    roles = [r for _, r in targets]
+    return [
+        _listed("using Roles = RoleList<", [t.tag for t in tensors], ">;"),
+        _listed("static constexpr const char* kNames[] = {", [f'"{t.name}"' for t in tensors],
+                "};"),
+        _listed("static constexpr bool kReads[] = {", ["true" if r else "false" for r in reads],
+                "};"),
+        _listed("static constexpr Out kOuts[] = {", outs, "};"),
+        f"static constexpr int kOut = {roles.count('element')}, kRowOut = {roles.count('row')}, "
+        f"kColSum = {roles.count('column')};",
+    ]
+
+
+def _listed(head: str, items: list[str], tail: str, indent: int = 2) -> str:
+    """``head`` items ``tail`` on one line within 100 columns, else with the items wrapped and
+    aligned after ``head``."""
+    one_line = head + ", ".join(items) + tail
+    if indent + len(one_line) <= 100:
+        return one_line
+    lines, current = [], head
+    for i, item in enumerate(items):
+        piece = item + (", " if i < len(items) - 1 else tail)
+        if current.strip() and indent + len(current) + len(piece.rstrip()) > 100:
+            lines.append(current.rstrip())
+            current = " " * len(head)
+        current += piece
+    lines.append(current)
+    return "\n".join(lines)
+
+
+def _numpy_return(name: str, role: str, varies: bool, gradient_of: str | bool) -> str:
+    """The numpy reference's result ``name`` in the op's shapes (see opgen.testing.from_rows)."""
+    if role == "row" and gradient_of:
+        summed = ", summed=True" if varies else ""
+        return f'ot.from_rows({name}, "row", op_shape{summed}).reshape(row_shapes["{gradient_of}"])'
+    return f'ot.from_rows({name}, "{role}", op_shape)'
+
+
+# -- the context -------------------------------------------------------------------------------
+
+def build_context(spec: Spec) -> Context:
+    """Compute every name and code fragment the op's templates need."""
+    m = spec.model
+    camel = camel_case(m.name)
+    attrs = [attr(n, a) for n, a in m.attrs.items()]
+    in_roles, out_roles = spec.input_roles, spec.output_roles
+    forward = _functor("Forward", spec.forward, spec.forward_source,
+                       [Tensor(n, in_roles[n]) for n in m.inputs],
+                       [(o, out_roles[o]) for o in m.outputs], {}, attrs)
+    backward = None
+    output_grads: list[str] = []
+    paddle_inputs: list[str] = []
+    if spec.backward is not None:
+        used = set().union(*(e.names for e in spec.backward.values()))
+        outs = [o for o in m.outputs if o in used]
+        output_grads = [o for o in m.outputs if f"grad_{o}" in used] or [m.outputs[0]]
+        stat = {"element": "element", "row": "stat"}
+        tensors = [Tensor(n, in_roles[n]) for n in m.inputs]
+        tensors += [Tensor(o, stat[out_roles[o]]) for o in outs]
+        tensors += [Tensor(f"grad_{o}", stat[out_roles[o]]) for o in output_grads]
+        grad_role = {"element": "element", "column": "column", "row": "row"}
+        backward = _functor("Backward", spec.backward, spec.backward_source, tensors,
+                            [(n, grad_role[in_roles[n]]) for n in m.inputs],
+                            {n: f"grad_{n}" for n in m.inputs}, attrs,
+                            likes=list(range(len(m.inputs))))
+        paddle_inputs = [f'"{n}"' for n in m.inputs + outs] + \
+            [f'paddle::Grad("{o}")' for o in output_grads]
+    functions = set().union(*(e.functions for e in spec.forward.values()))
+    if spec.backward:
+        functions |= set().union(*(e.functions for e in spec.backward.values()))
+    helpers = ["_erf = np.vectorize(math.erf, otypes=[np.float64])"] if "erf" in functions else []
+
+    spec_file = Path(spec.path).name
+    summary = m.summary.strip() or f"The {m.name} custom op."
+    no_backward = f"no backward defined for {spec.op_name}: add a `backward:` section to " \
+        f"{spec_file}"
+    no_double_backward = f"{spec.op_name} has no double backward (a gradient of its gradient): " \
+        "opgen ops are differentiable once"
+    element_inputs = [n for n in m.inputs if in_roles[n] == "element"]
+    role_text = {**{n: ROLES["inputs"][r] for n, r in in_roles.items()},
+                 **{n: ROLES["outputs"][r] for n, r in out_roles.items()}}
+    return Context(
+        opgen_version=__version__,
+        spec_file_comment=cpp_comment(spec_file),
+        spec_file_doc=docstring_text(spec_file),
+        spec_file_md_link=f"[{markdown_code(spec_file)}]({quote(spec_file, safe='')})",
+        spec_file_md_command=markdown_code(f"opgen generate {shlex.quote(spec_file)}"),
+        name=m.name,
+        op_name=spec.op_name,
+        camel=camel,
+        summary_comment=cpp_comment(summary),
+        summary_doc=docstring_text(summary),
+        summary_md=markdown_text(summary),
+        no_backward_cpp=cpp_string(no_backward),
+        no_backward_match=repr(re.escape(no_backward)),
+        no_double_backward_cpp=cpp_string(no_double_backward),
+        no_double_backward_match=repr(f"{spec.op_name} has no double backward"),
+        inputs=list(m.inputs),
+        input_roles=dict(in_roles),
+        role_text=role_text,
+        element_inputs=element_inputs,
+        first=element_inputs[0],
+        outputs=list(m.outputs),
+        output_roles=dict(out_roles),
+        grad_inputs=[f"grad_{n}" for n in m.inputs],
+        grad_outputs=[f"grad_{n}" for n in m.outputs],
+        attrs=attrs,
+        attr_args=[a.name for a in attrs],
+        dtypes=list(m.dtypes),
+        cpp_dtypes=[CPP_DTYPES[d] for d in m.dtypes],
+        forward=forward,
+        backward=backward,
+        runtime_names=sorted({"Out", "OutRole", "RoleList"} | {
+            t.tag for f in (forward, backward) if f is not None for t in f.tensors}),
+        backward_paddle_inputs=paddle_inputs,
+        backward_output_grads=output_grads,
+        signatures=_signatures(camel, m.inputs, element_inputs[0], attrs, forward, backward),
+        launches={f"{where}_{f.struct}": launch(m.name, where, f.struct)
+                  for f in (forward, backward) if f is not None for where in ("cpu", "cuda")},
+        py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
+                            [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
+        domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
+        numpy_helpers=helpers,
+        library=f"{m.name}_lib",
+        test_imports=sorted([f"from {m.name} import {m.name}", "from opgen import testing as ot"],
+                            key=lambda line: line.split()[1]),
+        baseline=m.baseline,
+    )
+
+
+#: Columns for a function's head before the " {" or ";" that follows it (wrap_call counts a line
+#: without the space it breaks after).
+_HEAD_WIDTH = 97
+
+
+def _signatures(camel: str, inputs: list[str], first: str, attrs: list[Attr], forward: Functor,
+                backward: Functor | None) -> dict[str, str]:
+    """The C++ functions' heads, wrapped to 100 columns. A registered kernel takes every attr
+    (Paddle passes them all) and names those its functor reads; its CUDA entry takes only
+    those."""
+    vec = "std::vector<paddle::Tensor>"
+    tensors = [f"const paddle::Tensor& {n}" for n in inputs]
+    grads = [f"const paddle::Tensor& {t.name}" for t in backward.tensors] if backward else \
+        [f"const paddle::Tensor& {n}" for n in inputs]
+
+    def kernel_attrs(f: Functor | None) -> list[str]:
+        read = {a.name for a in f.attrs} if f else set()
+        return [a.kernel_param if a.name in read else
+                " ".join(a.kernel_param.split()[:-1]) + f" /*{a.kernel_param.split()[-1]}*/"
+                for a in attrs]
+
+    return {
+        "forward": wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs(forward),
+                             width=_HEAD_WIDTH),
+        "forward_cuda": wrap_call(f"{vec} {camel}ForwardCUDA",
+                                  tensors + [a.cpp_param for a in forward.attrs],
+                                  width=_HEAD_WIDTH),
+        "backward": wrap_call(f"{vec} {camel}Backward", grads + kernel_attrs(backward),
+                              width=_HEAD_WIDTH),
+        "backward_cuda": wrap_call(f"{vec} {camel}BackwardCUDA",
+                                   grads + [a.cpp_param for a in backward.attrs] if backward
+                                   else grads, width=_HEAD_WIDTH),
+        # the outputs take the first per-element input's shape and dtype; the kernels check the
+        # other inputs against it
+        "infer_shape": wrap_call(f"std::vector<std::vector<int64_t>> {camel}InferShape",
+                                 [f"const std::vector<int64_t>& {n}_shape" if n == first else
+                                  f"const std::vector<int64_t>& /*{n}_shape*/" for n in inputs],
+                                 width=_HEAD_WIDTH),
+        "infer_dtype": wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
+                                 [f"const paddle::DataType& {n}_dtype" if n == first else
+                                  f"const paddle::DataType& /*{n}_dtype*/" for n in inputs],
+                                 width=_HEAD_WIDTH),
+    }
+
+
+def launch(namespace: str, where: str, struct: str) -> str:
+    """``return opgen::rowwise::<where>::Rowwise<...>(`` with its template arguments wrapped
+    within 100 columns."""
+    head = f"  return opgen::rowwise::{where}::Rowwise<"
+    args = [f"{namespace}::Dtypes", f"{namespace}::{struct}", f"{namespace}::{struct}Io"]
+    one_line = head + ", ".join(args) + ">("
+    if len(one_line) <= 100:
+        return one_line
+    return head + ", ".join(args[:2]) + ",\n" + " " * len(head) + args[2] + ">("
+
+
+def variables(spec: Spec, naive: bool) -> dict[str, object]:
+    """The templates' variables: the fields of :func:`build_context`'s :class:`Context`."""
+    if naive:
+        raise OpgenError("opgen bench has no naive comparison copy of a rowwise op")
+    context = build_context(spec)
+    return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
+
+
+KIND = Kind(name="rowwise", templates="rowwise", context=variables)

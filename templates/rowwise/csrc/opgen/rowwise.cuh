@@ -1,0 +1,1013 @@
+// opgen row-wise launcher: runs a row-wise op's functor (see opgen/rowwise.h for the interface and
+// an example) over every row on the GPU. Plain CUDA with no Paddle in it, so it can be checked and
+// timed on its own (scripts/gpu/rowwise_bench.cu in opgen's repository). Every launcher returns
+// the launch's error and never aborts.
+//
+//   const std::size_t bytes = opgen::rowwise::WorkspaceBytes<Functor<T>, Elem, Col>(p);
+//   cudaError_t e = opgen::rowwise::Run<Functor<T>, Elem, Col>(functor, p, workspace, stream);
+//
+// Both run on the current device; `workspace` (256-byte aligned, `bytes` long; null when bytes is
+// 0) holds the column sums' per-block partials. The schedule depends on the row length:
+//   short rows      a group of 1 to 32 lanes of a warp per row, several rows per block, the row
+//                   in registers (every input read once), reductions by warp shuffles;
+//   medium rows     a warp per row, up to 8 vectors per lane in registers;
+//   long rows       a block per row, the row in registers, shuffles then shared memory;
+//   longer rows     a block per row looping over global memory; each reduction re-reads the
+//                   inputs (one row at a time per block, so they come from L2 mostly).
+// Loads and stores are 16 bytes wide when every pointer is 16-byte aligned and cols is a multiple
+// of the vector, element by element otherwise. Offsets are 64-bit. Column sums: each thread keeps
+// its columns' sums over the rows its block processes (in registers, or in the block's slice of
+// the workspace for the longest rows), each block writes them to the workspace, and a second
+// kernel adds the blocks' partials in a fixed order: the same bits on every run, no atomics.
+// Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "opgen/math.h"
+#include "opgen/rowwise.h"
+
+namespace opgen {
+namespace rowwise {
+
+// Tuning knobs, settable with -D (OPGEN_NVCC_FLAGS at build time).
+// Threads per block of the short- and medium-row schedules (several rows per block).
+#ifndef OPGEN_ROW_THREADS
+#define OPGEN_ROW_THREADS 256
+#endif
+// Vectors a lane of the short-row schedule takes before the row gets more lanes (1: as many lanes
+// as vectors, up to 32).
+#ifndef OPGEN_ROW_LANE_VECS
+#define OPGEN_ROW_LANE_VECS 1
+#endif
+// Bytes each thread holds in registers at most for the row: its per-element inputs' elements and
+// their column sums (sets the vectors per lane, and so the longest row each register schedule
+// takes).
+#ifndef OPGEN_ROW_REG_BYTES
+#define OPGEN_ROW_REG_BYTES 128
+#endif
+// Vectors per thread the block-per-row schedule aims at before it takes more threads.
+#ifndef OPGEN_ROW_BLOCK_VECS
+#define OPGEN_ROW_BLOCK_VECS 4
+#endif
+// Threads per block of the schedule that loops over global memory.
+#ifndef OPGEN_ROW_LOOP_THREADS
+#define OPGEN_ROW_LOOP_THREADS 512
+#endif
+// 0 launches one block per row group; N > 0 at most N waves of resident blocks, which then stride
+// over the rows (column sums always use one wave).
+#ifndef OPGEN_ROW_WAVES
+#define OPGEN_ROW_WAVES 0
+#endif
+
+// Blocks per multiprocessor of a register schedule with column sums (0: as many as fit). Each
+// block writes one [K, cols] partial, so fewer blocks move fewer bytes, at some occupancy.
+#ifndef OPGEN_ROW_SUM_BLOCKS
+#define OPGEN_ROW_SUM_BLOCKS 0
+#endif
+// 1: the block-per-row register schedule keeps one block per row slot resident and copies the
+// next row into shared memory (cp.async) while it works on the current one.
+#ifndef OPGEN_ROW_PREFETCH
+#define OPGEN_ROW_PREFETCH 0
+#endif
+constexpr int kRowThreads = OPGEN_ROW_THREADS;
+constexpr bool kPrefetch = OPGEN_ROW_PREFETCH != 0;
+constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
+constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
+constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
+constexpr int kBlockVecs = OPGEN_ROW_BLOCK_VECS;
+constexpr int kLoopThreads = OPGEN_ROW_LOOP_THREADS;
+constexpr int kWaves = OPGEN_ROW_WAVES;
+constexpr int kMaxBlockThreads = 1024;
+constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;  // blocks stride over the rest
+static_assert(kRowThreads % 32 == 0 && kRowThreads <= kMaxBlockThreads, "OPGEN_ROW_THREADS");
+static_assert(kLoopThreads % 32 == 0 && kLoopThreads <= kMaxBlockThreads,
+              "OPGEN_ROW_LOOP_THREADS");
+
+namespace detail {
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+template <int I, typename... Roles>
+using RoleAt = std::tuple_element_t<I, std::tuple<Roles...>>;
+
+template <typename... Roles>
+constexpr int CountElem() {
+  return (0 + ... + int(std::is_same_v<Roles, Elem>));
+}
+
+// The position of input I among the element inputs.
+template <typename... Roles>
+constexpr int ElemSlotOf(int i) {
+  constexpr bool is_elem[] = {std::is_same_v<Roles, Elem>..., false};
+  int slot = 0;
+  for (int k = 0; k < i; ++k) slot += is_elem[k] ? 1 : 0;
+  return slot;
+}
+template <int I, typename... Roles>
+constexpr int kElemSlot = ElemSlotOf<Roles...>(I);
+
+// 16 bytes from global to shared memory without a trip through registers (sm_80 on), and the
+// wait for this thread's copies.
+__device__ __forceinline__ void CopyAsync16(void* shared, const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global)
+               : "memory");
+#else
+  *static_cast<uint4*>(shared) = *static_cast<const uint4*>(global);
+#endif
+}
+__device__ __forceinline__ void CopyAsyncCommit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void CopyAsyncWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+constexpr int PowerOfTwoAtLeast(int64_t n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct Sum {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
+struct Max {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const {
+    return opgen::max(a, b);
+  }
+};
+struct Min {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const {
+    return opgen::min(a, b);
+  }
+};
+
+// Combines v over kLanes consecutive lanes (a power of two up to 32); every lane gets the result.
+template <int kLanes, typename Op, typename A>
+__device__ __forceinline__ A WarpReduce(A v, Op op) {
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+// Combines v over the block's threads, warps' results in warp order; every thread gets the
+// result. `slots` is [2][32] of shared memory used alternately, so one barrier per reduction.
+template <int kThreads, typename Op, typename A>
+__device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& phase) {
+  constexpr int kWarps = kThreads / 32;
+  v = WarpReduce<32>(v, op);
+  A* slot = slots + phase * 32;
+  phase ^= 1;
+  if (threadIdx.x % 32 == 0) slot[threadIdx.x / 32] = v;
+  __syncthreads();
+  A r = slot[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) r = op(r, slot[w]);
+  return r;
+}
+
+template <typename A>
+__device__ __forceinline__ A Identity(Sum) {
+  return A(0);
+}
+template <typename A>
+__device__ __forceinline__ A Identity(Max) {
+  return -Infinity<A>();
+}
+template <typename A>
+__device__ __forceinline__ A Identity(Min) {
+  return Infinity<A>();
+}
+
+// A schedule that holds the row in registers: kLanes threads per row (up to 32: a part of a warp;
+// kThreads: the whole block), kChunks vectors of kVec elements per thread and per element input.
+template <int kVec_, int kChunks_, int kLanes_, int kThreads_>
+struct RegisterConfig {
+  static constexpr int kVec = kVec_;
+  static constexpr int kChunks = kChunks_;
+  static constexpr int kLanes = kLanes_;
+  static constexpr int kThreads = kThreads_;
+  static constexpr int kGroups = kThreads / kLanes;  // rows a block runs at once
+  static constexpr int64_t kCapacity = int64_t{kVec} * kChunks * kLanes;
+  static_assert(kLanes <= 32 || kLanes == kThreads, "a row is part of a warp or the whole block");
+};
+
+// Whether a configuration stages the next row in shared memory (OPGEN_ROW_PREFETCH).
+template <class Cfg, typename T>
+constexpr bool kPrefetches =
+    kPrefetch && Cfg::kLanes == Cfg::kThreads && Cfg::kVec * sizeof(T) == 16;
+
+// The per-thread column sums of a functor: [kColSum][kChunks * kVec].
+template <typename A, int kColSum, int kPerThread>
+struct ColumnSums {
+  A v[kColSum > 0 ? kColSum : 1][kPerThread];
+};
+
+// One row held in registers; see rowwise.h for what the functor calls.
+template <class Cfg, class P, class... Roles>
+class RegisterRow {
+ public:
+  using T = typename P::Storage;
+  using Acc = OpMathT<T>;
+  static constexpr int kIn = P::kInputs;
+  static constexpr int kVec = Cfg::kVec;
+  static constexpr int kChunks = Cfg::kChunks;
+  static constexpr int kLanes = Cfg::kLanes;
+  using V = Vec<T, kVec>;
+  using Sums = ColumnSums<Acc, P::kColumnSums, kChunks * kVec>;
+
+  // `staged`: the row's element inputs already in shared memory (see Stage), or null.
+  __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live, Acc* slots,
+                                         int& phase, Sums& sums, const V* staged = nullptr)
+      : p_(p), row_(row), lane_(lane), live_(live), slots_(slots), phase_(phase), sums_(sums) {
+    Load(staged, std::make_index_sequence<kIn>{});
+  }
+
+  // Starts copying row `row`'s element inputs to `staged` ([element input][chunk][lane]), each
+  // thread its own vectors, so only the copying thread reads them back.
+  __device__ __forceinline__ static void Stage(const P& p, int64_t row, int lane, V* staged) {
+    StageInputs(p, row, lane, staged, std::make_index_sequence<kIn>{});
+    CopyAsyncCommit();
+  }
+
+  __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
+
+  template <typename F>
+  __device__ __forceinline__ Acc sum(const F& f) {
+    return Reduce(f, Sum{});
+  }
+  template <typename F>
+  __device__ __forceinline__ Acc mean(const F& f) {
+    return Reduce(f, Sum{}) / size();
+  }
+  template <typename F>
+  __device__ __forceinline__ Acc max(const F& f) {
+    return Reduce(f, Max{});
+  }
+  template <typename F>
+  __device__ __forceinline__ Acc min(const F& f) {
+    return Reduce(f, Min{});
+  }
+
+  template <typename F>
+  __device__ __forceinline__ void put(const F& f) {
+    using R = decltype(Call(f, 0, 0, nullptr, Indices{}));
+    static_assert(ResultSize<R>::value == P::kOutputs,
+                  "row.put: the lambda returns a different number of values than the op has "
+                  "per-element outputs");
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      if (!Valid(c)) continue;
+      V cols[kIn];
+      LoadColumns(c, cols, Indices{});
+      V out[P::kOutputs > 0 ? P::kOutputs : 1];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const R r = Call(f, c, e, cols, Indices{});
+#pragma unroll
+        for (int k = 0; k < P::kOutputs; ++k) out[k].v[e] = static_cast<T>(Part<Acc>(r, k));
+      }
+#pragma unroll
+      for (int k = 0; k < P::kOutputs; ++k) {
+        *reinterpret_cast<V*>(p_.out[k] + row_ * p_.cols + Column(c)) = out[k];
+      }
+    }
+  }
+
+  template <typename... Values>
+  __device__ __forceinline__ void put_rows(const Values&... values) {
+    static_assert(sizeof...(Values) == P::kRowOutputs,
+                  "row.put_rows: a different number of values than the op has per-row outputs");
+    if (!live_ || lane_ != 0) return;
+    const Acc v[] = {static_cast<Acc>(values)...};
+#pragma unroll
+    for (int k = 0; k < P::kRowOutputs; ++k) p_.row_out[k][row_] = v[k];
+  }
+
+  template <typename F>
+  __device__ __forceinline__ void put_column_sums(const F& f) {
+    using R = decltype(Call(f, 0, 0, nullptr, Indices{}));
+    static_assert(ResultSize<R>::value == P::kColumnSums,
+                  "row.put_column_sums: the lambda returns a different number of values than "
+                  "the op has column sums");
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      if (!Valid(c)) continue;
+      V cols[kIn];
+      LoadColumns(c, cols, Indices{});
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const R r = Call(f, c, e, cols, Indices{});
+#pragma unroll
+        for (int k = 0; k < P::kColumnSums; ++k) sums_.v[k][c * kVec + e] += Part<Acc>(r, k);
+      }
+    }
+  }
+
+  // The first column of chunk c of this lane.
+  __device__ __forceinline__ int64_t Column(int c) const {
+    return (int64_t{c} * kLanes + lane_) * kVec;
+  }
+  __device__ __forceinline__ bool Valid(int c) const { return live_ && Column(c) < p_.cols; }
+
+ private:
+  using Indices = std::make_index_sequence<kIn>;
+
+  template <std::size_t... I>
+  __device__ __forceinline__ static void StageInputs(const P& p, int64_t row, int lane, V* staged,
+                                                     std::index_sequence<I...>) {
+    (StageOne<int(I)>(p, row, lane, staged), ...);
+  }
+  template <int I>
+  __device__ __forceinline__ static void StageOne(const P& p, int64_t row, int lane, V* staged) {
+    if constexpr (std::is_same_v<RoleAt<I, Roles...>, Elem>) {
+      if (p.in[I] == nullptr) return;
+      const T* base = static_cast<const T*>(p.in[I]) + row * p.cols;
+      V* mine = staged + kElemSlot<I, Roles...> * kChunks * kLanes + lane;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int64_t column = (int64_t{c} * kLanes + lane) * kVec;
+        if (column < p.cols) CopyAsync16(mine + c * kLanes, base + column);
+      }
+    }
+  }
+
+  template <std::size_t... I>
+  __device__ __forceinline__ void Load(const V* staged, std::index_sequence<I...>) {
+    (LoadOne<int(I)>(staged), ...);
+  }
+  template <int I>
+  __device__ __forceinline__ void LoadOne(const V* staged) {
+    using Role = RoleAt<I, Roles...>;
+    const void* ptr = p_.in[I];
+    if constexpr (std::is_same_v<Role, Elem>) {
+      const T* base = static_cast<const T*>(ptr) + row_ * p_.cols;
+      const V* mine = staged + kElemSlot<I, Roles...> * kChunks * kLanes + lane_;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        if (ptr == nullptr || !Valid(c)) {
+          data_[I][c] = V{};
+        } else if (staged != nullptr) {
+          data_[I][c] = mine[c * kLanes];
+        } else {
+          data_[I][c] = *reinterpret_cast<const V*>(base + Column(c));
+        }
+      }
+    } else if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
+      (void)staged;
+      using S = typename Stored<Role, T>::type;
+      row_value_[I] = (ptr != nullptr && live_) ? static_cast<Acc>(static_cast<const S*>(ptr)[row_])
+                                                : Acc(0);
+    } else {
+      (void)staged;
+    }
+  }
+
+  template <std::size_t... I>
+  __device__ __forceinline__ void LoadColumns(int c, V* cols, std::index_sequence<I...>) const {
+    ((std::is_same_v<RoleAt<int(I), Roles...>, Col>
+          ? (void)(cols[I] = p_.in[I] != nullptr
+                                 ? *reinterpret_cast<const V*>(static_cast<const T*>(p_.in[I]) +
+                                                               Column(c))
+                                 : V{})
+          : (void)0),
+     ...);
+  }
+
+  template <int I>
+  __device__ __forceinline__ Acc Arg(int c, int e, const V* cols) const {
+    using Role = RoleAt<I, Roles...>;
+    if constexpr (std::is_same_v<Role, Elem>) {
+      return static_cast<Acc>(data_[I][c].v[e]);
+    } else if constexpr (std::is_same_v<Role, Col>) {
+      return static_cast<Acc>(cols[I].v[e]);
+    } else {
+      return row_value_[I];
+    }
+  }
+
+  template <typename F, std::size_t... I>
+  __device__ __forceinline__ auto Call(const F& f, int c, int e, const V* cols,
+                                       std::index_sequence<I...>) const {
+    return f(Arg<int(I)>(c, e, cols)...);
+  }
+
+  template <typename F, typename Op>
+  __device__ __forceinline__ Acc Reduce(const F& f, Op op) {
+    Acc acc = Identity<Acc>(op);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      if (!Valid(c)) continue;
+      V cols[kIn];
+      LoadColumns(c, cols, Indices{});
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        acc = op(acc, static_cast<Acc>(Call(f, c, e, cols, Indices{})));
+      }
+    }
+    if constexpr (kLanes <= 32) {
+      return WarpReduce<kLanes>(acc, op);
+    } else {
+      return BlockReduce<Cfg::kThreads>(acc, op, slots_, phase_);
+    }
+  }
+
+  const P& p_;
+  int64_t row_;
+  int lane_;
+  bool live_;
+  Acc* slots_;
+  int& phase_;  // the kernel's, so consecutive rows alternate too
+  Sums& sums_;
+  V data_[kIn][kChunks];  // the element inputs' vectors (the other roles' slots go unused)
+  Acc row_value_[kIn];    // the per-row inputs
+};
+
+// Rows of the block are groups of kLanes threads; the block strides over row groups. With column
+// sums, each block's sums over its rows go to partials[blockIdx.x][k][cols].
+template <class Cfg, class F, class P, class... Roles>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    RegisterKernel(F f, P p, typename P::Acc* partials) {
+  using Acc = typename P::Acc;
+  using Row = RegisterRow<Cfg, P, Roles...>;
+  constexpr int kColSum = P::kColumnSums;
+  constexpr int kPerThread = Cfg::kChunks * Cfg::kVec;
+  __shared__ Acc slots[2 * 32];
+  int phase = 0;
+  typename Row::Sums sums;
+#pragma unroll
+  for (int k = 0; k < (kColSum > 0 ? kColSum : 1); ++k) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) sums.v[k][i] = Acc(0);
+  }
+  const int group = threadIdx.x / Cfg::kLanes;
+  const int lane = threadIdx.x % Cfg::kLanes;
+  if constexpr (kPrefetches<Cfg, typename P::Storage>) {
+    // One row per block at a time; the next one's copy to shared memory runs while this one is
+    // reduced and written.
+    extern __shared__ __align__(16) unsigned char staged_bytes[];
+    auto* staged = reinterpret_cast<typename Row::V*>(staged_bytes);
+    int64_t row = blockIdx.x;
+    if (row < p.rows) Row::Stage(p, row, lane, staged);
+    for (; row < p.rows; row += gridDim.x) {
+      CopyAsyncWait();
+      Row r(p, row, lane, true, slots, phase, sums, staged);
+      const int64_t next = row + gridDim.x;
+      if (next < p.rows) Row::Stage(p, next, lane, staged);
+      f(r);
+    }
+  } else {
+    for (int64_t first = int64_t{blockIdx.x} * Cfg::kGroups; first < p.rows;
+         first += int64_t{gridDim.x} * Cfg::kGroups) {
+      const int64_t row = first + group;
+      Row r(p, row, lane, row < p.rows, slots, phase, sums);
+      f(r);
+    }
+  }
+  if constexpr (kColSum > 0) {
+    Acc* mine = partials + int64_t{blockIdx.x} * kColSum * p.cols;
+    if constexpr (Cfg::kGroups > 1) {
+      // The groups' sums are added in group order in shared memory.
+      extern __shared__ __align__(16) unsigned char shared_bytes[];
+      Acc* shared = reinterpret_cast<Acc*>(shared_bytes);
+      for (int g = 0; g < Cfg::kGroups; ++g) {
+        if (group == g) {
+#pragma unroll
+          for (int c = 0; c < Cfg::kChunks; ++c) {
+#pragma unroll
+            for (int e = 0; e < Cfg::kVec; ++e) {
+              const int at = (c * Cfg::kLanes + lane) * Cfg::kVec + e;
+#pragma unroll
+              for (int k = 0; k < kColSum; ++k) {
+                Acc& s = shared[k * Cfg::kCapacity + at];
+                s = g == 0 ? sums.v[k][c * Cfg::kVec + e] : s + sums.v[k][c * Cfg::kVec + e];
+              }
+            }
+          }
+        }
+        __syncthreads();
+      }
+      for (int64_t i = threadIdx.x; i < int64_t{kColSum} * p.cols; i += Cfg::kThreads) {
+        const int64_t k = i / p.cols;
+        mine[i] = shared[k * Cfg::kCapacity + (i - k * p.cols)];
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < Cfg::kChunks; ++c) {
+#pragma unroll
+        for (int e = 0; e < Cfg::kVec; ++e) {
+          const int64_t j = (int64_t{c} * Cfg::kLanes + lane) * Cfg::kVec + e;
+          if (j >= p.cols) continue;
+#pragma unroll
+          for (int k = 0; k < kColSum; ++k) mine[k * p.cols + j] = sums.v[k][c * Cfg::kVec + e];
+        }
+      }
+    }
+  }
+}
+
+// One row looped over global memory by a block; each reduction and each put re-reads the inputs.
+// Column sums go straight to the block's slice of the workspace: its first row writes it, the
+// next ones add to it (each thread keeps to its own columns, so no barrier).
+template <int kVec, int kThreads, class P, class... Roles>
+class LoopRow {
+ public:
+  using T = typename P::Storage;
+  using Acc = OpMathT<T>;
+  static constexpr int kIn = P::kInputs;
+  using V = Vec<T, kVec>;
+  static constexpr int kUnroll = 4;  // vectors a thread loads before it computes
+
+  __device__ __forceinline__ LoopRow(const P& p, int64_t row, bool first, Acc* slots, int& phase,
+                                     Acc* sums)
+      : p_(p), row_(row), first_(first), slots_(slots), phase_(phase), sums_(sums) {
+    LoadRowValues(std::make_index_sequence<kIn>{});
+  }
+
+  __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
+  template <typename F>
+  __device__ __forceinline__ Acc sum(const F& f) {
+    return Reduce(f, Sum{});
+  }
+  template <typename F>
+  __device__ __forceinline__ Acc mean(const F& f) {
+    return Reduce(f, Sum{}) / size();
+  }
+  template <typename F>
+  __device__ __forceinline__ Acc max(const F& f) {
+    return Reduce(f, Max{});
+  }
+  template <typename F>
+  __device__ __forceinline__ Acc min(const F& f) {
+    return Reduce(f, Min{});
+  }
+
+  template <typename F>
+  __device__ __forceinline__ void put(const F& f) {
+    using R = decltype(Call(f, nullptr, 0, Indices{}));
+    static_assert(ResultSize<R>::value == P::kOutputs,
+                  "row.put: the lambda returns a different number of values than the op has "
+                  "per-element outputs");
+    ForVectors([&](int64_t v, const V* in) {
+      V out[P::kOutputs > 0 ? P::kOutputs : 1];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const R r = Call(f, in, e, Indices{});
+#pragma unroll
+        for (int k = 0; k < P::kOutputs; ++k) out[k].v[e] = static_cast<T>(Part<Acc>(r, k));
+      }
+#pragma unroll
+      for (int k = 0; k < P::kOutputs; ++k) {
+        reinterpret_cast<V*>(p_.out[k] + row_ * p_.cols)[v] = out[k];
+      }
+    });
+  }
+
+  template <typename... Values>
+  __device__ __forceinline__ void put_rows(const Values&... values) {
+    static_assert(sizeof...(Values) == P::kRowOutputs,
+                  "row.put_rows: a different number of values than the op has per-row outputs");
+    if (threadIdx.x != 0) return;
+    const Acc v[] = {static_cast<Acc>(values)...};
+#pragma unroll
+    for (int k = 0; k < P::kRowOutputs; ++k) p_.row_out[k][row_] = v[k];
+  }
+
+  template <typename F>
+  __device__ __forceinline__ void put_column_sums(const F& f) {
+    using R = decltype(Call(f, nullptr, 0, Indices{}));
+    static_assert(ResultSize<R>::value == P::kColumnSums,
+                  "row.put_column_sums: the lambda returns a different number of values than "
+                  "the op has column sums");
+    ForVectors([&](int64_t v, const V* in) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const R r = Call(f, in, e, Indices{});
+#pragma unroll
+        for (int k = 0; k < P::kColumnSums; ++k) {
+          Acc& s = sums_[k * p_.cols + v * kVec + e];
+          s = first_ ? Part<Acc>(r, k) : s + Part<Acc>(r, k);
+        }
+      }
+    });
+  }
+
+ private:
+  using Indices = std::make_index_sequence<kIn>;
+
+  template <std::size_t... I>
+  __device__ __forceinline__ void LoadRowValues(std::index_sequence<I...>) {
+    ((row_value_[I] = LoadRowValue<int(I)>()), ...);
+  }
+  template <int I>
+  __device__ __forceinline__ Acc LoadRowValue() const {
+    using Role = RoleAt<I, Roles...>;
+    if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
+      using S = typename Stored<Role, T>::type;
+      return p_.in[I] != nullptr ? static_cast<Acc>(static_cast<const S*>(p_.in[I])[row_])
+                                 : Acc(0);
+    } else {
+      return Acc(0);
+    }
+  }
+
+  // Vector v of input I (element inputs: this row's; column inputs: the shared one).
+  template <int I>
+  __device__ __forceinline__ V LoadVector(int64_t v) const {
+    using Role = RoleAt<I, Roles...>;
+    const T* ptr = static_cast<const T*>(p_.in[I]);
+    if constexpr (std::is_same_v<Role, Elem>) {
+      return ptr != nullptr ? reinterpret_cast<const V*>(ptr + row_ * p_.cols)[v] : V{};
+    } else if constexpr (std::is_same_v<Role, Col>) {
+      return ptr != nullptr ? reinterpret_cast<const V*>(ptr)[v] : V{};
+    } else {
+      return V{};
+    }
+  }
+  template <std::size_t... I>
+  __device__ __forceinline__ void LoadVectors(int64_t v, V* in, std::index_sequence<I...>) const {
+    ((in[I] = LoadVector<int(I)>(v)), ...);
+  }
+
+  // body(v, inputs' vectors v) for every vector of the row this thread takes, kUnroll loads
+  // ahead of the math.
+  template <typename Body>
+  __device__ __forceinline__ void ForVectors(Body&& body) {
+    const int64_t vectors = p_.cols / kVec;
+    int64_t v = threadIdx.x;
+    for (; v + (kUnroll - 1) * kThreads < vectors; v += kUnroll * kThreads) {
+      V in[kUnroll][kIn];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) LoadVectors(v + u * kThreads, in[u], Indices{});
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) body(v + u * kThreads, in[u]);
+    }
+    for (; v < vectors; v += kThreads) {
+      V in[kIn];
+      LoadVectors(v, in, Indices{});
+      body(v, in);
+    }
+  }
+
+  template <int I>
+  __device__ __forceinline__ Acc Arg(const V* in, int e) const {
+    using Role = RoleAt<I, Roles...>;
+    if constexpr (std::is_same_v<Role, Elem> || std::is_same_v<Role, Col>) {
+      return static_cast<Acc>(in[I].v[e]);
+    } else {
+      return row_value_[I];
+    }
+  }
+  template <typename F, std::size_t... I>
+  __device__ __forceinline__ auto Call(const F& f, const V* in, int e,
+                                       std::index_sequence<I...>) const {
+    return f(Arg<int(I)>(in, e)...);
+  }
+
+  template <typename F, typename Op>
+  __device__ __forceinline__ Acc Reduce(const F& f, Op op) {
+    Acc acc = Identity<Acc>(op);
+    ForVectors([&](int64_t, const V* in) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc = op(acc, static_cast<Acc>(Call(f, in, e, Indices{})));
+    });
+    return BlockReduce<kThreads>(acc, op, slots_, phase_);
+  }
+
+  const P& p_;
+  int64_t row_;
+  bool first_;  // the block's first row
+  Acc* slots_;
+  int& phase_;
+  Acc* sums_;
+  Acc row_value_[kIn];
+};
+
+template <int kVec, int kThreads, class F, class P, class... Roles>
+__global__ void __launch_bounds__(kThreads) LoopKernel(F f, P p, typename P::Acc* partials) {
+  using Acc = typename P::Acc;
+  __shared__ Acc slots[2 * 32];
+  int phase = 0;
+  Acc* sums = P::kColumnSums > 0 ? partials + int64_t{blockIdx.x} * P::kColumnSums * p.cols
+                                 : nullptr;
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    LoopRow<kVec, kThreads, P, Roles...> r(p, row, row == int64_t{blockIdx.x}, slots, phase, sums);
+    f(r);
+  }
+}
+
+// col_sum[k][j] = the blocks' partials[b][k][j] added over b: a 32-column tile per block, 8
+// slices of the partials per column, each summed in order, then the slices in order.
+template <typename T, int kColSum>
+__global__ void __launch_bounds__(256)
+    SumPartialsKernel(const OpMathT<T>* partials, int64_t blocks, int64_t cols,
+                      Array<T*, kColSum> col_sum) {
+  using Acc = OpMathT<T>;
+  __shared__ Acc slices[8][32];
+  const int64_t i = int64_t{blockIdx.x} * 32 + threadIdx.x;  // k * cols + j
+  const int64_t width = int64_t{kColSum} * cols;
+  Acc s = Acc(0);
+  if (i < width) {
+    for (int64_t b = threadIdx.y; b < blocks; b += 8) s += partials[b * width + i];
+  }
+  slices[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || i >= width) return;
+  Acc total = slices[0][threadIdx.x];
+#pragma unroll
+  for (int y = 1; y < 8; ++y) total += slices[y][threadIdx.x];
+  const int64_t k = i / cols;
+  col_sum[int(k)][i - k * cols] = static_cast<T>(total);
+}
+
+inline int MultiprocessorCount() {
+  int device = 0;
+  cudaGetDevice(&device);
+  constexpr int kMaxDevices = 64;
+  static int cache[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) device = 0;
+  if (cache[device] == 0) {
+    int count = 0;
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    cache[device] = count > 0 ? count : 1;
+  }
+  return cache[device];
+}
+
+// Blocks of `kernel` one multiprocessor holds at once (asked once per kernel).
+template <auto kKernel>
+int ResidentBlocks(int threads, std::size_t shared_bytes) {
+  static const int blocks = [&] {
+    int count = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kKernel, threads, shared_bytes);
+    return count > 0 ? count : 1;
+  }();
+  return blocks;
+}
+
+inline bool AlignedTo(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+// A launch's shape; with column sums, `grid` is also the number of per-block partials.
+struct Launch {
+  int64_t grid = 0;
+  int threads = 0;
+  std::size_t shared_bytes = 0;
+};
+
+// Whether every element and column input and every output can be read and written in vectors
+// of kVec (per-row inputs are read one value at a time).
+template <int kVec, class P, class... Roles>
+bool VectorsFit(const P& p) {
+  using T = typename P::Storage;
+  if (p.cols % kVec != 0) return false;
+  constexpr std::size_t kBytes = sizeof(T) * kVec;
+  const bool vector_loaded[] = {(std::is_same_v<Roles, Elem> || std::is_same_v<Roles, Col>)...,
+                                false};
+  for (int k = 0; k < P::kInputs; ++k) {
+    if (vector_loaded[k] && !AlignedTo(p.in[k], kBytes)) return false;
+  }
+  for (int k = 0; k < P::kOutputs; ++k) {
+    if (!AlignedTo(p.out[k], kBytes)) return false;
+  }
+  return true;
+}
+
+// The schedules of one functor: which one a row length takes (With), its grid (Plan*) and its
+// launch (Run*).
+template <class F, class P, class... Roles>
+struct Schedules {
+  using T = typename P::Storage;
+  using Acc = OpMathT<T>;
+  static constexpr int kElem = CountElem<Roles...>() > 0 ? CountElem<Roles...>() : 1;
+  static constexpr int kColSum = P::kColumnSums;
+
+  // Vectors per lane the register budget allows, a power of two from 1 to 8: each holds kVec
+  // elements of every element input and, with column sums, their kVec sums in Acc.
+  template <int kVec>
+  static constexpr int MaxChunks() {
+    const int per_chunk = kVec * (kElem * int(sizeof(T)) + kColSum * int(sizeof(Acc)));
+    int chunks = kRegBytes / per_chunk;
+    int p = 1;
+    while (p * 2 <= chunks && p < 8) p *= 2;
+    return p;
+  }
+
+  template <class Cfg>
+  static Launch PlanRegister(const P& p) {
+    constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
+    constexpr bool kStaged = kPrefetches<Cfg, T>;
+    Launch l;
+    l.threads = Cfg::kThreads;
+    if (kStaged) {
+      l.shared_bytes = std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
+    } else if (kColSum > 0 && Cfg::kGroups > 1) {
+      l.shared_bytes = std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
+    }
+    if (l.shared_bytes > 48 * 1024) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(l.shared_bytes));
+    }
+    const int64_t groups = CeilDiv(p.rows, Cfg::kGroups);
+    l.grid = groups;
+    if (kStaged) {  // resident blocks only: each goes on to its next row
+      const int64_t resident =
+          int64_t{MultiprocessorCount()} * ResidentBlocks<kernel>(l.threads, l.shared_bytes);
+      if (resident < l.grid) l.grid = resident;
+    } else if (kColSum > 0 || kWaves > 0) {
+      int per_sm = ResidentBlocks<kernel>(l.threads, l.shared_bytes);
+      if (kColSum > 0 && kSumBlocks > 0 && kSumBlocks < per_sm) per_sm = kSumBlocks;
+      const int64_t resident = int64_t{MultiprocessorCount()} * per_sm;
+      const int64_t cap = kColSum > 0 ? resident : resident * (kWaves > 0 ? kWaves : 1);
+      if (cap < l.grid) l.grid = cap;
+    }
+    if (l.grid > kMaxGrid) l.grid = kMaxGrid;
+    return l;
+  }
+  template <class Cfg>
+  static cudaError_t RunRegister(const F& f, const P& p, const Launch& l, Acc* partials,
+                                 cudaStream_t stream) {
+    constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
+    kernel<<<static_cast<unsigned>(l.grid), l.threads, l.shared_bytes, stream>>>(f, p, partials);
+    return cudaGetLastError();
+  }
+
+  template <int kVec>
+  static Launch PlanLoop(const P& p) {
+    constexpr auto kernel = LoopKernel<kVec, kLoopThreads, F, P, Roles...>;
+    Launch l;
+    l.threads = kLoopThreads;
+    l.grid = p.rows;
+    if (kColSum > 0 || kWaves > 0) {
+      // With column sums, one block per multiprocessor: each block's partials are K long rows.
+      const int64_t sms = MultiprocessorCount();
+      const int64_t cap = kColSum > 0 ? sms : sms * ResidentBlocks<kernel>(l.threads, 0) * kWaves;
+      if (cap < l.grid) l.grid = cap;
+    }
+    if (l.grid > kMaxGrid) l.grid = kMaxGrid;
+    return l;
+  }
+  template <int kVec>
+  static cudaError_t RunLoop(const F& f, const P& p, const Launch& l, Acc* partials,
+                             cudaStream_t stream) {
+    LoopKernel<kVec, kLoopThreads, F, P, Roles...>
+        <<<static_cast<unsigned>(l.grid), l.threads, 0, stream>>>(f, p, partials);
+    return cudaGetLastError();
+  }
+
+  // Returns on_register(RegisterConfig) for the register schedule that holds a row of p.cols
+  // (the fewest lanes that do), or on_loop(vector width) when none does.
+  template <int kVec, class OnRegister, class OnLoop>
+  static auto WithWidth(const P& p, OnRegister&& on_register, OnLoop&& on_loop) {
+    constexpr int kMaxChunks = MaxChunks<kVec>();
+    const int64_t vectors = p.cols / kVec;
+    // Short rows: a part of a warp, kLaneVecs vectors per lane.
+    constexpr int kShort = kLaneVecs < kMaxChunks ? kLaneVecs : kMaxChunks;
+    const int64_t lanes_wanted = CeilDiv(vectors > 0 ? vectors : 1, kShort);
+    if (lanes_wanted <= 16) {
+      switch (PowerOfTwoAtLeast(lanes_wanted)) {
+        case 1: return on_register(RegisterConfig<kVec, kShort, 1, kRowThreads>{});
+        case 2: return on_register(RegisterConfig<kVec, kShort, 2, kRowThreads>{});
+        case 4: return on_register(RegisterConfig<kVec, kShort, 4, kRowThreads>{});
+        case 8: return on_register(RegisterConfig<kVec, kShort, 8, kRowThreads>{});
+        default: return on_register(RegisterConfig<kVec, kShort, 16, kRowThreads>{});
+      }
+    }
+    // Medium rows: a warp per row.
+    if (vectors <= 32 * kMaxChunks) {
+      switch (PowerOfTwoAtLeast(CeilDiv(vectors, 32))) {
+        case 1: return on_register(RegisterConfig<kVec, 1, 32, kRowThreads>{});
+        case 2: return on_register(RegisterConfig<kVec, (kMaxChunks < 2 ? kMaxChunks : 2), 32,
+                                                  kRowThreads>{});
+        case 4: return on_register(RegisterConfig<kVec, (kMaxChunks < 4 ? kMaxChunks : 4), 32,
+                                                  kRowThreads>{});
+        default: return on_register(RegisterConfig<kVec, kMaxChunks, 32, kRowThreads>{});
+      }
+    }
+    // Long rows: a block per row, kBlockVecs vectors per thread (up to kMaxChunks with 1024
+    // threads). The scalar path goes to the loop instead (odd lengths this long are rare).
+    if constexpr (kVec > 1) {
+      constexpr int kChunks = kBlockVecs < kMaxChunks ? kBlockVecs : kMaxChunks;
+      if (vectors <= int64_t{128} * kChunks) {
+        return on_register(RegisterConfig<kVec, kChunks, 128, 128>{});
+      }
+      if (vectors <= int64_t{256} * kChunks) {
+        return on_register(RegisterConfig<kVec, kChunks, 256, 256>{});
+      }
+      if (vectors <= int64_t{512} * kChunks) {
+        return on_register(RegisterConfig<kVec, kChunks, 512, 512>{});
+      }
+      if (vectors <= int64_t{1024} * kChunks) {
+        return on_register(RegisterConfig<kVec, kChunks, 1024, 1024>{});
+      }
+      if (vectors <= int64_t{1024} * kMaxChunks) {
+        return on_register(RegisterConfig<kVec, kMaxChunks, 1024, 1024>{});
+      }
+    }
+    return on_loop(std::integral_constant<int, kVec>{});
+  }
+
+  template <class OnRegister, class OnLoop>
+  static auto With(const P& p, OnRegister&& on_register, OnLoop&& on_loop) {
+    constexpr int kWide = 16 / int(sizeof(T));
+    static_assert(kWide > 1, "vectors of 16 bytes hold at least two elements");
+    if (VectorsFit<kWide, P, Roles...>(p)) return WithWidth<kWide>(p, on_register, on_loop);
+    return WithWidth<1>(p, on_register, on_loop);
+  }
+
+  static Launch Plan(const P& p) {
+    return With(
+        p, [&](auto cfg) { return PlanRegister<decltype(cfg)>(p); },
+        [&](auto vec) { return PlanLoop<decltype(vec)::value>(p); });
+  }
+};
+
+}  // namespace detail
+
+// Bytes of workspace Run needs for `p` on the current device: the column sums' per-block
+// partials (0 for a functor without column sums). Depends on rows, cols and the pointers'
+// alignment.
+template <class F, class... Roles, typename T, int kIn, int kOut, int kRowOut, int kColSum>
+std::size_t WorkspaceBytes(const Pointers<T, kIn, kOut, kRowOut, kColSum>& p) {
+  using P = Pointers<T, kIn, kOut, kRowOut, kColSum>;
+  if constexpr (kColSum == 0) {
+    (void)p;
+    return 0;
+  } else {
+    if (p.rows == 0 || p.cols == 0) return 0;
+    const detail::Launch l = detail::Schedules<F, P, Roles...>::Plan(p);
+    return std::size_t(l.grid) * kColSum * std::size_t(p.cols) * sizeof(OpMathT<T>);
+  }
+}
+
+// Runs `f` over every row of `p` on the current device and `stream`; `workspace` holds
+// WorkspaceBytes(p) bytes (null when that is 0). Returns the first launch error, or cudaSuccess.
+template <class F, class... Roles, typename T, int kIn, int kOut, int kRowOut, int kColSum>
+cudaError_t Run(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p, void* workspace,
+                cudaStream_t stream) {
+  static_assert(sizeof...(Roles) == kIn, "Run: one role tag per input");
+  static_assert(detail::KnownRoles<Roles...>(), "Run: roles are Elem, Col, RowIn, RowStat");
+  using P = Pointers<T, kIn, kOut, kRowOut, kColSum>;
+  using S = detail::Schedules<F, P, Roles...>;
+  using AccT = OpMathT<T>;
+  if (p.rows == 0) {
+    // No rows: the column sums are zeros (all-zero bits in every float type).
+    for (int k = 0; k < kColSum; ++k) {
+      if (p.cols == 0) break;
+      const cudaError_t e = cudaMemsetAsync(p.col_sum[k], 0, std::size_t(p.cols) * sizeof(T),
+                                            stream);
+      if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+  }
+  auto* partials = static_cast<AccT*>(workspace);
+  detail::Launch launch;
+  const cudaError_t status = S::With(
+      p,
+      [&](auto cfg) {
+        launch = S::template PlanRegister<decltype(cfg)>(p);
+        return S::template RunRegister<decltype(cfg)>(f, p, launch, partials, stream);
+      },
+      [&](auto vec) {
+        launch = S::template PlanLoop<decltype(vec)::value>(p);
+        return S::template RunLoop<decltype(vec)::value>(f, p, launch, partials, stream);
+      });
+  if (status != cudaSuccess) return status;
+  if constexpr (kColSum > 0) {
+    if (p.cols > 0) {
+      const int64_t tiles = detail::CeilDiv(int64_t{kColSum} * p.cols, 32);
+      detail::SumPartialsKernel<T, kColSum><<<static_cast<unsigned>(tiles), dim3(32, 8), 0,
+                                              stream>>>(partials, launch.grid, p.cols, p.col_sum);
+      return cudaGetLastError();
+    }
+  }
+  return cudaSuccess;
+}
+
+}  // namespace rowwise
+}  // namespace opgen

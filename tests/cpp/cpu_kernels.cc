@@ -1,0 +1,93 @@
+// Driver for tests/test_cpu_kernels.py: the CPU side of opgen's math and loops, without Paddle.
+//   tanh STRIDE          the worst ulp distance of opgen::tanh(float) from tanh rounded to float,
+//                        over every STRIDE-th float in [-12, 12], and the special values
+//   minmax A B           opgen::min and max of two floats (bits printed, to see -0 and NaN)
+//   gradsums ROWS COLS   a backward over [ROWS, COLS] with a [COLS] bias: the bias gradient's bits
+// Built with the flags opgen builds ops with (opgen.build.CXX_FLAGS).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "opgen/broadcast.h"
+
+namespace {
+
+uint32_t Bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+// Distance in representable floats (same sign assumed: tanh keeps the sign).
+int64_t Ulps(float a, float b) {
+  return std::llabs(static_cast<int64_t>(static_cast<int32_t>(Bits(a))) -
+                    static_cast<int64_t>(static_cast<int32_t>(Bits(b))));
+}
+
+template <typename MT>
+struct TanhGrad {  // grad_x = grad * (1 - tanh(x + bias)^2); grad_bias the same, summed
+  void operator()(MT x, MT bias, MT grad, MT& grad_x, MT& grad_bias) const {
+    const MT t = opgen::tanh(x + bias);
+    grad_x = grad * (MT(1) - t * t);
+    grad_bias = grad_x;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "tanh" && argc == 3) {
+    const uint32_t stride = static_cast<uint32_t>(std::atol(argv[2]));
+    int64_t worst = 0;
+    float at = 0;
+    for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += stride) {
+      float x;
+      const uint32_t bits = static_cast<uint32_t>(b);
+      std::memcpy(&x, &bits, sizeof x);
+      if (!(std::fabs(x) <= 12.0f)) continue;
+      const int64_t d = Ulps(opgen::tanh(x), static_cast<float>(std::tanh(static_cast<double>(x))));
+      if (d > worst) worst = d, at = x;
+    }
+    const float z = opgen::tanh(-0.0f);
+    std::printf("{\"worst_ulp\": %lld, \"at\": %.9g, \"minus_zero\": %s, \"nan\": %s, "
+                "\"inf\": %.9g, \"minus_inf\": %.9g}\n",
+                static_cast<long long>(worst), at, std::signbit(z) && z == 0 ? "true" : "false",
+                std::isnan(opgen::tanh(NAN)) ? "true" : "false", opgen::tanh(INFINITY),
+                opgen::tanh(-INFINITY));
+    return 0;
+  }
+  if (mode == "minmax" && argc == 4) {
+    const float a = std::strtof(argv[2], nullptr), b = std::strtof(argv[3], nullptr);
+    std::printf("{\"min\": %u, \"max\": %u, \"clamp\": %u}\n", Bits(opgen::min(a, b)),
+                Bits(opgen::max(a, b)), Bits(opgen::clamp(a, b, 1.0f)));
+    return 0;
+  }
+  if (mode == "gradsums" && argc == 4) {
+    const int64_t rows = std::atoll(argv[2]), cols = std::atoll(argv[3]);
+    const std::vector<int64_t> shapes[3] = {{rows, cols}, {cols}, {rows, cols}};
+    opgen::BroadcastPlan<3> plan;
+    if (!opgen::MakeBroadcastPlan(shapes, &plan).empty()) return 2;
+    std::vector<float> x(rows * cols), bias(cols), grad(rows * cols), gx(rows * cols), gb(cols);
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      x[i] = std::sin(0.37f * static_cast<float>(i % 9973));
+      grad[i] = std::cos(0.11f * static_cast<float>(i % 7919));
+    }
+    for (int64_t c = 0; c < cols; ++c) bias[c] = 0.01f * static_cast<float>(c % 100);
+    opgen::cpu::BroadcastBackwardLoop<float>(
+        TanhGrad<float>{}, plan, opgen::Pointers<const float, 3>{{x.data(), bias.data(), grad.data()}},
+        opgen::Pointers<float, 2>{{gx.data(), gb.data()}});
+    std::printf("{\"threads\": %d, \"grad_bias_bits\": [", opgen::cpu::CpuThreads());
+    for (int64_t c = 0; c < cols; ++c) std::printf("%s%u", c ? ", " : "", Bits(gb[c]));
+    std::printf("], \"grad_bias\": [");
+    for (int64_t c = 0; c < cols; ++c) std::printf("%s%.9g", c ? ", " : "", gb[c]);
+    std::printf("]}\n");
+    return 0;
+  }
+  std::fprintf(stderr, "usage: cpu_kernels tanh STRIDE | minmax A B | gradsums ROWS COLS\n");
+  return 2;
+}

@@ -1,0 +1,80 @@
+"""The CPU kernels' math and loops without Paddle (issue 15): tests/cpp/cpu_kernels.cc built with
+the flags opgen builds ops with. The fast float tanh against tanh rounded to float; min, max and
+clamp against numpy's NaN and signed-zero rules; and the gradient of a broadcast input, summed in
+blocks over threads, the same bits whatever the thread count."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.build import CXX_FLAGS
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = ROOT / "tests" / "cpp" / "cpu_kernels.cc"
+INCLUDES = [ROOT / "templates" / "elementwise" / "csrc", ROOT / "templates" / "common" / "csrc"]
+GPP = shutil.which("g++")
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if GPP is None:
+        pytest.skip("needs g++")
+    binary = tmp_path_factory.mktemp("cpu_kernels") / "cpu_kernels"
+    subprocess.run([GPP, *CXX_FLAGS, "-Wall", "-Werror", *(f"-I{i}" for i in INCLUDES),
+                    str(DRIVER), "-o", str(binary), "-pthread"],
+                   check=True, capture_output=True, text=True)
+    return binary
+
+
+def ask(driver: Path, *args: str, threads: int | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    result = subprocess.run([str(driver), *args], capture_output=True, text=True, check=True,
+                            env=env)
+    return json.loads(result.stdout)
+
+
+def test_fast_tanh_is_within_2_ulp_of_tanh(driver: Path) -> None:
+    # every 4099th float in [-12, 12] (about 530,000 of them; all 2^31 were checked once: 2 ulp)
+    got = ask(driver, "tanh", "4099")
+    assert got["worst_ulp"] <= 2, got
+    assert got["minus_zero"] and got["nan"], got
+    assert (got["inf"], got["minus_inf"]) == (1.0, -1.0)
+
+
+@pytest.mark.parametrize("a, b", [("nan", "1"), ("1", "nan"), ("-0", "0"), ("0", "-0"),
+                                  ("2", "3"), ("3", "2"), ("-inf", "nan"), ("inf", "-inf")])
+def test_min_max_clamp_follow_numpy(driver: Path, a: str, b: str) -> None:
+    got = ask(driver, "minmax", a, b)
+    x, y = np.float32(float(a)), np.float32(float(b))
+    bits = lambda v: int(np.float32(v).view(np.uint32))  # noqa: E731
+    with np.errstate(invalid="ignore"):
+        want = {"min": np.minimum(x, y), "max": np.maximum(x, y),
+                "clamp": np.minimum(np.maximum(x, y), np.float32(1))}
+    for name, value in want.items():
+        if np.isnan(value):
+            assert np.isnan(np.uint32(got[name]).view(np.float32)), (name, got)
+        else:
+            assert got[name] == bits(value), (name, got[name], bits(value))
+
+
+def test_broadcast_gradient_sums_are_the_same_bits_on_any_thread_count(driver: Path) -> None:
+    rows, cols = 512, 1024  # 2^19 elements: 8 blocks of the loops
+    runs = {n: ask(driver, "gradsums", str(rows), str(cols), threads=n) for n in (1, 2, 3)}
+    assert [runs[n]["threads"] for n in (1, 2, 3)] == [1, 2, 3]
+    assert runs[1]["grad_bias_bits"] == runs[2]["grad_bias_bits"] == runs[3]["grad_bias_bits"]
+    i = np.arange(rows * cols)
+    x = np.sin(np.float32(0.37) * (i % 9973).astype(np.float32)).astype(np.float64)
+    grad = np.cos(np.float32(0.11) * (i % 7919).astype(np.float32)).astype(np.float64)
+    bias = np.float32(0.01) * (np.arange(cols) % 100).astype(np.float32)
+    t = np.tanh(x.reshape(rows, cols) + bias)
+    want = (grad.reshape(rows, cols) * (1 - t * t)).sum(axis=0)
+    np.testing.assert_allclose(runs[1]["grad_bias"], want, rtol=1e-4, atol=1e-3)

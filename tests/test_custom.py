@@ -1,0 +1,394 @@
+"""kind: custom: the spec's checks, the generated code, `opgen new --custom`, a user's kernel
+edit kept through spec changes, and examples/embedding against Paddle's own embedding."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import GPU_PYTHON, ROOT, run_opgen
+
+from opgen import api
+from opgen.errors import SpecError
+from opgen.render import render_op
+from opgen.spec import loads
+from opgen.writer import Status
+
+EMBEDDING = ROOT / "examples" / "embedding"
+
+SPEC = """\
+name: lookup
+kind: custom
+inputs:
+  ids: {dtype: [int32, int64]}
+  table: {dtype: float types, shape: [V, D]}
+outputs:
+  out: {dtype: same as table, shape: "[*ids.shape, D]"}
+attrs:
+  pad: {type: int64, default: -1}
+  scales: {type: "float[]", default: [1.0, 2.0]}
+backward: [table]
+sizes: {V: 5, D: 3}
+"""
+
+
+def _load(text: str):
+    return loads(text, "lookup.yaml", check_builtins=False)
+
+
+# -- the spec -------------------------------------------------------------------------------------
+
+def test_a_custom_spec_loads():
+    spec = _load(SPEC)
+    custom = spec.kind_data
+    assert spec.op_name == "custom_lookup"
+    assert custom.dtypes["ids"].choices == ("int32", "int64")
+    assert custom.dtypes["out"].same_as == "table"
+    assert custom.dims == {"V": ("table", 0), "D": ("table", 1)}
+    assert spec.model.attrs["scales"].default == [1.0, 2.0]
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), [
+    ("{dtype: [int32, int64]}", "{dtype: [int32, int65]}", 4,
+     "inputs.ids.dtype: unknown dtype 'int65'"),
+    ("same as table", "same as tabel", 7,
+     "outputs.out.dtype: 'same as tabel': 'tabel' is not an input"),
+    ('"[*ids.shape, D]"', '"[*ids.shape, E]"', 7,
+     "outputs.out.shape: 'E' is not a dim name or an int attr (known: V, D, pad)"),
+    ('"[*ids.shape, D]"', '"[*idz.shape, D]"', 7, "outputs.out.shape: 'idz' is not an input"),
+    ('"[*ids.shape, D]"', '"[ids.shape[0] + 1.5]"', 7, "outputs.out.shape: '1.5' is not allowed"),
+    ("shape: [V, D]}", "shape: [V, ..., D]}", 5, "'...' (any leading dims) comes first"),
+    ("{dtype: float types, shape", "{dtype: float types, shap", 5,
+     "unknown key 'shap' in inputs.table; allowed: dtype, shape, range, optional, doc"),
+    ("backward: [table]", "backward: [ids]", 11, "backward: 'ids' has no float dtype"),
+    ("backward: [table]", "backward: [tabel]", 11, "backward: 'tabel' is not an input"),
+    ("sizes: {V: 5, D: 3}", "sizes: {V: 5, W: 3}", 12, "sizes: 'W' names no dim"),
+    ("default: [1.0, 2.0]", "default: [1.0, x]", 10, "an item of the list: 'x' is not a float"),
+    ("{dtype: same as table", "{dtype: [float32, float64]", 7,
+     "outputs.out.dtype: an output has one dtype"),
+])
+def test_spec_errors_name_the_line(old, new, line, message):
+    assert old in SPEC
+    with pytest.raises(SpecError) as info:
+        _load(SPEC.replace(old, new))
+    assert info.value.line == line, str(info.value)
+    assert message in str(info.value)
+
+
+def test_elementwise_specs_are_untouched_by_the_custom_schema():
+    with pytest.raises(SpecError, match="forward"):
+        loads("name: e\nkind: elementwise\ninputs: [x]\noutputs: [out]\n", "e.yaml",
+              check_builtins=False)
+
+
+# -- the generated code ---------------------------------------------------------------------------
+
+def test_generated_code_infers_shapes_and_dispatches_over_the_dtype_product():
+    files = render_op(_load(SPEC)).files
+    cc = files["csrc/lookup.cc"].decode()
+    assert "out_shape.insert(out_shape.end(), ids_shape.begin(), ids_shape.end());" in cc
+    assert "out_shape.push_back(table_shape[1]);" in cc
+    assert '.Attrs({"pad: int64_t", "scales: std::vector<float>"})' in cc
+    assert ".Outputs({paddle::Grad(\"table\")})" in cc
+    header = files["csrc/lookup.h"].decode()
+    assert header.count("return f(Tag<") == 2 * 4  # int32/int64 x four float dtypes
+    wrapper = files["lookup.py"].decode()
+    assert 'raise ValueError(f"lookup: table must have 2 dims [V, D]' in wrapper
+    assert "[*ids.shape, table.shape[1]]" in wrapper
+    # The user's files say they are the user's.
+    assert "This file is yours" in files["csrc/lookup_cpu.h"].decode()
+    assert "raise NotImplementedError" in files["reference.py"].decode()
+
+
+def test_shared_dims_are_checked_across_inputs():
+    spec = SPEC.replace("ids: {dtype: [int32, int64]}", "ids: {dtype: [int32, int64], "
+                        "shape: [..., D]}")
+    wrapper = render_op(_load(spec)).files["lookup.py"].decode()
+    assert "table.shape[1] != ids.shape[-1]" in wrapper
+    assert "table.shape[1] (D) is {table.shape[1]} but ids.shape[-1] (D)" in wrapper
+
+
+# -- opgen new --custom, and edits through spec changes ------------------------------------------
+
+def test_new_custom_scaffolds_the_users_files(tmp_path):
+    result = run_opgen("new", "twin", "--custom", "--dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    op = tmp_path / "twin"
+    for rel in ("twin.yaml", "csrc/twin_cpu.h", "csrc/twin_cuda.cuh", "reference.py",
+                "csrc/twin.cc", "csrc/twin.cu", "twin.py", "test_twin.py"):
+        assert (op / rel).is_file(), rel
+    assert "std::copy_n(args.x.data<XT>()" in (op / "csrc/twin_cpu.h").read_text()
+
+
+def test_new_needs_exactly_one_kind(tmp_path):
+    result = run_opgen("new", "twin", "--custom", "--elementwise", "--dir", str(tmp_path))
+    assert result.returncode != 0
+    assert "choose one op kind" in result.stdout + result.stderr
+    assert not (tmp_path / "twin").exists()
+
+
+USER_LOOP = """\
+  // my own loop
+  const XT* from = args.x.data<XT>();
+  XT* to = args.out.data<XT>();
+  for (int64_t i = 0; i < args.x.numel(); ++i) to[i] = from[i];
+"""
+
+
+def _edit_forward(path: Path) -> None:
+    text = path.read_text()
+    skeleton = "  std::copy_n(args.x.data<XT>(), args.x.numel(), args.out.data<XT>());\n"
+    assert text.count(skeleton) == 1
+    path.write_text(text.replace(skeleton, USER_LOOP, 1))
+
+
+SPEC_CHANGES = [
+    # an attr: every kernel's argument comment grows a line, merged around the edit
+    ("# attrs:                    # bool, int, int64, float, str, int[], int64[], float[], with "
+     "a default\n#   axis: {type: int, default: -1}",
+     "attrs:\n  scale: {type: float, default: 2.0}", Status.MERGED),
+    # fewer dtypes: the dispatch changes, and the kernels' comment naming XT's types
+    ("x: {dtype: float types,", "x: {dtype: [float32, float64],", Status.MERGED),
+    # a vector attr
+    ("  scale: {type: float, default: 2.0}",
+     "  scale: {type: float, default: 2.0}\n  steps: {type: \"int[]\", default: [1, 2]}",
+     Status.MERGED),
+]
+
+
+@pytest.mark.build
+def test_a_kernel_edit_survives_three_spec_changes(tmp_path):
+    api.new("twin", kind="custom", directory=tmp_path)
+    op = tmp_path / "twin"
+    spec = op / "twin.yaml"
+    _edit_forward(op / "csrc/twin_cpu.h")
+    for old, new, status in SPEC_CHANGES:
+        text = spec.read_text()
+        assert old in text, old
+        spec.write_text(text.replace(old, new))
+        result = api.generate(spec)
+        statuses = {c.path: c.status for c in result.changes}
+        assert statuses["csrc/twin_cpu.h"] is status, statuses
+        assert statuses["csrc/twin.h"] is Status.OVERWRITE, statuses
+        assert not result.conflicts
+        cpu = (op / "csrc/twin_cpu.h").read_text()
+        assert USER_LOOP in cpu
+    assert "//   args.scale: float attr" in cpu and "//   args.steps: int[] attr" in cpu
+    assert "float16" not in (op / "csrc/twin.h").read_text()
+    assert "//   XT: float or double" in cpu
+    tested = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings")
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
+
+
+def test_generate_says_which_edited_files_to_check(tmp_path):
+    api.new("twin", kind="custom", directory=tmp_path)
+    op = tmp_path / "twin"
+    _edit_forward(op / "csrc/twin_cpu.h")
+    old, new, _ = SPEC_CHANGES[0]
+    spec = op / "twin.yaml"
+    spec.write_text(spec.read_text().replace(old, new))
+    result = run_opgen("generate", str(spec))
+    assert result.returncode == 0, result.stderr
+    assert "merged" in result.stdout
+    assert "note: your edits to csrc/twin_cpu.h, csrc/twin_cuda.cuh were merged" not in \
+        result.stdout  # the CUDA file was not edited: it takes the new render
+    assert "note: your edits to csrc/twin_cpu.h were merged with the new render" in \
+        " ".join(result.stdout.split())
+
+
+@pytest.mark.build
+def test_new_custom_builds_and_passes_its_tests_unchanged(tmp_path):
+    assert run_opgen("new", "twin", "--custom", "--dir", str(tmp_path)).returncode == 0
+    result = run_opgen("test", str(tmp_path / "twin"), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+def test_a_missing_reference_fails_the_tests_saying_so(tmp_path):
+    spec = tmp_path / "lookup" / "lookup.yaml"
+    spec.parent.mkdir()
+    spec.write_text(SPEC)
+    api.generate(spec)
+    reference = (spec.parent / "reference.py").read_text()
+    assert 'raise NotImplementedError("reference.py: write out() for lookup\'s tests")' \
+        in reference
+
+
+# -- examples/embedding ---------------------------------------------------------------------------
+
+def test_embedding_example_is_current():
+    result = run_opgen("generate", str(EMBEDDING / "embedding.yaml"), "--check", "--allow-edits")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+PADDLE_COMPARISON = textwrap.dedent("""
+    import sys
+    import numpy as np, paddle, opgen
+    import paddle.nn.functional as F
+    op = opgen.load(sys.argv[1]).embedding
+    rng = np.random.default_rng(0)
+    table_np = rng.standard_normal((40, 16)).astype("float32")
+    ids_np = rng.integers(0, 40, size=(7, 300))  # each id about 50 times
+    for dtype in ("int32", "int64"):
+        for pad in (-1, 3):
+            ids = paddle.to_tensor(ids_np.astype(dtype))
+            mine = paddle.to_tensor(table_np, stop_gradient=False)
+            theirs = paddle.to_tensor(table_np, stop_gradient=False)
+            out = op(ids, mine, padding_idx=pad)
+            want = F.embedding(ids, theirs, padding_idx=None if pad < 0 else pad)
+            np.testing.assert_array_equal(out.numpy(), want.numpy())
+            grad = paddle.to_tensor(rng.standard_normal(out.shape).astype("float32"))
+            (g_mine,) = paddle.grad([out], [mine], grad_outputs=[grad])
+            (g_theirs,) = paddle.grad([want], [theirs], grad_outputs=[grad])
+            np.testing.assert_allclose(g_mine.numpy(), g_theirs.numpy(), rtol=1e-5, atol=1e-5)
+    bad = paddle.to_tensor(np.array([1, 2, 40, 3]))
+    try:
+        op(bad, paddle.to_tensor(table_np))
+    except Exception as exc:
+        assert "ids holds 40 (at flat index 2), outside the table's rows [0, 40)" in str(exc), exc
+    else:
+        raise AssertionError("an out-of-range id was not refused")
+    unchecked = op(bad, paddle.to_tensor(table_np), check_ids=False).numpy()
+    np.testing.assert_array_equal(unchecked[[0, 1, 3]], table_np[[1, 2, 3]])
+    np.testing.assert_array_equal(unchecked[2], np.zeros(16, np.float32))
+    try:
+        op(paddle.to_tensor(np.array([1])), paddle.to_tensor(table_np), padding_idx=-2)
+    except Exception as exc:
+        assert "padding_idx is -2; it must be -1 (none) or a row" in str(exc), exc
+    else:
+        raise AssertionError("padding_idx -2 was not refused")
+    print("ok")
+""")
+
+
+@pytest.mark.build
+def test_embedding_matches_paddle_forward_and_table_gradient():
+    """Against paddle.nn.functional.embedding on the CPU (in a process of its own: Paddle aborts
+    when a second library registers custom_embedding), with out-of-range ids a clear error."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GLOG_minloglevel": "3"}
+    result = subprocess.run([sys.executable, "-c", PADDLE_COMPARISON, str(EMBEDDING)],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
+        result.stdout[-2000:] + result.stderr[-3000:]
+
+
+@pytest.mark.build
+@pytest.mark.gpu_env
+def test_embedding_cuda_sources_compile_and_link():
+    if not GPU_PYTHON.exists():
+        pytest.skip("no .venv-gpu (paddlepaddle-gpu 2.6.2): run scripts/setup.sh")
+    result = run_opgen("build", str(EMBEDDING), "--arch", "90", python=GPU_PYTHON,
+                       env={"CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda")})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "CPU + CUDA sm_90" in result.stdout
+
+
+def test_reference_matches_numpy_indexing():
+    """The example's reference is what the tests trust: checked against plain indexing."""
+    sys.path.insert(0, str(EMBEDDING))
+    try:
+        import reference  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    table = np.arange(12.0).reshape(4, 3)
+    ids = np.array([[0, 3], [3, 1]])
+    np.testing.assert_array_equal(reference.out(ids, table, padding_idx=1),
+                                  [[table[0], table[3]], [table[3], np.zeros(3)]])
+    grad = reference.grad_table(ids, table, np.ones((2, 2, 3)), padding_idx=0)
+    np.testing.assert_array_equal(grad, [[0, 0, 0], [1, 1, 1], [0, 0, 0], [2, 2, 2]])
+
+
+def test_bench_refuses_a_custom_op_clearly():
+    result = run_opgen("bench", str(EMBEDDING))
+    assert result.returncode != 0
+    assert "opgen bench times elementwise ops; a custom op's kernels are yours to time" in \
+        " ".join(result.stderr.split())
+
+
+# -- optional inputs ------------------------------------------------------------------------------
+
+SHIFT = """\
+name: shift
+kind: custom
+inputs:
+  x: {dtype: float types, shape: [..., D]}
+  bias: {dtype: same as x, shape: [D], optional: true}
+outputs:
+  out: {dtype: same as x, shape: "[*x.shape]"}
+backward: [x]
+sizes: {D: 6}
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), [
+    ("x: {dtype: float types, shape: [..., D]}", "x: {dtype: float types, shape: [..., D], "
+     "optional: true}", 4, "the first input is required"),
+    ("dtype: same as x, shape: [D], optional", "dtype: [float32, float64], shape: [D], optional",
+     5, "an optional input has one dtype or 'same as <required input>'"),
+    ("backward: [x]", "backward: [x, bias]", 8, "'bias' is optional; optional inputs get no "
+     "gradient"),
+    ('"[*x.shape]"', '"[*bias.shape]"', 7, "'bias' is optional; an output's shape reads "
+     "required inputs"),
+    ("shape: [D], optional", "shape: [E], optional", 5, "dim 'E' is named first by an optional "
+     "input"),
+])
+def test_optional_input_errors(old, new, line, message):
+    assert old in SHIFT
+    with pytest.raises(SpecError) as info:
+        loads(SHIFT.replace(old, new), "shift.yaml", check_builtins=False)
+    assert info.value.line == line, str(info.value)
+    assert message in str(info.value)
+
+
+def test_optional_inputs_are_paddle_optional():
+    files = render_op(loads(SHIFT, "shift.yaml", check_builtins=False)).files
+    cc = files["csrc/shift.cc"].decode()
+    assert '.Inputs({"x", paddle::Optional("bias")})' in cc
+    assert "const paddle::optional<paddle::Tensor>& bias" in cc
+    assert "const paddle::optional<std::vector<int64_t>>& bias_shape" in cc
+    wrapper = files["shift.py"].decode()
+    assert "def shift(x: paddle.Tensor, bias: paddle.Tensor | None = None)" in wrapper
+    assert "if bias is not None and (bias.shape[0] != x.shape[-1]):" in wrapper
+    assert "def out(x, bias=None):" in files["reference.py"].decode()
+
+
+@pytest.mark.build
+def test_an_optional_input_reaches_the_kernel_given_and_omitted(tmp_path):
+    spec = tmp_path / "shift" / "shift.yaml"
+    spec.parent.mkdir()
+    spec.write_text(SHIFT)
+    api.generate(spec)
+    cpu = spec.parent / "csrc" / "shift_cpu.h"
+    skeleton = "  std::copy_n(args.x.data<XT>(), args.x.numel(), args.out.data<XT>());\n"
+    kernel = """\
+  const int64_t d = args.x.shape().back();
+  const XT* x = args.x.data<XT>();
+  XT* out = args.out.data<XT>();
+  for (int64_t i = 0; i < args.x.numel(); ++i) {
+    const double b = args.bias ? static_cast<double>(args.bias->data<XT>()[i % d]) : 0.0;
+    out[i] = static_cast<XT>(static_cast<double>(x[i]) + b);
+  }
+"""
+    assert cpu.read_text().count(skeleton) == 1  # the forward (the backward copies grad_out)
+    cpu.write_text(cpu.read_text().replace(skeleton, kernel, 1))
+    reference = spec.parent / "reference.py"
+    reference.write_text(reference.read_text().replace(
+        "    return np.array(x, dtype=np.float64)", "    return x if bias is None else x + bias"))
+    result = run_opgen("test", str(spec.parent), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout
+
+
+@pytest.mark.build
+def test_embedding_passes_its_generated_tests():
+    result = run_opgen("test", str(EMBEDDING), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout

@@ -1,0 +1,203 @@
+"""The rowwise kind without a compiler: its spec (roles, reductions over the row, per-row
+values, output roles), the functors opgen/kinds/rowwise.py writes from it, and the numpy
+helpers its generated tests use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ROWWISE_EXAMPLES, run_opgen
+
+from opgen import testing as ot
+from opgen.errors import SpecError
+from opgen.expr import ExprError, compile_expr
+from opgen.kinds.rowwise import build_context
+from opgen.spec import load, loads
+
+RMS_NORM = """\
+name: rms_norm
+kind: rowwise
+inputs: {x: element, weight: column}
+outputs: [out]
+attrs:
+  eps: {type: float, default: 1.0e-6}
+forward:
+  rstd: rsqrt(mean(x * x) + eps)
+  out: x * rstd * weight
+backward:
+  dxw: grad_out * weight
+  x: rstd * (dxw - x * rstd * rstd * mean(dxw * x))
+  weight: grad_out * x * rstd
+"""
+
+
+def spec_of(text: str = RMS_NORM, **replace: str):
+    for old, new in replace.items():
+        text = text.replace(old.replace("_", " "), new)
+    return loads(text, "rms_norm.yaml", check_builtins=False)
+
+
+# -- expressions --------------------------------------------------------------------------------
+
+def test_a_reduction_is_one_value_per_row_and_leaves_a_placeholder_for_its_lambda():
+    e = compile_expr("rsqrt(mean(x * x) + eps)", {"x": "num", "eps": "num"},
+                     varying=frozenset({"x"}))
+    assert not e.varies
+    assert e.cpp == "opgen::rsqrt(@0@ + eps)"
+    assert [(r.op, r.inner.cpp, r.inner.varies) for r in e.reductions] == [("mean", "x * x", True)]
+    assert e.numpy == "(1.0 / np.sqrt(ot.row_mean(x * x, shape) + eps))"
+
+
+@pytest.mark.parametrize("source, varies", [
+    ("x * rstd", True), ("rstd * 2", False), ("max(x, 0)", True), ("max(x)", False),
+    ("where(x > 0, 1, 0)", True), ("sum(x) - x", True), ("min(x) + max(x)", False),
+])
+def test_values_vary_along_the_row_where_they_read_a_per_element_value(source, varies):
+    e = compile_expr(source, {"x": "num", "rstd": "num"}, varying=frozenset({"x"}))
+    assert e.varies is varies
+
+
+@pytest.mark.parametrize("source, message", [
+    ("sum(x - mean(x))", "mean() inside sum(): a reduction over the row cannot be nested"),
+    ("mean(x, x)", "mean() takes 1 argument, got 2"),
+    ("sum(x > 0)", "the argument of sum() needs a number, got a condition"),
+])
+def test_reductions_are_checked(source, message):
+    with pytest.raises(ExprError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        compile_expr(source, {"x": "num"}, varying=frozenset({"x"}))
+
+
+def test_an_elementwise_expression_has_no_reductions():
+    with pytest.raises(ExprError, match="are for kind: rowwise"):
+        compile_expr("sum(x)", {"x": "num"})
+    with pytest.raises(ExprError, match=r"max\(\) takes 2 arguments, got 1"):
+        compile_expr("max(x)", {"x": "num"})
+
+
+# -- the spec -----------------------------------------------------------------------------------
+
+def test_roles_and_output_roles():
+    spec = spec_of(RMS_NORM.replace("outputs: [out]", "outputs: [out, rstd]").replace(
+        "  rstd: rsqrt", "  rstd: rsqrt"))
+    assert spec.input_roles == {"x": "element", "weight": "column"}
+    assert spec.output_roles == {"out": "element", "rstd": "row"}
+
+
+def test_a_list_of_inputs_makes_them_all_per_element():
+    spec = loads("name: sm\nkind: rowwise\ninputs: [x, y]\noutputs: [out]\nforward:\n"
+                 "  out: exp(x - max(x)) * y\n", "sm.yaml", check_builtins=False)
+    assert spec.input_roles == {"x": "element", "y": "element"}
+
+
+def test_forward_reads_an_output_computed_above_it():
+    spec = spec_of(RMS_NORM.replace("outputs: [out]", "outputs: [h, out]").replace(
+        "forward:\n  rstd: rsqrt(mean(x * x) + eps)\n  out: x * rstd * weight",
+        "forward:\n  h: x * 2\n  rstd: rsqrt(mean(h * h) + eps)\n  out: h * rstd * weight"
+    ).replace("backward:\n  dxw: grad_out * weight\n  x: rstd * (dxw - x * rstd * rstd * "
+              "mean(dxw * x))\n  weight: grad_out * x * rstd\n", ""))
+    assert spec.output_roles == {"h": "element", "out": "element"}
+
+
+def test_a_per_element_value_declared_per_row_is_an_error_at_its_line():
+    text = RMS_NORM.replace("outputs: [out]", "outputs: {out: row}")
+    with pytest.raises(SpecError) as info:
+        loads(text, "rms_norm.yaml", check_builtins=False)
+    assert info.value.line == 9
+    assert "forward.out: a per-element value (it changes along the row), but outputs " \
+           "declares 'out' per-row [*]; reduce it over the row" in str(info.value)
+
+
+# -- the functor ---------------------------------------------------------------------------------
+
+def test_rms_norm_functor_is_straight_line_code_with_named_per_row_values():
+    context = build_context(spec_of())
+    assert context.forward.body == [
+        "const MT mean_rstd = row.mean([&](MT x, MT /*weight*/) { return x * x; });",
+        "const MT rstd = opgen::rsqrt(mean_rstd + eps);",
+        "row.put([&](MT x, MT weight) { return x * rstd * weight; });",
+    ]
+    backward = context.backward
+    assert backward is not None
+    assert [t.name for t in backward.tensors] == ["x", "weight", "grad_out"]
+    assert backward.targets == [("grad_x", "element"), ("grad_weight", "column")]
+    assert "row.put_column_sums([&](MT x, MT /*weight*/, MT grad_out) { " \
+           "return grad_out * x * rstd; });" in backward.body
+    # the reduction of the backward is hoisted out of the per-element lambda that reads it
+    put = backward.body.index("row.put([&](MT x, MT weight, MT grad_out) {")
+    assert any(line.startswith("const MT mean_grad_x = row.mean(") for line in
+               backward.body[:put])
+
+
+def test_every_line_of_the_examples_headers_fits_100_columns():
+    for name, folder in ROWWISE_EXAMPLES.items():
+        for line in (folder / "csrc" / f"{name}.h").read_text().splitlines():
+            assert len(line) <= 100, f"{name}.h: {line}"
+
+
+@pytest.mark.parametrize("name", sorted(ROWWISE_EXAMPLES))
+def test_the_examples_are_generated_with_no_drift(name):
+    folder = ROWWISE_EXAMPLES[name]
+    result = run_opgen("generate", "--check", str(folder / f"{name}.yaml"))
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_examples_load():
+    for name, folder in ROWWISE_EXAMPLES.items():
+        spec = load(folder / f"{name}.yaml")
+        assert spec.model.kind == "rowwise" and spec.backward is not None
+
+
+# -- the references' helpers -------------------------------------------------------------------
+
+def test_row_reductions_follow_the_runtime_on_empty_rows_and_nan():
+    shape = (2, 0)
+    empty = np.zeros(shape)
+    assert ot.row_sum(empty, shape).tolist() == [[0.0], [0.0]]
+    assert np.isnan(ot.row_mean(empty, shape)).all()
+    assert ot.row_max(empty, shape).tolist() == [[-np.inf], [-np.inf]]
+    assert ot.row_min(empty, shape).tolist() == [[np.inf], [np.inf]]
+    with_nan = np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 3.0]])
+    assert np.isnan(ot.row_max(with_nan, (2, 3))[0, 0])
+    assert ot.row_max(with_nan, (2, 3))[1, 0] == 3.0
+
+
+def test_from_rows_sums_per_column_gradients_over_rows():
+    grad = np.arange(6.0).reshape(2, 3)
+    assert ot.from_rows(grad, "column", (2, 3)).tolist() == [3.0, 5.0, 7.0]
+    assert ot.from_rows(np.ones((2, 1)), "row", (2, 3)).tolist() == [1.0, 1.0]
+    assert ot.from_rows(grad, "row", (2, 3), summed=True).tolist() == [3.0, 12.0]
+    assert ot.from_rows(np.zeros((0, 3)), "column", (0, 3)).tolist() == [0.0, 0.0, 0.0]
+
+
+# -- backward: auto -------------------------------------------------------------------------------
+
+def test_backward_auto_sums_per_row_gradients_over_the_row():
+    spec = spec_of(RMS_NORM.split("backward:")[0] + "backward: auto\n")
+    assert spec.backward_source == {
+        "rstd": "rsqrt(mean(x * x) + eps)",
+        "row_length": "sum(1)",
+        "mean_rstd": "mean(x * x)",
+        "grad_rstd": "sum(grad_out * x * weight)",
+        "grad_mean_rstd": "-0.5 * grad_rstd * rsqrt(mean_rstd + eps) / (mean_rstd + eps)",
+        "x": "grad_out * rstd * weight + grad_mean_rstd * (x + x) / row_length",
+        "weight": "grad_out * x * rstd",
+    }
+    # the two reductions of x * x are one in the functor
+    body = build_context(spec).backward.body
+    assert sum("row.mean(" in line for line in body) == 1
+
+
+def test_backward_auto_flows_through_an_output_that_later_expressions_read():
+    text = (ROWWISE_EXAMPLES["add_rms_norm"] / "add_rms_norm.yaml").read_text()
+    spec = loads(text.split("\nbackward:")[0] + "\nbackward: auto\n", "add_rms_norm.yaml",
+                 check_builtins=False)
+    assert spec.backward_source["grad_h_total"].startswith("grad_h + grad_out * rstd * weight")
+    assert spec.backward_source["x"] == spec.backward_source["residual"] == "grad_h_total"
+
+
+def test_backward_auto_of_max_gives_the_gradient_to_the_maxima():
+    spec = loads("name: top\nkind: rowwise\ninputs: [x]\noutputs: [out]\nforward:\n"
+                 "  out: max(x) * 2\nbackward: auto\n", "top.yaml", check_builtins=False)
+    assert spec.output_roles == {"out": "row"}
+    assert spec.backward_source["grad_max_out"] == "2 * grad_out"
+    assert spec.backward_source["x"] == "where(x == max_out, grad_max_out, 0)"

@@ -1,0 +1,233 @@
+"""The row-wise runtime (issue 13) on the CPU: opgen/rowwise.h's loop over rows, driven by
+tests/cpp/rowwise_runtime.cc with the ops of scripts/gpu/rowwise_ops.h (softmax, rms_norm,
+layer_norm, forward and backward) and compared with numpy in float64; and the GPU bench
+(scripts/gpu/rowwise_bench.cu, which runs on an H200) compiled with nvcc where there is one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INCLUDES = [f"-I{ROOT / 'templates' / 'common' / 'csrc'}",
+            f"-I{ROOT / 'templates' / 'rowwise' / 'csrc'}", f"-I{ROOT / 'scripts' / 'gpu'}"]
+DRIVER = ROOT / "tests" / "cpp" / "rowwise_runtime.cc"
+BENCH = ROOT / "scripts" / "gpu" / "rowwise_bench.cu"
+GPP = shutil.which("g++")
+FLAGS = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror"]
+
+
+def _nvcc() -> str | None:
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    return shutil.which("nvcc") or next(
+        (str(p) for p in (Path(home) / "bin" / "nvcc",) if p.exists()), None)
+
+
+def build(out: Path, *extra: str) -> Path:
+    subprocess.run([GPP, *FLAGS, *extra, *INCLUDES, str(DRIVER), "-o", str(out)],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if GPP is None:
+        pytest.skip("needs g++")
+    return build(tmp_path_factory.mktemp("rowwise") / "rowwise_runtime")
+
+
+def ask(driver: Path, *commands: str) -> list[dict]:
+    """The driver's JSON answer to each command."""
+    result = subprocess.run([str(driver)], input="".join(c + "\n" for c in commands),
+                            capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+# ---- numpy references --------------------------------------------------------------------------
+
+def value(k: int, count: int) -> np.ndarray:
+    """Value() in rowwise_runtime.cc."""
+    i = np.arange(count, dtype=np.int64)
+    return ((i * 7919 + k * 104729) % 2003) / 1001.0 - 1.0
+
+
+def inputs(rows: int, cols: int, dtype: np.dtype, special: bool = False):
+    """x, weight, bias, grad_out as the driver makes them, rounded to dtype, in float64."""
+    def cast(a: np.ndarray) -> np.ndarray:
+        return a.astype(dtype).astype(np.float64)
+    x = cast(value(0, rows * cols)).reshape(rows, cols)
+    g = cast(value(2, rows * cols)).reshape(rows, cols)
+    w = cast(1 + value(1, cols) / 2)
+    b = cast(value(3, cols))
+    if special and rows >= 2 and cols >= 1:
+        x[0] = -np.inf
+        x[1, cols // 2] = np.nan
+    return x, w, b, g
+
+
+def reference(op: str, rows: int, cols: int, dtype: np.dtype, answer: dict, special: bool):
+    """(out, [per-row outputs], [(column sum, sum of its terms' magnitudes)]) in float64; a
+    backward's out is (gradient, the magnitude of its terms), as the terms cancel."""
+    x, w, b, g = inputs(rows, cols, dtype, special and op.startswith("softmax"))
+    saved = [np.array(s, dtype=np.float64) for s in answer["saved"]]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if op == "softmax":
+            z = 0.75 * x
+            e = np.exp(z - z.max(axis=1, keepdims=True, initial=-np.inf))
+            return e / e.sum(axis=1, keepdims=True), [], []
+        if op == "softmax_grad":
+            y = saved[0].reshape(rows, cols)
+            d = (y * g).sum(axis=1, keepdims=True)
+            return 0.75 * y * (g - d), [], []
+        if op == "rms_norm":
+            rstd = 1 / np.sqrt((x * x).sum(axis=1) / cols + 1e-6)
+            return x * rstd[:, None] * w, [rstd], []
+        if op == "rms_norm_grad":
+            r = saved[0][:, None]
+            c = (g * w * x).sum(axis=1, keepdims=True) / cols
+            terms = g * x * r
+            out = (r * (g * w - x * r * r * c), r * (abs(g * w) + abs(x * r * r * c)))
+            return out, [], [(terms.sum(0), abs(terms).sum(0))]
+        if op == "layer_norm":
+            mean = x.sum(axis=1) / cols
+            var = ((x - mean[:, None]) ** 2).sum(axis=1) / cols
+            rstd = 1 / np.sqrt(var + 1e-5)
+            return (x - mean[:, None]) * rstd[:, None] * w + b, [mean, rstd], []
+        if op == "layer_norm_grad":
+            m, r = saved[0][:, None], saved[1][:, None]
+            xh = (x - m) * r
+            a = (g * w).sum(axis=1, keepdims=True) / cols
+            c = (g * w * xh).sum(axis=1, keepdims=True) / cols
+            return ((r * (g * w - a - xh * c), r * (abs(g * w) + abs(a) + abs(xh * c))), [],
+                    [((g * xh).sum(0), abs(g * xh).sum(0)), (g.sum(0), abs(g).sum(0))])
+    raise AssertionError(op)
+
+
+EPS = {"f32": float(np.finfo(np.float32).eps), "f64": float(np.finfo(np.float64).eps)}
+DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
+
+
+def assert_close(got: list, want: np.ndarray, eps: float, what: str, magnitude=None) -> None:
+    got_a = np.array(got, dtype=np.float64).reshape(want.shape)
+    assert np.array_equal(np.isnan(got_a), np.isnan(want)), what
+    ok = ~np.isnan(want)
+    scale = float(np.max(abs(want[ok]), initial=0.0))
+    tol = 64 * eps * (abs(want[ok]) + scale)
+    if magnitude is not None:
+        tol = tol + 64 * eps * magnitude[ok]
+    assert (abs(got_a[ok] - want[ok]) <= tol).all(), (what, got_a, want)
+
+
+SHAPES = [(5, 1), (9, 7), (33, 128), (17, 1000), (6, 4096), (3, 32768), (0, 128), (0, 0), (4, 0),
+          (300, 257), (700, 96)]
+OPS = ["softmax", "softmax_grad", "rms_norm", "rms_norm_grad", "layer_norm", "layer_norm_grad"]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("op", OPS)
+def test_ops_match_numpy(driver: Path, op: str, dtype: str) -> None:
+    answers = ask(driver, *(f"run {dtype} {op} {r} {c} special" for r, c in SHAPES))
+    for (rows, cols), answer in zip(SHAPES, answers, strict=True):
+        where = f"{op} {dtype} {rows}x{cols}"
+        out, row_outs, col_sums = reference(op, rows, cols, DTYPES[dtype], answer, True)
+        if isinstance(out, tuple):
+            assert_close(answer["out"], out[0], EPS[dtype], where, out[1])
+        else:
+            assert_close(answer["out"], out, EPS[dtype], where)
+        assert len(answer["rows"]) == len(row_outs), where
+        for got, want in zip(answer["rows"], row_outs, strict=True):
+            assert_close(got, want, EPS[dtype], where + " per-row")
+        assert len(answer["cols"]) == len(col_sums), where
+        for got, (want, magnitude) in zip(answer["cols"], col_sums, strict=True):
+            assert_close(got, want, EPS[dtype], where + " column sum", magnitude)
+
+
+def test_softmax_of_an_all_minus_inf_row_is_nan_and_a_nan_spreads_over_its_row(
+        driver: Path) -> None:
+    [answer] = ask(driver, "run f32 softmax 3 5 special")
+    out = np.array(answer["out"]).reshape(3, 5)
+    assert np.isnan(out[:2]).all() and not np.isnan(out[2]).any()
+    assert out[2].sum() == pytest.approx(1, abs=1e-6)
+
+
+def test_empty_rows_give_nan_mean_and_statistics(driver: Path) -> None:
+    [norm, rms] = ask(driver, "run f64 layer_norm 2 0", "run f64 rms_norm 3 0")
+    assert norm["out"] == [] and np.isnan(norm["rows"]).all() and len(norm["rows"][0]) == 2
+    assert np.isnan(rms["rows"][0]).all() and len(rms["rows"][0]) == 3
+
+
+def test_column_sums_of_no_rows_are_zeros(driver: Path) -> None:
+    [norm, rms] = ask(driver, "run f32 layer_norm_grad 0 6", "run f32 rms_norm_grad 0 3")
+    assert norm["cols"] == [[0] * 6, [0] * 6] and rms["cols"] == [[0] * 3]
+
+
+def test_float_column_sums_keep_float_accuracy_over_many_rows(driver: Path) -> None:
+    """20000 rows of a [C] gradient: within a few float32 ulps of the magnitudes (chunked sums), not
+    the drift of one running float sum."""
+    [answer] = ask(driver, "run f32 layer_norm_grad 20000 8")
+    _, _, [(want_w, mag_w), (want_b, mag_b)] = reference(
+        "layer_norm_grad", 20000, 8, DTYPES["f32"], answer, False)
+    assert (abs(np.array(answer["cols"][0]) - want_w) <= 4e-6 * mag_w).all()
+    assert (abs(np.array(answer["cols"][1]) - want_b) <= 4e-6 * mag_b).all()
+
+
+def test_openmp_build_gives_the_same_bits(driver: Path, tmp_path: Path) -> None:
+    """Rows in parallel (-fopenmp) and in one thread: the column sums' order depends only on rows
+    and cols, so every printed digit is the same."""
+    try:
+        parallel = build(tmp_path / "rowwise_omp", "-fopenmp")
+    except subprocess.CalledProcessError as error:
+        pytest.skip(f"no OpenMP: {error.stderr[-200:]}")
+    commands = ["run f32 layer_norm_grad 5000 40", "run f32 rms_norm_grad 3001 7",
+                "run f64 softmax_grad 999 33", "run f32 layer_norm 777 100"]
+    env = dict(os.environ, OMP_NUM_THREADS="4")
+    serial_out = subprocess.run([str(driver)], input="\n".join(commands) + "\n",
+                                capture_output=True, text=True, check=True).stdout
+    parallel_out = subprocess.run([str(parallel)], input="\n".join(commands) + "\n",
+                                  capture_output=True, text=True, check=True, env=env).stdout
+    assert serial_out == parallel_out
+
+
+def test_a_lambda_with_the_wrong_number_of_results_fails_to_compile(tmp_path: Path) -> None:
+    if GPP is None:
+        pytest.skip("needs g++")
+    source = tmp_path / "wrong.cc"
+    source.write_text("""
+#include "opgen/rowwise.h"
+struct TwoOutputs {
+  template <class Row> void operator()(Row& row) const {
+    row.put([&](float x) { return x; });  // the op has two per-element outputs
+  }
+};
+int main() {
+  float x[2] = {}, a[2], b[2];
+  opgen::rowwise::Pointers<float, 1, 2> p;
+  p.in[0] = x; p.out[0] = a; p.out[1] = b; p.rows = 1; p.cols = 2;
+  opgen::rowwise::RunCpu<TwoOutputs, opgen::rowwise::Elem>(TwoOutputs{}, p);
+}
+""")
+    result = subprocess.run([GPP, *FLAGS, *INCLUDES, "-c", str(source), "-o",
+                             str(tmp_path / "wrong.o")], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "row.put: the lambda returns a different number of values" in result.stderr
+
+
+# ---- the GPU bench compiles --------------------------------------------------------------------
+
+@pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
+def test_gpu_bench_compiles_for_sm_90(tmp_path: Path) -> None:
+    """float32 only (ROWWISE_BENCH_FLOAT_ONLY): every schedule of every op, a quarter of the
+    build."""
+    nvcc = _nvcc()
+    assert nvcc is not None
+    result = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", "-DROWWISE_BENCH_FLOAT_ONLY",
+                             *INCLUDES[:2], "-c", str(BENCH), "-o", str(tmp_path / "bench.o")],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "warning" not in result.stderr, result.stderr[-3000:]
