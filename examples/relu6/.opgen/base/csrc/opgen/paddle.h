@@ -11,18 +11,11 @@
 #include "paddle/extension.h"
 
 #include "opgen/error.h"
+#include "opgen/math.h"
 
 namespace opgen {
 
-// A float attr's value. Paddle's float attrs are 32-bit and its double attrs work in eager mode
-// only, so opgen registers a float attr as an int64 attr holding the double's bits. Functors that
-// compute in double use it exactly; those computing in float round it as Paddle rounds float attrs.
-inline double DoubleFromBits(int64_t bits) {
-  static_assert(sizeof(double) == sizeof(int64_t), "a double must be 64 bits");
-  double value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
+// opgen::DoubleFromBits (a float attr's value from its 64 bits) is in opgen/math.h.
 
 // ---- dtypes ----------------------------------------------------------------------------------
 template <typename... Ts>
