@@ -649,7 +649,7 @@ int main(int argc, char** argv) {
               opgen::rowwise::kSumBlocks);
   // ROWWISE_BENCH_FLOAT_ONLY: float32 only, for a quicker build (tests/test_rowwise_runtime.py).
 #ifdef ROWWISE_BENCH_FLOAT_ONLY
-  float_only = true;
+  (void)float_only;
 #endif
   if (check) {
     CheckAll<float>(quick);
