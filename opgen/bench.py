@@ -616,9 +616,10 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     name = find_op(op_dir)
     spec = load(op_dir / f"{name}.yaml", check_builtins=False)
     m = spec.model
-    if m.kind != "elementwise":
-        raise UsageError(f"{op_dir}: opgen bench times elementwise ops; a {m.kind} op's kernels "
-                         "are yours to time (examples/embedding: scripts/gpu/embedding_op.py)")
+    if m.kind == "custom":
+        raise UsageError(f"{op_dir}: opgen bench times elementwise and rowwise ops; a custom "
+                         "op's kernels are yours to time (examples/embedding: "
+                         "scripts/gpu/embedding_op.py)")
     if device not in ("cpu", "gpu"):
         raise UsageError(f"--device: expected cpu or gpu, got '{device}'")
     unknown = set(compare) - set(COMPARISONS)
