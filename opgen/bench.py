@@ -919,8 +919,10 @@ def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> _BackwardOp:
         "inputs": grad_inputs, "outputs": outputs,
         "forward": renamed(spec.backward_source), "backward": None,
         "domain": {n: m.domain[n] for n in grad_inputs if n in m.domain},
+        "inplace": {}, "amp": "follow",  # the op's own variants, not its backward's
     })
     derived = dataclasses.replace(spec, model=model, backward=None, backward_source={},
+                                  double_backward=None, double_backward_source={},
                                   forward=renamed(spec.backward),
                                   forward_source=renamed(spec.backward_source))
     dest = op_dir / "build" / "bench" / model.name

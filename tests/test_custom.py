@@ -307,8 +307,8 @@ def test_reference_matches_numpy_indexing():
 def test_bench_refuses_a_custom_op_clearly():
     result = run_opgen("bench", str(EMBEDDING))
     assert result.returncode != 0
-    assert "opgen bench times elementwise and rowwise ops; a custom op's kernels are yours to time" in \
-        " ".join(result.stderr.split())
+    assert ("opgen bench times elementwise and rowwise ops; a custom op's kernels are yours to "
+            "time") in " ".join(result.stderr.split())
 
 
 # -- optional inputs ------------------------------------------------------------------------------

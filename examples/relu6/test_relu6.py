@@ -220,6 +220,16 @@ def test_double_backward_matches_finite_differences(device, attrs):
 DEPLOY_SHAPES = {"x": (4, 67)}
 
 
+@pytest.fixture
+def on_cpu():
+    """Paddle's current device is the CPU for a deploy test: its model's parameter, its static
+    program and its eager reference all run there, whatever device the other tests use."""
+    previous = paddle.device.get_device()
+    paddle.device.set_device("cpu")
+    yield
+    paddle.device.set_device(previous)
+
+
 def deploy_inputs(stop_gradient=True):
     """float32 CPU inputs of the deploy tests, and their InputSpecs: the first input's leading
     (batch) dim is None, known only when the program runs."""
@@ -253,6 +263,7 @@ def static_relu6(specs, attrs):
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.usefixtures("on_cpu")
 def test_to_static_matches_eager(attrs):
     """Forward and gradients through a to_static graph are eager's, bit for bit."""
     inputs, specs = deploy_inputs(stop_gradient=False)
@@ -267,6 +278,7 @@ def test_to_static_matches_eager(attrs):
 
 
 @pytest.mark.deploy
+@pytest.mark.usefixtures("on_cpu")
 def test_static_graph_refuses_what_the_kernels_would():
     """In a static program the wrapper still names a wrong dtype."""
     _, specs = deploy_inputs()
@@ -282,6 +294,7 @@ def test_static_graph_refuses_what_the_kernels_would():
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("way", ["jit.load", "predictor"])
+@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_in_a_fresh_process(tmp_path, way):
     """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
     that registers the op (opgen.register) first: eager's outputs."""
@@ -300,6 +313,7 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
 
 
 @pytest.mark.deploy
+@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
@@ -411,6 +425,7 @@ def test_inplace_autograd(device):
 
 
 @pytest.mark.deploy
+@pytest.mark.usefixtures("on_cpu")
 def test_inplace_in_a_static_graph():
     """In a static program relu6_ is an op whose output is written over x."""
     pairs = inplace_inputs("cpu")
@@ -429,6 +444,7 @@ def test_inplace_in_a_static_graph():
 
 
 @pytest.mark.deploy
+@pytest.mark.usefixtures("on_cpu")
 def test_inplace_saved_model_in_a_fresh_process(tmp_path):
     """A model that calls relu6_, saved, then loaded by a new process: relu6's outputs."""
 

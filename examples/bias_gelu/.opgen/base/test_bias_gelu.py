@@ -208,6 +208,16 @@ def test_double_backward_is_a_clear_error(device):
 DEPLOY_SHAPES = {"x": (4, 67), "bias": (67,)}
 
 
+@pytest.fixture
+def on_cpu():
+    """Paddle's current device is the CPU for a deploy test: its model's parameter, its static
+    program and its eager reference all run there, whatever device the other tests use."""
+    previous = paddle.device.get_device()
+    paddle.device.set_device("cpu")
+    yield
+    paddle.device.set_device(previous)
+
+
 def deploy_inputs(stop_gradient=True):
     """float32 CPU inputs of the deploy tests, and their InputSpecs: the first input's leading
     (batch) dim is None, known only when the program runs."""
@@ -241,6 +251,7 @@ def static_bias_gelu(specs, attrs):
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.usefixtures("on_cpu")
 def test_to_static_matches_eager(attrs):
     """Forward and gradients through a to_static graph are eager's, bit for bit."""
     inputs, specs = deploy_inputs(stop_gradient=False)
@@ -255,6 +266,7 @@ def test_to_static_matches_eager(attrs):
 
 
 @pytest.mark.deploy
+@pytest.mark.usefixtures("on_cpu")
 def test_static_graph_refuses_what_the_kernels_would():
     """In a static program the wrapper still names a wrong dtype and
     shapes that cannot broadcast."""
@@ -276,6 +288,7 @@ def test_static_graph_refuses_what_the_kernels_would():
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("way", ["jit.load", "predictor"])
+@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_in_a_fresh_process(tmp_path, way):
     """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
     that registers the op (opgen.register) first: eager's outputs."""
@@ -294,6 +307,7 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
 
 
 @pytest.mark.deploy
+@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
@@ -402,6 +416,7 @@ def test_inplace_autograd(device):
 
 
 @pytest.mark.deploy
+@pytest.mark.usefixtures("on_cpu")
 def test_inplace_in_a_static_graph():
     """In a static program bias_gelu_ is an op whose output is written over x."""
     pairs = inplace_inputs("cpu")
@@ -420,6 +435,7 @@ def test_inplace_in_a_static_graph():
 
 
 @pytest.mark.deploy
+@pytest.mark.usefixtures("on_cpu")
 def test_inplace_saved_model_in_a_fresh_process(tmp_path):
     """A model that calls bias_gelu_, saved, then loaded by a new process: bias_gelu's outputs."""
 
