@@ -223,7 +223,7 @@ def test_a_missing_reference_fails_the_tests_saying_so(tmp_path):
 # -- examples/embedding ---------------------------------------------------------------------------
 
 def test_embedding_example_is_current():
-    result = run_opgen("generate", str(EMBEDDING / "embedding.yaml"), "--check", "--allow-edits")
+    result = run_opgen("generate", str(EMBEDDING / "embedding.yaml"), "--check")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -1055,4 +1055,5 @@ def variables(spec: Any, naive: bool) -> dict[str, object]:
     return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
 
 
-KIND = Kind(name="custom", templates="custom", context=variables, load=load_spec)
+KIND = Kind(name="custom", templates="custom", context=variables, load=load_spec,
+            user_files=("csrc/{name}_cpu.h", "csrc/{name}_cuda.cuh", "reference.py"))
