@@ -18,7 +18,7 @@ The spec (``kind: custom``) is checked here, not in :mod:`opgen.spec`, which rou
       padding_idx: {type: int64, default: -1}
     backward: [table]                                # inputs that get a gradient
     sizes: {V: 50, D: 8}                             # the dims the generated tests use
-    inplace: {x: out}      # optional: embedding_(...) writes out over input x (same dtype, shape)
+    # inplace: {x: out}    # optional: NAME_(...) writes output out over input x (same dtype, shape)
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from ..codegen import (
     docstring_text,
     markdown_code,
     markdown_text,
+    string_lines,
     wrap_call,
 )
 from ..errors import SpecError
@@ -906,15 +907,10 @@ def _inplace(spec: Any, camel: str, attrs: list[Attr], out_shapes: list[OutShape
                          f" -> tuple[{', '.join(['paddle.Tensor'] * len(m.outputs))}]:"),
         doc=[line.strip() for paragraph in doc
              for line in [*textwrap.wrap(paragraph, 96, initial_indent="   "), ""]][:-1],
-        no_gradient=_string_lines(no_gradient, 66),
-        not_honoured=_string_lines(not_honoured, 63),
+        no_gradient=string_lines(no_gradient, 66),
+        not_honoured=string_lines(not_honoured, 63),
     )
 
-
-def _string_lines(text: str, width: int) -> list[str]:
-    """``text`` as Python string literals of at most ``width`` characters, to concatenate."""
-    lines = textwrap.wrap(text, width, drop_whitespace=False)
-    return ['"' + line.replace("\\", "\\\\").replace('"', '\\"') + '"' for line in lines]
 
 
 @dataclass(frozen=True)
