@@ -532,7 +532,7 @@ def test_inplace_cuda_sources_compile_and_link(tmp_path):
     if not GPU_PYTHON.exists():
         pytest.skip("no .venv-gpu (paddlepaddle-gpu 2.6.2): run scripts/setup.sh")
     op = _inplace_op(tmp_path)
-    env = {"CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda"), "OPGEN_ARCH": "90"}
+    env = {"CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda")}
     result = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings",
                        "-k", "inplace", python=GPU_PYTHON, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
