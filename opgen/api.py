@@ -99,7 +99,8 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
         generated, bookkeeping = _outputs(spec, spec_bytes, dest)
         if allow_edits:
             return _check_regenerated(generated, bookkeeping, dest, spec_path)
-        return _check(Plan({**generated, **bookkeeping}), dest, spec_path)
+        user_files = kinds.get(spec.model.kind).user_owned(spec.model.name)
+        return _check(Plan({**generated, **bookkeeping}), dest, spec_path, user_files)
     return _write_op(spec, spec_bytes, dest, pretend=pretend)
 
 
@@ -126,18 +127,38 @@ def _refuse_interrupted(dest: Path, command: str) -> None:
                          f"run `{command}` without --pretend or --check to finish it first")
 
 
-def _check(plan: Plan, dest: Path, spec_path: Path) -> Result:
+def _check(plan: Plan, dest: Path, spec_path: Path,
+           user_files: frozenset[str] = frozenset()) -> Result:
+    """Every file as a fresh render writes it, except the user's own (``user_files``, such as a
+    custom op's kernels): those may hold edits, while their base snapshot is current and they hold
+    no merge conflict."""
     changes = compare(plan, dest)
-    drift = [c for c in _shown(changes) if c.status is not Status.IDENTICAL]
-    stale_base = [c for c in changes if c.status is not Status.IDENTICAL and c not in drift]
+    drift = [c for c in _shown(changes) if c.status is not Status.IDENTICAL
+             and not _user_edit(c, dest, user_files)]
+    stale_base = [c for c in changes if c.status is not Status.IDENTICAL
+                  and c.path.startswith(f"{BASE_DIR}/")]
     if drift or stale_base:
-        listing = [f"{c.path} ({'missing' if c.status is Status.CREATE else 'differs'})"
-                   for c in drift]
+        listing = [f"{c.path} ({_drift_reason(c, dest)})" for c in drift]
         if stale_base:
             listing.append(f"{BASE_DIR}/ ({len(stale_base)} files differ)")
         raise DriftError(f"{dest}: generated files differ from {spec_path.name}: "
                          f"{', '.join(listing)}")
     return Result(dest, _shown(changes), written=False)
+
+
+def _user_edit(change: Change, dest: Path, user_files: frozenset[str]) -> bool:
+    """``change`` is an edit of a user-owned file, with no merge conflict left in it."""
+    return (change.path in user_files and change.status is Status.OVERWRITE
+            and not merge.has_conflict_markers((dest / change.path).read_bytes()))
+
+
+def _drift_reason(change: Change, dest: Path) -> str:
+    if change.status is Status.CREATE:
+        return "missing"
+    target = dest / change.path
+    if target.is_file() and merge.has_conflict_markers(target.read_bytes()):
+        return "unresolved merge conflict"
+    return "differs"
 
 
 def _check_regenerated(generated: dict[str, bytes], bookkeeping: dict[str, bytes], dest: Path,

@@ -7,6 +7,7 @@ A kind (:mod:`opgen.kinds`) builds its context from these; none of them knows an
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 
 from .spec import AttrSpec
@@ -185,3 +186,9 @@ def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
         current += piece
     lines.append(current)
     return "\n".join(lines)
+
+
+def string_lines(text: str, width: int) -> list[str]:
+    """``text`` as Python string literals of at most ``width`` characters, to concatenate."""
+    lines = textwrap.wrap(text, width, drop_whitespace=False)
+    return ['"' + line.replace("\\", "\\\\").replace('"', '\\"') + '"' for line in lines]

@@ -223,7 +223,7 @@ def test_a_missing_reference_fails_the_tests_saying_so(tmp_path):
 # -- examples/embedding ---------------------------------------------------------------------------
 
 def test_embedding_example_is_current():
-    result = run_opgen("generate", str(EMBEDDING / "embedding.yaml"), "--check", "--allow-edits")
+    result = run_opgen("generate", str(EMBEDDING / "embedding.yaml"), "--check")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -392,3 +392,149 @@ def test_embedding_passes_its_generated_tests():
                        "no:warnings")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+# -- in-place outputs -----------------------------------------------------------------------------
+
+SHIFT_ = SHIFT + "inplace: {x: out}\n"
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), [
+    ("inplace: {x: out}", "inplace: {y: out}", 10,
+     "inplace: 'y' is not an input (inputs: x, bias)"),
+    ("inplace: {x: out}", "inplace: {x: norm}", 10, "inplace: 'norm' is not an output"),
+    ("inplace: {x: out}", "inplace: {bias: out}", 10, "inplace: 'bias' is optional"),
+    ('"[*x.shape]"', '"[*x.shape, 1]"', 10, "inplace: out's shape [*x.shape, 1] is not x's"),
+    ("out: {dtype: same as x", "out: {dtype: float32", 10, "inplace: out is float32 but x is "
+     "float32, float64, float16 or bfloat16; an output written over x has its dtype"),
+    ("inplace: {x: out}", "inplace: {}", 10, "inplace: an empty map"),
+])
+def test_inplace_errors(old, new, line, message):
+    assert old in SHIFT_
+    with pytest.raises(SpecError) as info:
+        loads(SHIFT_.replace(old, new), "shift.yaml", check_builtins=False)
+    assert info.value.line == line, str(info.value)
+    assert message in str(info.value)
+
+
+def test_an_output_of_the_inputs_dims_one_by_one_may_be_in_place():
+    spec = SPEC.replace("backward: [table]", "backward: [table]\ninplace: {table: out}")
+    with pytest.raises(SpecError, match="out's shape"):
+        _load(spec)  # [*ids.shape, D] is not table's [V, D]
+    _load(spec.replace('"[*ids.shape, D]"', '"[V, table.shape[-1]]"'))
+    twice = SPEC.replace("  ids: {dtype: [int32, int64]}", "  ids: {dtype: same as table, "
+                         "shape: [V, D]}") + "inplace: {table: out, ids: out}\n"
+    twice = twice.replace('"[*ids.shape, D]"', '"[*table.shape]"')
+    with pytest.raises(SpecError, match="'out' is already written over 'table'; one output per "
+                       "input"):
+        _load(twice)
+
+
+def test_inplace_registers_its_own_op_with_set_inplace_map():
+    files = render_op(loads(SHIFT_, "shift.yaml", check_builtins=False)).files
+    cc = files["csrc/shift.cc"].decode()
+    assert "void ShiftForwardInPlace(paddle::Tensor& x, const paddle::optional<paddle::Tensor>& " \
+        "bias) {" in cc
+    assert "const shift::ForwardArgs args{x, bias, x};" in cc
+    assert ('PD_BUILD_OP(custom_shift_inplace)\n    .Inputs({"x", paddle::Optional("bias")})\n'
+            '    .Outputs({"out"})\n    .SetInplaceMap({{"x", "out"}})\n'
+            "    .SetKernelFn(PD_KERNEL(ShiftForwardInPlace));  // its outputs are its inputs: "
+            "no inference\n") in cc
+    assert "PD_BUILD_GRAD_OP(custom_shift_inplace)" not in cc  # its backward would read x
+    cpu = files["csrc/shift_cpu.h"].decode()
+    assert "if (args.out.data<XT>() != args.x.data<XT>()) {  // shift_(): the same tensor" in cpu
+    wrapper = files["shift.py"].decode()
+    assert '__all__ = ["shift", "shift_"]' in wrapper
+    assert "def shift_(x: paddle.Tensor, bias: paddle.Tensor | None = None) -> paddle.Tensor:" \
+        in wrapper
+    assert "from shift import shift, shift_" in files["test_shift.py"].decode()
+    plain = render_op(loads(SHIFT, "shift.yaml", check_builtins=False)).files
+    assert "SetInplaceMap" not in plain["csrc/shift.cc"].decode()
+    assert "def shift_" not in plain["shift.py"].decode()
+
+
+INPLACE_RUN = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import paddle
+    sys.path.insert(0, sys.argv[1])
+    from shift import shift, shift_
+
+    x = paddle.to_tensor(np.arange(12.0).reshape(2, 6), dtype="float32")
+    bias = paddle.full([6], 0.5, "float32")
+    want = shift(x, bias).numpy()
+    address = x.data_ptr()
+    out = shift_(x, bias)
+    assert out.data_ptr() == address == x.data_ptr(), "not in x's memory"
+    np.testing.assert_array_equal(x.numpy(), want)
+    np.testing.assert_array_equal(out.numpy(), want)
+    leaf = paddle.ones([2, 6], "float32")
+    leaf.stop_gradient = False
+    try:
+        shift_(leaf, bias)
+    except ValueError as exc:
+        assert "shift_: x is a leaf tensor that requires a gradient" in str(exc), exc
+    else:
+        raise AssertionError("a leaf that requires a gradient was overwritten")
+    try:
+        shift_(leaf * 2, bias)
+    except RuntimeError as exc:
+        assert "the backward of shift reads its inputs" in str(exc), exc
+    else:
+        raise AssertionError("shift_ took an input that requires a gradient")
+    print("ok")
+""")
+INPLACE_KERNEL = """\
+  const int64_t d = args.x.shape().back();
+  const XT* x = args.x.data<XT>();
+  XT* out = args.out.data<XT>();  // x's memory in shift_(): read each x[i] before writing out[i]
+  for (int64_t i = 0; i < args.x.numel(); ++i) {
+    const double b = args.bias ? static_cast<double>(args.bias->data<XT>()[i % d]) : 0.0;
+    out[i] = static_cast<XT>(static_cast<double>(x[i]) + b);
+  }
+"""
+
+
+def _inplace_op(tmp_path: Path) -> Path:
+    spec = tmp_path / "shift" / "shift.yaml"
+    spec.parent.mkdir()
+    spec.write_text(SHIFT_)
+    api.generate(spec)
+    cpu = spec.parent / "csrc" / "shift_cpu.h"
+    skeleton = ("  if (args.out.data<XT>() != args.x.data<XT>()) {  // shift_(): the same tensor\n"
+                "    std::copy_n(args.x.data<XT>(), args.x.numel(), args.out.data<XT>());\n  }\n")
+    assert cpu.read_text().count(skeleton) == 1
+    cpu.write_text(cpu.read_text().replace(skeleton, INPLACE_KERNEL, 1))
+    reference = spec.parent / "reference.py"
+    reference.write_text(reference.read_text().replace(
+        "    return np.array(x, dtype=np.float64)", "    return x if bias is None else x + bias"))
+    return spec.parent
+
+
+@pytest.mark.build
+def test_inplace_writes_over_the_input_and_passes_its_generated_tests(tmp_path):
+    op = _inplace_op(tmp_path)
+    env = {**os.environ, "GLOG_minloglevel": "3", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", INPLACE_RUN, str(op)], capture_output=True,
+                            text=True, env=env, check=False)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
+        result.stdout[-2000:] + result.stderr[-3000:]
+    result = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "test_inplace" in (op / "test_shift.py").read_text()
+
+
+@pytest.mark.build
+@pytest.mark.gpu_env
+def test_inplace_cuda_sources_compile_and_link(tmp_path):
+    """paddlepaddle-gpu 2.6.2 builds the in-place op's CUDA half (and its eager entry refuses
+    shift_, as Paddle 2.6 ignores SetInplaceMap there)."""
+    if not GPU_PYTHON.exists():
+        pytest.skip("no .venv-gpu (paddlepaddle-gpu 2.6.2): run scripts/setup.sh")
+    op = _inplace_op(tmp_path)
+    env = {"CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda")}
+    result = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings",
+                       "-k", "inplace", python=GPU_PYTHON, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "CPU + CUDA sm_90" in result.stdout + result.stderr
+    assert " passed" in result.stdout

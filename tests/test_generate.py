@@ -195,3 +195,31 @@ def test_new_force_reports_a_conflict_like_generate(tmp_path):
     text = header.read_text()
     assert "<<<<<<< ours\n    out = x + MT(1);\n=======\n    out = x * MT(2);\n" in text
     assert "out: x * 2 " in spec.read_text()
+
+
+def test_check_accepts_edits_only_in_the_files_the_user_owns(tmp_path):
+    """A custom op's kernels and reference.py are the user's: plain --check accepts them edited,
+    not stale (spec changed since) nor conflicted, and every other generated file stays strict."""
+    api.new("twin", kind="custom", directory=tmp_path)
+    op = tmp_path / "twin"
+    spec, cpu, reference = op / "twin.yaml", op / "csrc" / "twin_cpu.h", op / "reference.py"
+    cpu.write_text(cpu.read_text().replace("  // TODO: your kernel", "  // mine\n  // TODO"))
+    reference.write_text(reference.read_text() + "\n# checked by hand\n")
+    assert run_opgen("generate", "--check", str(spec)).returncode == 0
+
+    cpu.write_text(cpu.read_text() + "<<<<<<< ours\nx\n=======\ny\n>>>>>>> new render\n")
+    result = run_opgen("generate", "--check", str(spec))
+    assert result.returncode == 1
+    assert "csrc/twin_cpu.h (unresolved merge conflict)" in result.stderr
+    cpu.write_text(cpu.read_text().split("<<<<<<<")[0])
+
+    header = op / "csrc" / "twin.h"
+    header.write_text(header.read_text() + "// not mine to edit\n")
+    result = run_opgen("generate", "--check", str(spec))
+    assert result.returncode == 1 and "csrc/twin.h (differs)" in result.stderr
+    assert "twin_cpu.h" not in result.stderr and "reference.py" not in result.stderr
+    header.write_text(header.read_text().replace("// not mine to edit\n", ""))
+
+    spec.write_text(spec.read_text().replace("(edit me)", "(changed since)"))
+    result = run_opgen("generate", "--check", str(spec))
+    assert result.returncode == 1 and ".opgen/base/ (" in result.stderr, result.stderr

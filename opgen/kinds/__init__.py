@@ -33,6 +33,13 @@ class Kind:
     #: (YAML data, its lines, path, check_builtins) -> the checked spec, for a kind whose spec
     #: has its own schema; None: the elementwise schema of :mod:`opgen.spec`
     load: Callable[..., Spec] | None = None
+    #: the files the user owns once written (``{name}``: the op's name), such as kernel bodies:
+    #: merged on regeneration, and accepted as edited by ``opgen generate --check``
+    user_files: tuple[str, ...] = ()
+
+    def user_owned(self, name: str) -> frozenset[str]:
+        """The op ``name``'s user-owned files, relative to its folder."""
+        return frozenset(path.format(name=name) for path in self.user_files)
 
     @property
     def starting_spec(self) -> str:

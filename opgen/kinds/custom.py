@@ -18,6 +18,7 @@ The spec (``kind: custom``) is checked here, not in :mod:`opgen.spec`, which rou
       padding_idx: {type: int64, default: -1}
     backward: [table]                                # inputs that get a gradient
     sizes: {V: 50, D: 8}                             # the dims the generated tests use
+    # inplace: {x: out}    # optional: NAME_(...) writes output out over input x (same dtype, shape)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import dataclasses
 import itertools
 import re
 import shlex
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -54,6 +56,7 @@ from ..codegen import (
     docstring_text,
     markdown_code,
     markdown_text,
+    string_lines,
     wrap_call,
 )
 from ..errors import SpecError
@@ -150,6 +153,7 @@ class CustomOpSpec(BaseModel):
     attrs: dict[StrictStr, CustomAttr] = Field(default_factory=dict)
     backward: list[StrictStr] | None = None
     sizes: dict[StrictStr, StrictInt] = Field(default_factory=dict)
+    inplace: dict[StrictStr, StrictStr] = Field(default_factory=dict)  # input -> output
 
     @property
     def dtypes(self) -> list[str]:
@@ -290,6 +294,8 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
                        "tests sample an input; an output has none")
         out_shapes[name] = _output_shape(tensor.shape, name, model, dims, int_attrs, fail)
 
+    _check_inplace(model, dtypes, shapes, out_shapes, fail)
+
     ranges: dict[str, tuple[str, str]] = {}
     for name, tensor in model.inputs.items():
         is_int = not any(d in FLOAT_DTYPES for d in _choices(dtypes, name))
@@ -367,6 +373,65 @@ def _check_optional(model: CustomOpSpec, dtypes: dict[str, DtypeRule], fail: Any
         if name in model.outputs and rule.same_as in optional:
             raise fail(("outputs", name, "dtype"), f"outputs.{name}.dtype: 'same as "
                        f"{rule.same_as}', an optional input; name a required one")
+
+
+def _check_inplace(model: CustomOpSpec, dtypes: dict[str, DtypeRule],
+                   shapes: dict[str, tuple[Dim, ...] | None], out_shapes: dict[str, ast.List],
+                   fail: Any) -> None:
+    """``inplace: {input: output}``: each output written over a required input of its dtype and
+    shape, one output per input."""
+    if "inplace" in model.model_fields_set and not model.inplace:
+        raise fail(("inplace",), "inplace: an empty map; map an input to the output written over "
+                   "it, such as {x: out}, or delete the key")
+    taken: dict[str, str] = {}
+    for name, output in model.inplace.items():
+        where = ("inplace", name)
+        if name not in model.inputs:
+            raise fail(where, f"inplace: '{name}' is not an input (inputs: "
+                       f"{', '.join(model.inputs)})")
+        if output not in model.outputs:
+            raise fail(where, f"inplace: '{output}' is not an output (outputs: "
+                       f"{', '.join(model.outputs)})")
+        if model.inputs[name].optional:
+            raise fail(where, f"inplace: '{name}' is optional; only a required input can be "
+                       "written over")
+        if output in taken:
+            raise fail(where, f"inplace: '{output}' is already written over '{taken[output]}'; "
+                       "one output per input")
+        taken[output] = name
+        if not _same_dtype(dtypes, name, output):
+            raise fail(where, f"inplace: {output} is {dtypes[output].text} but {name} is "
+                       f"{dtypes[name].text}; an output written over {name} has its dtype "
+                       f"('same as {name}')")
+        if not _same_shape(out_shapes[output], name, shapes[name]):
+            raise fail(where, f"inplace: {output}'s shape "
+                       f"{ast.unparse(out_shapes[output])} is not {name}'s; an output written "
+                       f"over {name} has its shape (\"[*{name}.shape]\")")
+
+
+def _same_dtype(dtypes: dict[str, DtypeRule], name: str, output: str) -> bool:
+    """The output's dtype is always the input's: one source, or one fixed dtype."""
+    def source(n: str) -> str:
+        return dtypes[n].same_as or n
+
+    return source(output) == source(name) or \
+        len(_choices(dtypes, name)) == 1 and _choices(dtypes, name) == _choices(dtypes, output)
+
+
+def _same_shape(tree: ast.List, name: str, dims: tuple[Dim, ...] | None) -> bool:
+    """The output's shape expression is the input's shape: ``[*x.shape]``, or x's dims one by
+    one (its names, sizes or ``x.shape[i]``) where x's shape has a fixed rank."""
+    items = tree.elts
+    if len(items) == 1 and isinstance(items[0], ast.Starred):
+        return ast.unparse(items[0].value) == f"{name}.shape"
+    if dims is None or any(d.ellipsis for d in dims) or len(dims) != len(items):
+        return False
+    for i, (item, dim) in enumerate(zip(items, dims, strict=True)):
+        text = ast.unparse(item)
+        if text not in (dim.name, str(dim.size), f"{name}.shape[{i}]",
+                        f"{name}.shape[{i - len(dims)}]"):
+            return False
+    return True
 
 
 def _choices(dtypes: dict[str, DtypeRule], name: str) -> tuple[str, ...]:
@@ -756,8 +821,96 @@ class Kernel:
     cpu_call: str                # the generated code's dispatched call of <function>CPU
     cuda_call: str               #   and of <function>CUDA
     fields: list[tuple[str, str]]  # (args.member, what it is) for the comment above it
-    copies: list[tuple[str, str, str]]  # (output, input, C++ type): the skeleton copies
+    copies: list[tuple[str, str, str, bool]]  # (output, input, C++ type, whether NAME_ makes
+                                              # them one tensor): the skeleton copies
     zeros: list[tuple[str, str]]        # (output, C++ type): the skeleton zero-fills
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """The in-place variant of the spec's ``inplace: {input: output}``: ``NAME_`` in Python,
+    registered as its own op whose outputs are written over their inputs (``SetInplaceMap``); its
+    kernels are the op's, given the input as the output."""
+
+    pairs: dict[str, str]        # input -> the output written over it
+    op_name: str                 # <op_name>_inplace
+    py_name: str                 # <name>_
+    kept: list[str]              # the outputs it allocates (not written over an input)
+    signature: str               # its forward's head; void when every output is in place
+    infer_shape: str             # the heads of its inference functions: the kept outputs only
+    infer_dtype: str
+    shape_inputs: list[str]      # inputs whose shapes the kept outputs' shapes read
+    forward_args: str            # ForwardArgs, each in-place output bound to its input
+    paddle_map: str              # SetInplaceMap's argument
+    differentiable: bool         # False: the backward reads the inputs this overwrites
+    grad_input: str | None       # an input written over that may be float: the autograd test's
+    py_def: str
+    doc: list[str]               # NAME_'s docstring body, wrapped
+    no_gradient: list[str]       # why not: Python string literals, wrapped
+    not_honoured: list[str]      # Paddle 2.6's refusal, likewise
+
+
+def _inplace(spec: Any, camel: str, attrs: list[Attr], out_shapes: list[OutShape],
+             signatures: dict[str, str]) -> InPlace | None:
+    """The in-place variant, where the spec asks for one."""
+    m: CustomOpSpec = spec.model
+    if not m.inplace:
+        return None
+    pairs = dict(m.inplace)
+    over = {o: i for i, o in pairs.items()}
+    kept = [o for o in m.outputs if o not in over]
+    vec = "std::vector<paddle::Tensor>"
+    tensors = [f"paddle::Tensor& {n}" if n in pairs else
+               f"const paddle::optional<paddle::Tensor>& {n}" if t.optional else
+               f"const paddle::Tensor& {n}" for n, t in m.inputs.items()]
+    head = f"{vec} {camel}ForwardInPlace" if kept else f"void {camel}ForwardInPlace"
+    pair_text = ", ".join(f"{o} over {i}" for i, o in pairs.items())
+    inputs_text = ", ".join(pairs)
+    differentiable = not m.backward
+    doc = [
+        f"{m.name} in place: {pair_text} (Paddle's convention for in-place ops: a trailing "
+        f"underscore). Returns what {m.name} returns; the outputs written over an input share "
+        f"its memory: use them, not {inputs_text}, in what follows.",
+        f"As with Paddle's own in-place ops, {inputs_text} may not be a leaf tensor that "
+        "requires a gradient" + ("." if differentiable else
+                                 f", and no input may require one: {m.name}'s backward reads "
+                                 f"the inputs, and this overwrites {inputs_text}."),
+    ]
+    no_gradient = (f"{m.name}_: the backward of {m.name} reads its inputs, and {m.name}_ "
+                   f"overwrites {inputs_text}; call {m.name}() where a gradient is needed")
+    not_honoured = (f"{m.name}_: Paddle 2.6's custom-op entry writes an in-place op's result to "
+                    f"new memory, leaving {inputs_text} as it was; use {m.name}() (or Paddle 3)")
+    used = {line for s in out_shapes if s.name in kept for line in s.cpp}
+    return InPlace(
+        pairs=pairs,
+        op_name=f"{spec.op_name}_inplace",
+        py_name=f"{m.name}_",
+        kept=kept,
+        signature=wrap_call(head, tensors + [a.kernel_param for a in attrs], " {"),
+        infer_shape=signatures["inplace_infer_shape"],
+        infer_dtype=signatures["inplace_infer_dtype"],
+        shape_inputs=[n for n in m.inputs if any(f"{n}_shape" in line for line in used)],
+        forward_args=wrap_call(f"const {m.name}::ForwardArgs args",
+                               [*m.inputs, *(over.get(o, o) for o in m.outputs)] +
+                               [a.name for a in attrs], ";", indent=2)
+        .replace("(", "{", 1).replace(");", "};"),
+        paddle_map="{" + ", ".join(f"{{{cpp_string(i)}, {cpp_string(o)}}}"
+                                   for i, o in pairs.items()) + "}",
+        differentiable=differentiable,
+        grad_input=next((n for n in pairs if any(d in FLOAT_DTYPES for d in
+                                                 _choices(spec.kind_data.dtypes, n))), None),
+        py_def=wrap_call(f"def {m.name}_", [f"{n}: paddle.Tensor | None = None" if t.optional
+                                            else f"{n}: paddle.Tensor"
+                                            for n, t in m.inputs.items()] +
+                         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
+                         " -> paddle.Tensor:" if len(m.outputs) == 1 else
+                         f" -> tuple[{', '.join(['paddle.Tensor'] * len(m.outputs))}]:"),
+        doc=[line.strip() for paragraph in doc
+             for line in [*textwrap.wrap(paragraph, 96, initial_indent="   "), ""]][:-1],
+        no_gradient=string_lines(no_gradient, 66),
+        not_honoured=string_lines(not_honoured, 63),
+    )
+
 
 
 @dataclass(frozen=True)
@@ -814,6 +967,7 @@ class Context:
     test_shapes: dict[str, str]              # input -> its test shape, over `lead` and DIMS
     test_ranges: dict[str, str]              # integer input -> (low, high) over DIMS
     wrong_dtype: tuple[str, str]             # an input, and a dtype it refuses
+    inplace: InPlace | None                  # the in-place variant, where the spec asks
 
 
 def build_context(spec: Any) -> Context:
@@ -873,14 +1027,17 @@ def build_context(spec: Any) -> Context:
     type_fields = [(p, _alternatives([DTYPE_TYPES[d][0] for d in inputs[n].dtypes]))
                    for n, p in params.items()]
     fwd_fields = type_fields + [(f"args.{n}", described(t)) for n, t in inputs.items()]
-    fwd_fields += [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}; fill every element")
-                   for n, t in outputs.items()]
+    written_over = {o: i for i, o in m.inplace.items()}
+    fwd_fields += [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}; fill every element" +
+                    (f"; in {m.name}_() it is args.{written_over[n]} (one tensor)"
+                     if n in written_over else "")) for n, t in outputs.items()]
     fwd_fields += [(f"args.{a.name}", f"{a.type} attr") for a in attrs]
     forward_kernel = Kernel(
         function="Forward", args="ForwardArgs", template=template,
         cpu_call=call("ForwardCPU", False), cuda_call=call("ForwardCUDA", True),
         fields=fwd_fields,
-        copies=[(o, s, outputs[o].cpp_type) for o, s in copies.items() if s is not None],
+        copies=[(o, s, outputs[o].cpp_type, m.inplace.get(s) == o) for o, s in copies.items()
+                if s is not None],
         zeros=[(o, outputs[o].cpp_type) for o, s in copies.items() if s is None])
 
     backward = list(m.backward or [])
@@ -899,7 +1056,7 @@ def build_context(spec: Any) -> Context:
             function="Backward", args="BackwardArgs", template=template,
             cpu_call=call("BackwardCPU", False), cuda_call=call("BackwardCUDA", True),
             fields=bwd_fields,
-            copies=[(f"grad_{n}", f"grad_{o}", inputs[n].cpp_type)
+            copies=[(f"grad_{n}", f"grad_{o}", inputs[n].cpp_type, False)
                     for n, o in grad_copies.items() if o is not None],
             zeros=[(f"grad_{n}", inputs[n].cpp_type) for n, o in grad_copies.items()
                    if o is None])
@@ -909,18 +1066,21 @@ def build_context(spec: Any) -> Context:
                f"const paddle::Tensor& {n}" for n, t in m.inputs.items()]
     kernel_attrs = [a.kernel_param for a in attrs]
     grad_in = tensors + [f"const paddle::Tensor& grad_{n}" for n in m.outputs]
+    shape_fn, dtype_fn = "std::vector<std::vector<int64_t>>", "std::vector<paddle::DataType>"
+    shape_params = [f"const paddle::optional<std::vector<int64_t>>& {n}_shape" if t.optional
+                    else f"const std::vector<int64_t>& {n}_shape" for n, t in m.inputs.items()]
+    shape_params += [a.kernel_param for a in shape_attrs]
+    dtype_params = [f"const paddle::optional<paddle::DataType>& {n}_dtype" if t.optional else
+                    f"const paddle::DataType& {n}_dtype" for n, t in m.inputs.items()]
     signatures = {
         "forward": wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs, " {"),
         "backward": wrap_call(f"{vec} {camel}Backward", grad_in + kernel_attrs, " {"),
-        "infer_shape": wrap_call(
-            f"std::vector<std::vector<int64_t>> {camel}InferShape",
-            [f"const paddle::optional<std::vector<int64_t>>& {n}_shape" if t.optional else
-             f"const std::vector<int64_t>& {n}_shape" for n, t in m.inputs.items()] +
-            [a.kernel_param for a in shape_attrs], " {"),
-        "infer_dtype": wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
-                                 [f"const paddle::optional<paddle::DataType>& {n}_dtype"
-                                  if t.optional else f"const paddle::DataType& {n}_dtype"
-                                  for n, t in m.inputs.items()], " {"),
+        "infer_shape": wrap_call(f"{shape_fn} {camel}InferShape", shape_params, " {"),
+        "infer_dtype": wrap_call(f"{dtype_fn} {camel}InferDtype", dtype_params, " {"),
+        "inplace_infer_shape": wrap_call(f"{shape_fn} {camel}InPlaceInferShape", shape_params,
+                                         " {"),
+        "inplace_infer_dtype": wrap_call(f"{dtype_fn} {camel}InPlaceInferDtype", dtype_params,
+                                         " {"),
         "forward_cuda": wrap_call(f"void {camel}ForwardCUDA",
                                   [f"const {m.name}::ForwardArgs& args"]),
         "backward_cuda": wrap_call(f"void {camel}BackwardCUDA",
@@ -1016,7 +1176,9 @@ def build_context(spec: Any) -> Context:
         dims={d: str(m.sizes.get(d, 7)) for d in custom.dims},
         ranges=custom.ranges,
         combos=combos,
-        test_imports=sorted([f"from {m.name} import {m.name}", "from opgen import testing as ot"],
+        test_imports=sorted([f"from {m.name} import {m.name}" +
+                             (f", {m.name}_" if m.inplace else ""),
+                             "from opgen import testing as ot"],
                             key=lambda line: line.split()[1]),
         reference_copies=copies,
         grad_copies=grad_copies,
@@ -1025,6 +1187,7 @@ def build_context(spec: Any) -> Context:
         test_ranges={n: "(" + ", ".join(_test_bound(b, custom) for b in r) + ")"
                      for n, r in custom.ranges.items()},
         wrong_dtype=_wrong_dtype(inputs),
+        inplace=_inplace(spec, camel, attrs, out_shapes, signatures),
     )
 
 
@@ -1055,4 +1218,5 @@ def variables(spec: Any, naive: bool) -> dict[str, object]:
     return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
 
 
-KIND = Kind(name="custom", templates="custom", context=variables, load=load_spec)
+KIND = Kind(name="custom", templates="custom", context=variables, load=load_spec,
+            user_files=("csrc/{name}_cpu.h", "csrc/{name}_cuda.cuh", "reference.py"))

@@ -27,6 +27,7 @@ from ..codegen import (
     docstring_text,
     markdown_code,
     markdown_text,
+    string_lines,
     wrap_call,
 )
 from ..expr import Emitted
@@ -351,15 +352,10 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
         # 96 columns after the 4 of indentation; the first line also after the opening quotes
         doc=[line.strip() for paragraph in doc
              for line in [*textwrap.wrap(paragraph, 96, initial_indent="   "), ""]][:-1],
-        no_gradient=_string_lines(no_gradient, 66),
-        not_honoured=_string_lines(not_honoured, 63),
+        no_gradient=string_lines(no_gradient, 66),
+        not_honoured=string_lines(not_honoured, 63),
     )
 
-
-def _string_lines(text: str, width: int) -> list[str]:
-    """``text`` as Python string literals of at most ``width`` characters, to concatenate."""
-    lines = textwrap.wrap(text, width, drop_whitespace=False)
-    return ['"' + line.replace("\\", "\\\\").replace('"', '\\"') + '"' for line in lines]
 
 
 def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: GradOp) -> Signatures:

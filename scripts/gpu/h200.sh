@@ -16,6 +16,8 @@
 #   embedding examples/embedding (kind: custom): generated tests on gpu:0, all dtypes; memcheck
 #             over its small cases; through Paddle against torch F.embedding, and an
 #             out-of-range id on the GPU (scripts/gpu/embedding_op.py); about 4 minutes
+#   custom-inplace  kind: custom in-place variants (`inplace:`) on gpu:0: two generated ops'
+#             test_inplace_* tests, then under memcheck (scripts/gpu/custom_inplace.sh; ~2 min)
 #   embedding-kernels  its CUDA kernels alone against the host and torch (scripts/gpu/embedding.sh,
 #             default knobs, no ncu); about 1 minute
 #   broadcast-kernels  the broadcasting launcher alone (nvcc, scripts/gpu/broadcast.sh): every
@@ -146,6 +148,8 @@ for stage in "$@"; do
       tail -n 5 "$OUT/embedding-memcheck.log"
       python3 scripts/gpu/embedding_op.py examples/embedding 2>&1 | tee "$OUT/embedding-op.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    custom-inplace)
+      bash scripts/gpu/custom_inplace.sh || status=1 ;;
     embedding-kernels)
       NCU=0 bash scripts/gpu/embedding.sh || status=1 ;;
     deploy)
