@@ -348,8 +348,8 @@ def test_amp(device, amp_dtype, level):
     checked = 0
     for dtypes in cases:
         want = amp_dtype_of(dtypes, amp_dtype)
-        if want not in dtypes and not ot.paddle_kernels_run(device):
-            continue
+        if any(d != want for d in dtypes) and not ot.paddle_kernels_run(device):
+            continue  # an input is cast to the op's dtype by Paddle's own cast kernel
         pairs = [ot.sample(rng, (3, 67), d, device, *DOMAIN[name], special=False,
                            stop_gradient=False) for name, d in zip(DOMAIN, dtypes, strict=True)]
         inputs = [t for t, _ in pairs]
