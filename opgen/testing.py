@@ -199,8 +199,8 @@ def reference(fn: Callable[..., Any], arrays: Sequence[np.ndarray], attrs: dict[
         # intermediates differently, so the largest of them is rarely small by luck.
         spread = [np.zeros(np.shape(e)) for e in exact]
         for step in (0.0, np.inf, -np.inf):
-            low = as_tuple(fn(*(_float32(a, step) for a in arrays),
-                               **{name: _float32(v, step) for name, v in attrs.items()}))
+            low = as_tuple(_nudging_sums(step, fn, *(_float32(a, step) for a in arrays),
+                                         **{name: _float32(v, step) for name, v in attrs.items()}))
             for k, (e, lo) in enumerate(zip(exact, low, strict=True)):
                 spread[k] = np.fmax(spread[k], np.abs(np.asarray(lo, np.float64) - e))
         unknown = 0.0 if dtype == "float64" else np.inf
@@ -230,6 +230,23 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str
             lines.append(f"  at {at}: got {float(actual[at])!r}, want {float(expected[at])!r} "
                          f"+- {float(tol[at]):.3g}")
         raise AssertionError("\n".join(lines))
+
+
+#: Where :func:`reference`'s float32 runs move each row sum (:func:`row_sum`, :func:`row_mean`)
+#: one float32 step: a kernel rounds its sums in another order (and the GPU fuses a product into
+#: the subtraction of a sum of such products), and a value that cancels against a sum, such as
+#: x - mean(x) over a one-column row, moves by that much there; 0: sums as numpy rounds them.
+_SUM_STEP = 0.0
+
+
+def _nudging_sums(step: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with row sums moved one float32 step towards ``step``."""
+    global _SUM_STEP
+    _SUM_STEP = step
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _SUM_STEP = 0.0
 
 
 def _float32(value: Any, step: float) -> Any:
@@ -456,7 +473,10 @@ def _float(value: Any) -> np.ndarray:
 def row_sum(value: Any, shape: tuple[int, int]) -> np.ndarray:
     """The sum over each row of ``value`` (broadcast to ``shape``), as [rows, 1]; 0 for an empty
     row."""
-    return np.broadcast_to(_float(value), shape).sum(axis=-1, keepdims=True)
+    total = np.broadcast_to(_float(value), shape).sum(axis=-1, keepdims=True)
+    if _SUM_STEP and total.dtype == np.float32:
+        total = np.nextafter(total, np.float32(_SUM_STEP))
+    return total
 
 
 def row_mean(value: Any, shape: tuple[int, int]) -> np.ndarray:
