@@ -288,11 +288,15 @@ def installed_lib(tmp_path, monkeypatch):
         return FolderBuild
 
     monkeypatch.setattr(build, "load_library", load_library)
-    # The wrapper then calls the library's own API (as on Paddle 2.6), not Paddle's C++ entry
-    # with the op's name, so the fakes above show which library it loaded.
+    # The wrapper then calls the library's own API, not Paddle's C++ entry with the op's name
+    # (``_C_ops``'s, or ``core.eager``'s as on Paddle 2.6), so the fakes above show which
+    # library it loaded.
     import paddle
 
     monkeypatch.setattr(paddle._C_ops, "_run_custom_op", None, raising=False)
+    eager = getattr(paddle.base.core, "eager", None)
+    if eager is not None:
+        monkeypatch.setattr(eager, "_run_custom_op", None, raising=False)
     yield site, folder_builds
     sys.modules.pop("relu6_lib", None)
 
