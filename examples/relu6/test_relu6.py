@@ -109,7 +109,8 @@ def test_backward(device, dtype, shape, attrs):
     outputs = ot.as_tuple(relu6(x, **attrs))
     grads = paddle.grad(list(outputs), [x], grad_outputs=[grad_out],
                         allow_unused=True)  # a missing gradient fails below, unless empty
-    expected, spread = ot.reference(reference_backward, [x_np, grad_out_np], {**attrs, "outputs": [ot.to_numpy(o) for o in outputs]}, dtype)
+    kwargs = {**attrs, "outputs": [ot.to_numpy(o) for o in outputs]}
+    expected, spread = ot.reference(reference_backward, [x_np, grad_out_np], kwargs, dtype)
     for name, got, want, err in zip(["grad_x"], grads, expected, spread, strict=True):
         if got is None and want.size == 0:  # Paddle 2.6 gives no gradient for empty inputs
             continue

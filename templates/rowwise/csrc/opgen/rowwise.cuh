@@ -74,8 +74,8 @@ namespace rowwise {
 #endif
 // 1: the block-per-row register schedule with 1024 threads (the longest rows: one block per SM)
 // keeps its blocks resident and copies the next row into shared memory (cp.async) while it works
-// on the current one. Measured on the H200: 1024 x 32768 forward 0.79 -> 0.85 of copy (float32),
-// 0.52-0.58 -> 0.58-0.71 (16-bit); smaller blocks lose with it, so they never prefetch.
+// on the current one. It pays for the longest rows and costs smaller blocks, so they never
+// prefetch (figures: opgen's docs/benchmarks.md, "Row-wise launcher on its own").
 #ifndef OPGEN_ROW_PREFETCH
 #define OPGEN_ROW_PREFETCH 1
 #endif
