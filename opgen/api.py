@@ -87,7 +87,7 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     """
     if allow_edits and not check:
         raise UsageError("--allow-edits: only meaningful with --check")
-    spec_path = Path(spec_path)
+    spec_path = spec_in(Path(spec_path))
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
     if dest.exists() and not dest.is_dir():
@@ -102,6 +102,26 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
         user_files = kinds.get(spec.model.kind).user_owned(spec.model.name)
         return _check(Plan({**generated, **bookkeeping}), dest, spec_path, user_files)
     return _write_op(spec, spec_bytes, dest, pretend=pretend)
+
+
+def spec_in(path: Path) -> Path:
+    """``path`` itself, or for an op folder the spec its last render came from (its answers
+    file's ``spec:``), else its one ``*.yaml`` file."""
+    if not path.is_dir():
+        return path
+    answers = path / ANSWERS_FILE
+    if answers.is_file():
+        try:
+            recorded = (yaml.safe_load(answers.read_text()) or {}).get("spec")
+        except (yaml.YAMLError, OSError, UnicodeDecodeError, AttributeError):
+            recorded = None
+        if isinstance(recorded, str) and (path / recorded).is_file():
+            return path / recorded
+    specs = sorted(p for p in path.glob("*.yaml") if p.is_file())
+    if len(specs) == 1:
+        return specs[0]
+    found = ", ".join(p.name for p in specs) if specs else "none"
+    raise UsageError(f"{path}: a folder; name its spec (YAML files there: {found})")
 
 
 def _write_op(spec: Spec, spec_bytes: bytes, dest: Path, *, pretend: bool,

@@ -100,7 +100,7 @@ def new(
 
 @app.command()
 def generate(
-    spec: Annotated[Path, typer.Argument(help="The op's YAML spec.")],
+    spec: Annotated[Path, typer.Argument(help="The op's YAML spec, or its folder.")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder "
                                                  "(default: the spec's folder).")] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
@@ -118,7 +118,8 @@ def generate(
     """
     result = api.generate(spec, out_dir, pretend=pretend, check=check, allow_edits=allow_edits)
     if check:
-        out.print(f"{result.dest}: up to date with {spec.name} ({len(result.changes)} files)",
+        out.print(f"{result.dest}: up to date with {api.spec_in(spec).name} "
+                  f"({len(result.changes)} files)",
                   markup=False)
         return
     _report(result.changes, result.dest, pretend=pretend)

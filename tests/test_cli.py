@@ -130,3 +130,24 @@ def test_build_is_one_call_of_the_api(tmp_path, monkeypatch):
         == {"cpu_only": True, "arch": "80, 90", "wheel": True, "wheel_dir": None,
             "wheel_version": "1.0"}
     assert f"relu6: wheel {tmp_path / 'r.whl'} (CPU only)" in output
+
+
+def test_generate_takes_an_op_folder(tmp_path):
+    op = tmp_path / "op"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    assert "up to date with relu6.yaml" in " ".join(_invoke("generate", str(op), "--check")
+                                                    .split())
+    (op / "other.yaml").write_text("name: other\n")  # the answers file still names relu6.yaml
+    assert "up to date with relu6.yaml" in " ".join(_invoke("generate", str(op), "--check")
+                                                    .split())
+
+
+def test_generate_refuses_a_folder_without_one_spec(tmp_path, capsys):
+    for name in ("a.yaml", "b.yaml"):
+        (tmp_path / name).write_text("name: x\n")
+    with pytest.raises(SystemExit) as info:
+        cli.main(["generate", str(tmp_path)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path}: a folder; name its spec "
+                                       "(YAML files there: a.yaml, b.yaml)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.yaml"]

@@ -33,6 +33,15 @@ def _ops():
     return _library
 
 
+# Where Paddle keeps its eager tracer: ``paddle.in_dynamic_mode()`` is ``_dygraph_tracer_ is not
+# None`` on both Paddle lines, and reading the attribute here skips that call (0.1-0.2 us).
+_GLOBAL_VAR = paddle.base.framework.global_var
+
+
+def _dynamic_mode() -> bool:
+    return _GLOBAL_VAR._dygraph_tracer_ is not None
+
+
 _run = None  # Paddle's eager entry into the op, once _load_run has loaded the library
 
 
@@ -189,7 +198,7 @@ def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
     """Under ``paddle.amp.auto_cast`` (O1 or O2), the inputs cast to the dtype bias_gelu computes
     in there (the spec's ``amp: follow``: its inputs' dtype, float32 where they differ);
     float64 inputs as they are (AMP leaves them). None where AMP is not in effect."""
-    if paddle.in_dynamic_mode():
+    if _dynamic_mode():
         amp = paddle.base.framework._dygraph_tracer()
     elif hasattr(paddle.base.core, "_get_amp_attrs"):  # Paddle 3's static graph (PIR)
         amp = paddle.base.core._get_amp_attrs()
@@ -208,7 +217,7 @@ def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
 def _amp_paused() -> Iterator[None]:
     """Paddle's AMP off while bias_gelu runs on the inputs _amp_inputs gave, so that what the spec
     says is what runs, whatever Paddle's lists would cast."""
-    amp = paddle.base.framework._dygraph_tracer() if paddle.in_dynamic_mode() else \
+    amp = paddle.base.framework._dygraph_tracer() if _dynamic_mode() else \
         paddle.base.core._get_amp_attrs()
     level = amp._amp_level
     amp._amp_level = paddle.base.core.AmpLevel.O0
@@ -240,7 +249,7 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return bias_gelu(*cast)
-    if not paddle.in_dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
+    if not _dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu(x, bias)
     shape = _check_inputs(x, bias)
@@ -272,7 +281,7 @@ def bias_gelu_(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     requires a gradient, and no input may require one: bias_gelu's backward reads x's value, which
     this overwrites.
     """
-    if not paddle.in_dynamic_mode():
+    if not _dynamic_mode():
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu_inplace(x, bias)
     shape = _check_inputs(x, bias)

@@ -34,6 +34,15 @@ def _ops():
     return _library
 
 
+# Where Paddle keeps its eager tracer: ``paddle.in_dynamic_mode()`` is ``_dygraph_tracer_ is not
+# None`` on both Paddle lines, and reading the attribute here skips that call (0.1-0.2 us).
+_GLOBAL_VAR = paddle.base.framework.global_var
+
+
+def _dynamic_mode() -> bool:
+    return _GLOBAL_VAR._dygraph_tracer_ is not None
+
+
 _run = None  # Paddle's eager entry into the op, once _load_run has loaded the library
 
 
@@ -58,10 +67,19 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
     return run
 
 
+_FLOAT_BITS: dict[float, int] = {}  # the values a program passes: a handful
+
+
 def _float_bits(value: float) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
-    float attrs are 32-bit), so float64 kernels compute with the value exactly."""
-    return struct.unpack("q", struct.pack("d", value))[0]
+    float attrs are 32-bit), so float64 kernels compute with the value exactly. Remembered per
+    value (a dict lookup is 0.03 us, struct 0.2 us)."""
+    bits = _FLOAT_BITS.get(value)
+    if bits is None:
+        bits = struct.unpack("q", struct.pack("d", value))[0]
+        if len(_FLOAT_BITS) < 64:
+            _FLOAT_BITS[value] = bits
+    return bits
 
 
 # paddle.amp.auto_cast's module: its _g_amp_state_ is None outside auto_cast (a cheap check)
@@ -130,7 +148,7 @@ def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
     """Under ``paddle.amp.auto_cast`` (O1 or O2), the inputs cast to the dtype relu6 computes
     in there (the spec's ``amp: follow``: its inputs' dtype, float32 where they differ);
     float64 inputs as they are (AMP leaves them). None where AMP is not in effect."""
-    if paddle.in_dynamic_mode():
+    if _dynamic_mode():
         amp = paddle.base.framework._dygraph_tracer()
     elif hasattr(paddle.base.core, "_get_amp_attrs"):  # Paddle 3's static graph (PIR)
         amp = paddle.base.core._get_amp_attrs()
@@ -149,7 +167,7 @@ def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
 def _amp_paused() -> Iterator[None]:
     """Paddle's AMP off while relu6 runs on the inputs _amp_inputs gave, so that what the spec
     says is what runs, whatever Paddle's lists would cast."""
-    amp = paddle.base.framework._dygraph_tracer() if paddle.in_dynamic_mode() else \
+    amp = paddle.base.framework._dygraph_tracer() if _dynamic_mode() else \
         paddle.base.core._get_amp_attrs()
     level = amp._amp_level
     amp._amp_level = paddle.base.core.AmpLevel.O0
@@ -179,7 +197,7 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return relu6(*cast, threshold=threshold)
-    if not paddle.in_dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
+    if not _dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
         _check_static_inputs(x)
         return _ops().custom_relu6(x, _float_bits(threshold))
     _check_inputs(x)
@@ -207,7 +225,7 @@ def relu6_(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     x keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy). As with Paddle's
     own in-place ops, x may not be a leaf tensor that requires a gradient.
     """
-    if not paddle.in_dynamic_mode():
+    if not _dynamic_mode():
         _check_static_inputs(x)
         return _ops().custom_relu6_inplace(x, _float_bits(threshold))
     _check_inputs(x)

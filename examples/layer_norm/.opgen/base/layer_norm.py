@@ -34,6 +34,15 @@ def _ops():
     return _library
 
 
+# Where Paddle keeps its eager tracer: ``paddle.in_dynamic_mode()`` is ``_dygraph_tracer_ is not
+# None`` on both Paddle lines, and reading the attribute here skips that call (0.1-0.2 us).
+_GLOBAL_VAR = paddle.base.framework.global_var
+
+
+def _dynamic_mode() -> bool:
+    return _GLOBAL_VAR._dygraph_tracer_ is not None
+
+
 _run = None  # Paddle's eager entry into the op, once _load_run has loaded the library
 
 
@@ -58,10 +67,19 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
     return run
 
 
+_FLOAT_BITS: dict[float, int] = {}  # the values a program passes: a handful
+
+
 def _float_bits(value: float) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
-    float attrs are 32-bit), so float64 kernels compute with the value exactly."""
-    return struct.unpack("q", struct.pack("d", value))[0]
+    float attrs are 32-bit), so float64 kernels compute with the value exactly. Remembered per
+    value (a dict lookup is 0.03 us, struct 0.2 us)."""
+    bits = _FLOAT_BITS.get(value)
+    if bits is None:
+        bits = struct.unpack("q", struct.pack("d", value))[0]
+        if len(_FLOAT_BITS) < 64:
+            _FLOAT_BITS[value] = bits
+    return bits
 
 
 # The dtypes listed in layer_norm.yaml.
@@ -194,7 +212,7 @@ def layer_norm(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor, eps
         mean: one value per row: x's shape without its last dim, float32 (float64 for float64).
         rstd: one value per row: x's shape without its last dim, float32 (float64 for float64).
     """
-    if not paddle.in_dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
+    if not _dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
         _check_static_inputs(x, weight, bias)
         return tuple(_ops().custom_layer_norm(x, weight, bias, _float_bits(eps)))
     _check_inputs(x, weight, bias)
