@@ -126,6 +126,21 @@ void CheckCase(int64_t n, int64_t rows, int64_t d, int64_t padding, int64_t shif
                 flag.id == rows + 5)
              : flag.position_plus_one == 0,
          "bad-id flag " + what);
+  // The op's way: the ids checked on the side stream while the gather runs.
+  cudaError_t setup = cudaSuccess;
+  embedding::cuda::IdCheck* check = embedding::cuda::IdCheck::For(0, &setup);
+  CHECK(setup);
+  BadId side{};
+  if (n > 0) {
+    CHECK(check->Start(d_ids, n, rows, 0, 0));
+    CHECK(embedding::cuda::Gather(d_ids, n, d_table_base + shift, rows, d * int64_t(sizeof(T)),
+                                  padding, d_out, nullptr, 0, 0));
+    CHECK(check->Finish(&side));
+  }
+  Expect(bad ? (side.position_plus_one == static_cast<unsigned long long>(n) &&
+                side.id == rows + 5)
+             : side.position_plus_one == 0,
+         "side-stream id check " + what);
 
   // Backward: host sums in double.
   std::vector<double> want(rows * d, 0.0);
@@ -240,6 +255,16 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
     CHECK(cudaMemcpyAsync(h_bad, d_bad, sizeof(BadId), cudaMemcpyDeviceToHost, 0));
     CHECK(cudaStreamSynchronize(0));
   }, calls);
+  // As the op runs it now: the ids checked on a side stream while the gather runs.
+  cudaError_t setup = cudaSuccess;
+  embedding::cuda::IdCheck* check = embedding::cuda::IdCheck::For(0, &setup);
+  CHECK(setup);
+  const float side = TimeMs([&](int) {
+    CHECK(check->Start(d_ids, n, rows, 0, 0));
+    CHECK(embedding::cuda::Gather(d_ids, n, d_table, rows, row_bytes, -1, d_out, nullptr, 0, 0));
+    BadId found{};
+    CHECK(check->Finish(&found));
+  }, calls);
   const float atomic = TimeMs([&](int) {
     CHECK((embedding::cuda::ScatterAdd<T, int64_t>(d_ids, n, d_out, rows, d, -1, d_grad, false,
                                                    workspace, 0, 0)));
@@ -256,6 +281,8 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
               moved / (gather * 1e6), copy / gather);
   std::printf("  forward + flag check    %8.4f ms  %6.0f GB/s  %.3f x copy\n", checked,
               moved / (checked * 1e6), copy / checked);
+  std::printf("  forward + side check    %8.4f ms  %6.0f GB/s  %.3f x copy\n", side,
+              moved / (side * 1e6), copy / side);
   std::printf("  backward default        %8.4f ms  (%s; zero fill of V*D included)\n", atomic,
               embedding::cuda::UsesSort<T>(d, false) ? "sorted" : "atomics");
   std::printf("  backward sorted         %8.4f ms  (deterministic)\n", sorted);

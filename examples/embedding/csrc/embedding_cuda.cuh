@@ -33,17 +33,7 @@ struct CudaType<paddle::bfloat16> {
   using type = __nv_bfloat16;
 };
 
-// The kernels record the first out-of-range id in a flag on the device; it is read back after
-// them, and a recorded id is an error naming it (never a read outside the table: such rows come
-// out as zeros until the error is raised).
-inline void RaiseOnBadId(const paddle::Tensor& flag, int64_t rows, const opgen::cuda::Device& gpu) {
-  cuda::BadId bad{};
-  const cudaError_t status = cudaMemcpyAsync(&bad, flag.data<int64_t>(), sizeof(bad),
-                                             cudaMemcpyDeviceToHost, gpu.stream);
-  if (status != cudaSuccess || cudaStreamSynchronize(gpu.stream) != cudaSuccess) {
-    opgen::Fail("custom_embedding: reading the out-of-range flag failed: ",
-                cudaGetErrorString(cudaGetLastError()));
-  }
+inline void RaiseOnBadId(const cuda::BadId& bad, int64_t rows) {
   if (bad.position_plus_one != 0) {
     opgen::Fail("custom_embedding: ids holds ", static_cast<int64_t>(bad.id), " (at flat index ",
                 static_cast<int64_t>(bad.position_plus_one - 1),
@@ -51,10 +41,10 @@ inline void RaiseOnBadId(const paddle::Tensor& flag, int64_t rows, const opgen::
   }
 }
 
-inline paddle::Tensor ZeroedFlag(const paddle::Tensor& like, const opgen::cuda::Device& gpu) {
-  paddle::Tensor flag = paddle::empty({2}, paddle::DataType::INT64, like.place());
-  cudaMemsetAsync(flag.data<int64_t>(), 0, sizeof(cuda::BadId), gpu.stream);
-  return flag;
+inline void FailOn(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    opgen::Fail("custom_embedding: ", what, ": ", cudaGetErrorString(status));
+  }
 }
 
 // Forward, on GPU tensors:
@@ -71,19 +61,27 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
   const int64_t rows = args.table.shape()[0];
   const int64_t d = args.table.shape()[1];
   CheckPaddingIdx(args.padding_idx, rows);
-  // check_ids costs a wait for the kernel (the flag is read back); without it an out-of-range id
-  // reads zeros, still never outside the table.
-  paddle::Tensor flag;
-  if (args.check_ids) flag = ZeroedFlag(args.ids, gpu);
-  const cudaError_t status = cuda::Gather(
-      args.ids.data<IdsT>(), args.ids.numel(), args.table.data<TableT>(), rows,
-      d * static_cast<int64_t>(sizeof(TableT)), args.padding_idx, args.out.data<TableT>(),
-      args.check_ids ? reinterpret_cast<cuda::BadId*>(flag.data<int64_t>()) : nullptr, gpu.id,
-      gpu.stream);
-  if (status != cudaSuccess) {
-    opgen::Fail("custom_embedding: the gather failed: ", cudaGetErrorString(status));
+  // check_ids: the ids are checked on a side stream while the gather runs (cuda::IdCheck), and
+  // the call waits for that check; without it an out-of-range id reads zeros, still never
+  // outside the table, and nothing waits.
+  const int64_t n = args.ids.numel();
+  cuda::IdCheck* check = nullptr;
+  if (args.check_ids && n > 0) {
+    cudaError_t status = cudaSuccess;
+    check = cuda::IdCheck::For(gpu.id, &status);
+    FailOn(status, "setting up the id check failed");
+    FailOn(check->Start(args.ids.data<IdsT>(), n, rows, gpu.id, gpu.stream),
+           "the id check failed");
   }
-  if (args.check_ids) RaiseOnBadId(flag, rows, gpu);
+  FailOn(cuda::Gather(args.ids.data<IdsT>(), n, args.table.data<TableT>(), rows,
+                      d * static_cast<int64_t>(sizeof(TableT)), args.padding_idx,
+                      args.out.data<TableT>(), nullptr, gpu.id, gpu.stream),
+         "the gather failed");
+  if (check != nullptr) {
+    cuda::BadId bad{};
+    FailOn(check->Finish(&bad), "the id check failed");
+    RaiseOnBadId(bad, rows);
+  }
 }
 
 // Backward, on GPU tensors:

@@ -2,7 +2,8 @@
 // Paddle's tensors, scripts/gpu/embedding_bench.cu checks and times them on their own.
 //   forward   out[i, :] = table[ids[i], :]: a gather of whole rows in 16-byte vectors (the widest
 //             that the row size and both pointers allow); padding rows and out-of-range ids read
-//             as zeros, and an out-of-range id is recorded in a device-side flag for the caller.
+//             as zeros, never read outside the table; IdCheck finds out-of-range ids on a side
+//             stream while the gather runs, for the caller to raise.
 //   backward  grad_table[v, :] = sum of grad_out[i, :] over i with ids[i] == v, two ways:
 //             atomics (float32 and float64; fast, the order of the additions varies), or sorted:
 //             ids radix-sorted with their positions, then one warp per run of equal ids sums
@@ -138,6 +139,98 @@ cudaError_t Gather(const Id* ids, int64_t n, const void* table, int64_t rows, in
   }
   return cudaGetLastError();
 }
+
+// ---- the out-of-range check -------------------------------------------------------------------
+// An out-of-range id must be an error the caller can raise, so the host has to wait for a kernel
+// that looks at the ids. Waiting for the gather itself (which records bad ids as it reads them)
+// would leave the GPU idle while the host prepares the next call; instead IdCheck reads the ids on
+// a stream of its own, forked from the caller's after the work queued there so far, and the
+// caller waits only for that small kernel while the gather runs on its own stream.
+
+template <typename Id>
+__global__ void __launch_bounds__(kThreads)
+    FindBadIdKernel(const Id* __restrict__ ids, int64_t n, int64_t rows, BadId* bad) {
+  for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * kThreads) {
+    const Id id = ids[i];
+    if (id < 0 || static_cast<int64_t>(id) >= rows) Record(bad, i, id);
+  }
+}
+
+// One per host thread and device (its stream, events and flags are made on first use and kept
+// for the thread's life; freeing CUDA objects at exit can outlive the driver).
+class IdCheck {
+ public:
+  // The check of the calling thread on `device` (current), or null with *error set.
+  static IdCheck* For(int device, cudaError_t* error) {
+    constexpr int kMaxDevices = 64;
+    thread_local IdCheck* checks[kMaxDevices] = {};
+    *error = cudaSuccess;
+    if (device < 0 || device >= kMaxDevices) {
+      *error = cudaErrorInvalidDevice;
+      return nullptr;
+    }
+    if (checks[device] == nullptr) {
+      auto* check = new IdCheck();
+      *error = check->Init();
+      if (*error != cudaSuccess) {
+        check->Release();
+        delete check;
+        return nullptr;
+      }
+      checks[device] = check;
+    }
+    return checks[device];
+  }
+
+  // Queues the check of ids[0, n) against [0, rows) after the work queued on `stream` so far.
+  template <typename Id>
+  cudaError_t Start(const Id* ids, int64_t n, int64_t rows, int device, cudaStream_t stream) {
+    cudaError_t status = cudaEventRecord(ready_, stream);
+    if (status == cudaSuccess) status = cudaStreamWaitEvent(side_, ready_, 0);
+    if (status == cudaSuccess) status = cudaMemsetAsync(device_flag_, 0, sizeof(BadId), side_);
+    if (status != cudaSuccess) return status;
+    const unsigned grid = opgen::cuda::GridFor(n, kThreads, device, 0, 1);
+    if (grid > 0) FindBadIdKernel<Id><<<grid, kThreads, 0, side_>>>(ids, n, rows, device_flag_);
+    status = cudaGetLastError();
+    if (status == cudaSuccess) {
+      status = cudaMemcpyAsync(host_flag_, device_flag_, sizeof(BadId), cudaMemcpyDeviceToHost,
+                               side_);
+    }
+    if (status == cudaSuccess) status = cudaEventRecord(done_, side_);
+    return status;
+  }
+
+  // Waits for the check queued by Start and stores what it found ({0, 0}: every id in range).
+  cudaError_t Finish(BadId* found) {
+    const cudaError_t status = cudaEventSynchronize(done_);
+    if (status == cudaSuccess) *found = *host_flag_;
+    return status;
+  }
+
+ private:
+  cudaError_t Init() {
+    cudaError_t status = cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking);
+    if (status == cudaSuccess) status = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
+    if (status == cudaSuccess) status = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+    if (status == cudaSuccess) status = cudaMalloc(&device_flag_, sizeof(BadId));
+    if (status == cudaSuccess) status = cudaMallocHost(&host_flag_, sizeof(BadId));
+    return status;
+  }
+  void Release() {
+    if (host_flag_ != nullptr) cudaFreeHost(host_flag_);
+    if (device_flag_ != nullptr) cudaFree(device_flag_);
+    if (done_ != nullptr) cudaEventDestroy(done_);
+    if (ready_ != nullptr) cudaEventDestroy(ready_);
+    if (side_ != nullptr) cudaStreamDestroy(side_);
+  }
+
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  BadId* device_flag_ = nullptr;
+  BadId* host_flag_ = nullptr;
+};
 
 // ---- backward --------------------------------------------------------------------------------
 // Sums are taken in float for float, float16 and bfloat16, in double for double.
