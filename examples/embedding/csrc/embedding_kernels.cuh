@@ -210,7 +210,14 @@ class IdCheck {
 
  private:
   cudaError_t Init() {
-    cudaError_t status = cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking);
+    // The highest priority: the check's blocks start as soon as the previous gather's finish,
+    // before the blocks of the gather queued after it (which the caller does not wait for).
+    int lowest = 0;
+    int highest = 0;
+    cudaError_t status = cudaDeviceGetStreamPriorityRange(&lowest, &highest);
+    if (status == cudaSuccess) {
+      status = cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, highest);
+    }
     if (status == cudaSuccess) status = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
     if (status == cudaSuccess) status = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
     if (status == cudaSuccess) status = cudaMalloc(&device_flag_, sizeof(BadId));
