@@ -591,8 +591,8 @@ def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str) -> st
             return f"{source}{suffix}.end()[{index}]" if index < 0 else \
                 f"{source}{suffix}[{index}]"
         return f"int64_t{{{node.id}}}"
-    if isinstance(node, ast.Subscript):
-        source = node.value.id  # type: ignore[attr-defined]
+    if isinstance(node, ast.Subscript):  # x.shape[i]
+        source = node.value.value.id  # type: ignore[attr-defined]
         index = ast.literal_eval(node.slice)
         return f"{source}{suffix}.end()[{index}]" if index < 0 else f"{source}{suffix}[{index}]"
     if isinstance(node, ast.UnaryOp):
