@@ -1,5 +1,6 @@
 """kind: custom: the spec's checks, the generated code, `opgen new --custom`, a user's kernel
-edit kept through spec changes, and examples/embedding against Paddle's own embedding."""
+edit kept through spec changes, examples/embedding against Paddle's own embedding, in-place
+outputs, and outputs sized by the data (-1: tests/data/masked_select, a skeleton's)."""
 
 from __future__ import annotations
 
