@@ -408,6 +408,8 @@ def named_reference(fn: Callable[..., Any], arrays: dict[str, np.ndarray], attrs
         spread = np.zeros(exact.shape)
         for step in (0.0, np.inf, -np.inf):
             low = np.asarray(fn(**floats(step), **attrs), np.float64)
+            if low.shape != exact.shape:  # a size the data gives moved with the rounding:
+                continue                  # nothing to learn from this run
             spread = np.fmax(spread, np.abs(low - exact))
     scale = 2.0**-29 if dtype == "float64" else 1.0
     unknown = 0.0 if dtype == "float64" else np.inf

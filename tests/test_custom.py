@@ -1,9 +1,11 @@
 """kind: custom: the spec's checks, the generated code, `opgen new --custom`, a user's kernel
-edit kept through spec changes, and examples/embedding against Paddle's own embedding."""
+edit kept through spec changes, examples/embedding against Paddle's own embedding, in-place
+outputs, and outputs sized by the data (-1: tests/data/masked_select, a skeleton's)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -538,3 +540,169 @@ def test_inplace_cuda_sources_compile_and_link(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "CPU + CUDA sm_90" in result.stdout + result.stderr
     assert " passed" in result.stdout
+
+
+# -- data-dependent sizes (-1) --------------------------------------------------------------------
+
+MASKED_SELECT = ROOT / "tests" / "data" / "masked_select"
+
+PAD = """\
+name: pad
+kind: custom
+inputs:
+  x: {dtype: float types, shape: [..., D]}
+  lengths: {dtype: int64, shape: any, range: [0, D]}
+outputs:
+  out: {dtype: same as x, shape: "[x.shape[0], -1]"}
+  copy: {dtype: same as x, shape: "[*x.shape]"}
+  hits: {dtype: int64, shape: "[*lengths.shape, -1, k]"}
+attrs:
+  k: {type: int, default: 2}
+backward: [x]
+inplace: {x: copy}
+sizes: {D: 4}
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), [
+    ("shape: [..., D]}", "shape: [-1, D]}", 4, "inputs.x.shape: -1 (a size known only from the "
+     "data) is for outputs; an input's free dim is a name such as N, or '...'"),
+    ('"[x.shape[0], -1]"', '"[x.shape[0], -2]"', 7, "outputs.out.shape: a dim is at least 0, or "
+     "-1 for a size only the data gives; got -2"),
+    ("inplace: {x: copy}", "inplace: {x: out}", 13, "inplace: out's shape [x.shape[0], -1] has a "
+     "size only the data gives (-1); an output written over x has x's shape"),
+])
+def test_data_dependent_size_errors(old, new, line, message):
+    assert old in PAD
+    with pytest.raises(SpecError) as info:
+        loads(PAD.replace(old, new), "pad.yaml", check_builtins=False)
+    assert info.value.line == line, str(info.value)
+    assert message in str(info.value)
+
+
+def test_data_dependent_outputs_are_allocated_by_the_kernels():
+    files = {k: v.decode() for k, v in
+             render_op(loads(PAD, "pad.yaml", check_builtins=False)).files.items()}
+    cc = files["csrc/pad.cc"]
+    # InferShape says -1 where only the data knows; the entry leaves those outputs to the kernels
+    # and checks they allocated them.
+    assert ("  out_shape.push_back(x_shape[0]);\n  out_shape.push_back(int64_t{-1});\n" in
+            cc.split("PadInferShape")[1])
+    assert "paddle::Tensor out;  // [x.shape[0], -1]: the kernels' args.AllocateOut\n" in cc
+    assert "paddle::Tensor copy = opgen::AllocateOutput(copy_shape, x.dtype(), x.place());" in cc
+    assert cc.count('CheckAllocated(args, "ForwardCPU");') == 2  # pad and pad_ (in place)
+    header = files["csrc/pad.h"]
+    assert "paddle::Tensor& AllocateHits(const std::vector<int64_t>& shape) const {" in header
+    assert 'opgen::AllocateDataDependent("custom_pad", "hits", "[*lengths.shape, -1, k]",' \
+        in header
+    # The skeleton allocates them with their -1 sizes 0, reading the sizes back on the GPU.
+    assert "args.AllocateOut({args.x.shape()[0], 0});" in files["csrc/pad_cpu.h"]
+    cuda = files["csrc/pad_cuda.cuh"]
+    assert ("cudaMemcpyAsync(sizes, counted.data<int64_t>(), sizeof(sizes), "
+            "cudaMemcpyDeviceToHost,\n                            gpu.stream)") in cuda
+    assert "CheckCuda(cudaStreamSynchronize(gpu.stream), " in cuda
+    assert "hits_shape.push_back(sizes[1]);" in cuda
+    reference = files["reference.py"]
+    assert "return np.zeros([*lengths.shape, 0, k])" in reference
+    assert "return np.array(grad_copy, dtype=np.float64)" in reference
+    # The wrapper always runs the kernels; the tests check the static graph's -1s.
+    assert "_output_shapes" not in files["pad.py"]
+    assert "def test_static_graph_has_the_data_dependent_sizes(tmp_path):" in files["test_pad.py"]
+    assert "_output_shapes" in render_op(_load(SPEC)).files["lookup.py"].decode()
+
+
+def _masked_select_op(tmp_path: Path) -> Path:
+    """tests/data/masked_select generated in tmp_path, its kernels and reference over the
+    skeleton's."""
+    op = tmp_path / "masked_select"
+    op.mkdir()
+    shutil.copy(MASKED_SELECT / "masked_select.yaml", op)
+    api.generate(op / "masked_select.yaml")
+    for name in ("masked_select_cpu.h", "masked_select_cuda.cuh"):
+        shutil.copy(MASKED_SELECT / name, op / "csrc")
+    shutil.copy(MASKED_SELECT / "reference.py", op)
+    return op
+
+
+@pytest.mark.build
+def test_masked_select_passes_its_generated_tests(tmp_path):
+    """Outputs sized by the data ([-1], [-1, 2]): shapes and values against the reference, empty
+    ones, gradients through them, and -1 in a to_static graph saved and loaded."""
+    op = _masked_select_op(tmp_path)
+    result = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+@pytest.mark.build
+@pytest.mark.gpu_env
+def test_masked_select_cuda_sources_compile_and_link(tmp_path):
+    """paddlepaddle-gpu 2.6.2 builds the CUDA half, and its generated tests pass on the CPU
+    there (Paddle 2.6 refuses an empty output without memory: opgen::AllocateOutput)."""
+    if not GPU_PYTHON.exists():
+        pytest.skip("no .venv-gpu (paddlepaddle-gpu 2.6.2): run scripts/setup.sh")
+    op = _masked_select_op(tmp_path)
+    env = {"CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda")}
+    result = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings",
+                       python=GPU_PYTHON, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "CPU + CUDA sm_90" in result.stdout + result.stderr
+    assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+ALLOCATION_ERRORS = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import paddle
+    sys.path.insert(0, sys.argv[1])
+    from pad import pad
+
+    x = paddle.ones([3, 4], "float32")
+    lengths = paddle.to_tensor(np.array([1, 2], "int64"))
+    out, _, hits = pad(x, lengths)
+    assert out.shape == [3, 0] and hits.shape == [2, 0, 2], (out.shape, hits.shape)
+    for k, message in [
+            (5, "custom_pad: the kernel allocated out as [4, 0], but out's shape is "
+                "[x.shape[0], -1] ([3, -1] for these inputs): dim 0 is 3"),
+            (6, "custom_pad: the kernel allocated out as [3], but out's shape is "
+                "[x.shape[0], -1]: 2 dims ([3, -1] for these inputs)"),
+            (7, "custom_pad: ForwardCPU did not allocate out ([x.shape[0], -1], a size only the "
+                "data gives): call args.AllocateOut(shape) once the kernel knows its shape")]:
+        try:
+            pad(x, lengths, k=k)
+        except Exception as exc:
+            assert message in str(exc), exc
+        else:
+            raise AssertionError(f"k={k} was not refused")
+    print("ok")
+""")
+
+
+@pytest.mark.build
+def test_a_data_dependent_skeleton_passes_its_tests_and_allocation_errors_name_the_output(
+        tmp_path):
+    spec = tmp_path / "pad" / "pad.yaml"
+    spec.parent.mkdir()
+    spec.write_text(PAD)
+    api.generate(spec)
+    result = run_opgen("test", str(spec.parent), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+    cpu = spec.parent / "csrc" / "pad_cpu.h"
+    skeleton = "  args.AllocateOut({args.x.shape()[0], 0});\n"
+    assert cpu.read_text().count(skeleton) == 1
+    cpu.write_text(cpu.read_text().replace(skeleton, """\
+  if (args.k == 5) {
+    args.AllocateOut({args.x.shape()[0] + 1, 0});  // a fixed dim that is not the spec's
+  } else if (args.k == 6) {
+    args.AllocateOut({args.x.shape()[0]});  // one dim short
+  } else if (args.k != 7) {  // 7: not at all
+    args.AllocateOut({args.x.shape()[0], 0});
+  }
+"""))
+    env = {**os.environ, "GLOG_minloglevel": "3", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", ALLOCATION_ERRORS, str(spec.parent)],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
+        result.stdout[-2000:] + result.stderr[-3000:]

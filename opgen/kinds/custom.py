@@ -14,6 +14,7 @@ The spec (``kind: custom``) is checked here, not in :mod:`opgen.spec`, which rou
       table: {dtype: float types, shape: [V, D]}     # rank 2; V and D name its dims
     outputs:
       out:   {dtype: same as table, shape: "[*ids.shape, D]"}
+      # hits: {dtype: int64, shape: "[-1]"}          # -1: a size only the kernel knows
     attrs:
       padding_idx: {type: int64, default: -1}
     backward: [table]                                # inputs that get a gradient
@@ -403,6 +404,10 @@ def _check_inplace(model: CustomOpSpec, dtypes: dict[str, DtypeRule],
             raise fail(where, f"inplace: {output} is {dtypes[output].text} but {name} is "
                        f"{dtypes[name].text}; an output written over {name} has its dtype "
                        f"('same as {name}')")
+        if any(_data_dependent(item) for item in out_shapes[output].elts):
+            raise fail(where, f"inplace: {output}'s shape {ast.unparse(out_shapes[output])} "
+                       "has a size only the data gives (-1); an output written over "
+                       f"{name} has {name}'s shape, known before the kernel runs")
         if not _same_shape(out_shapes[output], name, shapes[name]):
             raise fail(where, f"inplace: {output}'s shape "
                        f"{ast.unparse(out_shapes[output])} is not {name}'s; an output written "
@@ -497,6 +502,9 @@ def _shape_constraint(value: Any, name: str, dims: dict[str, tuple[str, int]],
                 raise fail(where, f"{field}: '...' (any leading dims) comes first")
             out.append(Dim(ellipsis=True))
         elif isinstance(item, int):
+            if item == -1:
+                raise fail(where, f"{field}: -1 (a size known only from the data) is for "
+                           "outputs; an input's free dim is a name such as N, or '...'")
             if item < 0:
                 raise fail(where, f"{field}: a dim size is at least 0, got {item}")
             out.append(Dim(size=item))
@@ -514,7 +522,8 @@ def _shape_constraint(value: Any, name: str, dims: dict[str, tuple[str, int]],
 
 
 _SHAPE_HELP = ("an output's shape is a list of dims in quotes, e.g. \"[*ids.shape, D]\": each "
-               "item an int, a dim name, an int attr, x.shape[i], *x.shape, or + - * // of them")
+               "item an int, a dim name, an int attr, x.shape[i], *x.shape, or + - * // of them; "
+               "-1 for a size only the data gives")
 
 
 def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tuple[str, int]],
@@ -574,32 +583,51 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
         if isinstance(item, ast.Starred):
             if shape_of(item.value) is None:
                 raise fail(where, f"{field}: '*' goes before x.shape of an input x")
+        elif _data_dependent(item):
+            continue
+        elif isinstance(item, ast.UnaryOp) and isinstance(item.op, ast.USub) \
+                and isinstance(item.operand, ast.Constant) and type(item.operand.value) is int:
+            raise fail(where, f"{field}: a dim is at least 0, or -1 for a size only the data "
+                       f"gives; got {ast.unparse(item)}")
         else:
             check(item)
     return tree
 
 
+def _data_dependent(item: ast.AST) -> bool:
+    """An output shape's item ``-1``: a dim whose size only the kernel knows, from the data."""
+    return (isinstance(item, ast.UnaryOp) and isinstance(item.op, ast.USub)
+            and isinstance(item.operand, ast.Constant) and type(item.operand.value) is int
+            and item.operand.value == 1)
+
+
 # -- code generation -------------------------------------------------------------------------------
 
-def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str) -> str:
-    """An int expression of an output's shape in C++, over ``<input><suffix>`` shape vectors."""
+def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str,
+             prefix: str = "") -> str:
+    """An int expression of an output's shape in C++, over ``<prefix><input><suffix>`` shape
+    vectors (and ``<prefix><attr>``)."""
+    if _data_dependent(node):
+        return "int64_t{-1}"
     if isinstance(node, ast.Constant):
         return f"int64_t{{{node.value!r}}}"
     if isinstance(node, ast.Name):
         if node.id in dims:
             source, index = dims[node.id]
-            return f"{source}{suffix}.end()[{index}]" if index < 0 else \
-                f"{source}{suffix}[{index}]"
-        return f"int64_t{{{node.id}}}"
-    if isinstance(node, ast.Subscript):
-        source = node.value.id  # type: ignore[attr-defined]
+            return f"{prefix}{source}{suffix}.end()[{index}]" if index < 0 else \
+                f"{prefix}{source}{suffix}[{index}]"
+        return f"int64_t{{{prefix}{node.id}}}"
+    if isinstance(node, ast.Subscript):  # x.shape[i]
+        source = node.value.value.id  # type: ignore[attr-defined]
         index = ast.literal_eval(node.slice)
-        return f"{source}{suffix}.end()[{index}]" if index < 0 else f"{source}{suffix}[{index}]"
+        return f"{prefix}{source}{suffix}.end()[{index}]" if index < 0 else \
+            f"{prefix}{source}{suffix}[{index}]"
     if isinstance(node, ast.UnaryOp):
-        return f"-({_cpp_dim(node.operand, dims, suffix)})"
+        return f"-({_cpp_dim(node.operand, dims, suffix, prefix)})"
     assert isinstance(node, ast.BinOp)
     op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/"}[type(node.op)]
-    return f"({_cpp_dim(node.left, dims, suffix)} {op} {_cpp_dim(node.right, dims, suffix)})"
+    return (f"({_cpp_dim(node.left, dims, suffix, prefix)} {op} "
+            f"{_cpp_dim(node.right, dims, suffix, prefix)})")
 
 
 def _py_dim(node: ast.AST, dims: dict[str, tuple[str, int]]) -> str:
@@ -621,6 +649,25 @@ class _Replace(ast.NodeTransformer):
             source, index = self.dims[node.id]
             return ast.parse(f"{source}.shape[{index}]", mode="eval").body
         return node
+
+
+def _skeleton_allocation(tree: ast.List, name: str, allocate: str,
+                         dims: dict[str, tuple[str, int]], sizes: dict[int, str]) -> list[str]:
+    """The skeleton kernels' statements allocating a data-dependent output: the spec's shape over
+    ``args``, each -1 dim (item k) replaced by ``sizes[k]``."""
+    items = [sizes[k] if k in sizes else
+             f"args.{item.value.value.id}.shape()"  # type: ignore[attr-defined]
+             if isinstance(item, ast.Starred) else _cpp_dim(item, dims, ".shape()", "args.")
+             for k, item in enumerate(tree.elts)]
+    if not any(isinstance(item, ast.Starred) for item in tree.elts):
+        return [f"args.{allocate}({{{', '.join(items)}}});"]
+    lines = [f"std::vector<int64_t> {name}_shape;"]
+    for item, text in zip(tree.elts, items, strict=True):
+        if isinstance(item, ast.Starred):
+            lines.append(f"for (const int64_t d : {text}) {name}_shape.push_back(d);")
+        else:
+            lines.append(f"{name}_shape.push_back({text});")
+    return [*lines, f"args.{allocate}({name}_shape);"]
 
 
 @dataclass(frozen=True)
@@ -646,6 +693,16 @@ class OutShape:
     cpp: list[str]               # statements building `<name>_shape` from `<input>_shape`s
     py: str                      # a Python list expression over the inputs' .shape
     attrs: list[str]             # int attrs it reads
+    data_dependent: bool         # a dim is -1: the kernels allocate the output (`allocate`)
+    text: str                    # the shape as written (normalized), for messages
+    text_cpp: str                #   as a C++ string literal
+    allocate: str                # ForwardArgs' member that allocates it: AllocateOut
+    inputs: list[str]            # the inputs whose shapes `cpp` reads
+    cpu_skeleton: list[str]      # the skeleton kernels' allocation: -1 dims are 0 on the CPU,
+    cuda_skeleton: list[str]     #   sizes[k] (read back from the device) on the GPU
+    reference_zeros: str         # the skeleton reference: a Python shape, -1 dims 0
+    allocate_call: str           # the statement of `allocate` that checks and allocates it
+                                 #   (indented 4)
 
 
 @dataclass(frozen=True)
@@ -824,6 +881,8 @@ class Kernel:
     copies: list[tuple[str, str, str, bool]]  # (output, input, C++ type, whether NAME_ makes
                                               # them one tensor): the skeleton copies
     zeros: list[tuple[str, str]]        # (output, C++ type): the skeleton zero-fills
+    allocated: list[OutShape]           # data-dependent outputs: the skeleton allocates them
+    sizes: int                          #   their -1 dims, which the CUDA skeleton reads back
 
 
 @dataclass(frozen=True)
@@ -880,7 +939,7 @@ def _inplace(spec: Any, camel: str, attrs: list[Attr], out_shapes: list[OutShape
                    f"overwrites {inputs_text}; call {m.name}() where a gradient is needed")
     not_honoured = (f"{m.name}_: Paddle 2.6's custom-op entry writes an in-place op's result to "
                     f"new memory, leaving {inputs_text} as it was; use {m.name}() (or Paddle 3)")
-    used = {line for s in out_shapes if s.name in kept for line in s.cpp}
+    used = {n for s in out_shapes if s.name in kept and not s.data_dependent for n in s.inputs}
     return InPlace(
         pairs=pairs,
         op_name=f"{spec.op_name}_inplace",
@@ -889,7 +948,7 @@ def _inplace(spec: Any, camel: str, attrs: list[Attr], out_shapes: list[OutShape
         signature=wrap_call(head, tensors + [a.kernel_param for a in attrs], " {"),
         infer_shape=signatures["inplace_infer_shape"],
         infer_dtype=signatures["inplace_infer_dtype"],
-        shape_inputs=[n for n in m.inputs if any(f"{n}_shape" in line for line in used)],
+        shape_inputs=[n for n in m.inputs if n in used],
         forward_args=wrap_call(f"const {m.name}::ForwardArgs args",
                                [*m.inputs, *(over.get(o, o) for o in m.outputs)] +
                                [a.name for a in attrs], ";", indent=2)
@@ -937,7 +996,11 @@ class Context:
     dispatch: list[str]                  # the body of Dispatch
     out_shapes: list[OutShape]
     shape_attrs: list[Attr]              # int attrs InferShape takes
-    shape_inputs: list[str]              # inputs whose shapes the outputs' shapes read
+    shape_inputs: list[str]              # inputs whose shapes the entry reads (fixed outputs)
+    data_dependent: list[OutShape]       # outputs with -1 dims: the kernels allocate them
+    grad_zeros: bool                     # the skeleton's reference: an input no output copies
+                                         #   has a zero gradient (else it raises)
+    spec_shape_params: str               # the tests' spec_shapes(): inputs, then shape attrs
     checks: list[Check]
     backward: list[str]                  # inputs that get gradients
     grad_outputs: list[str]              # grad_<output>
@@ -985,6 +1048,7 @@ def build_context(spec: Any) -> Context:
     attrs = [_attr(n, a) for n, a in m.attrs.items()]
 
     out_shapes = []
+    counted = 0  # the data-dependent dims before this output's: the CUDA skeleton's sizes[k]
     for name, tree in custom.out_shapes.items():
         used_attrs = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                              and n.id in m.attrs})
@@ -999,7 +1063,26 @@ def build_context(spec: Any) -> Context:
             else:
                 cpp.append(f"{name}_shape.push_back({_cpp_dim(item, custom.dims, '_shape')});")
                 py_items.append(_py_dim(item, custom.dims))
-        out_shapes.append(OutShape(name, cpp, "[" + ", ".join(py_items) + "]", used_attrs))
+        data_dependent = [k for k, item in enumerate(tree.elts) if _data_dependent(item)]
+        allocate = "Allocate" + camel_case(name)
+        sizes = {k: f"sizes[{counted + j}]" for j, k in enumerate(data_dependent)}
+        counted += len(data_dependent)
+        out_shapes.append(OutShape(
+            name, cpp, "[" + ", ".join(py_items) + "]", used_attrs,
+            data_dependent=bool(data_dependent), text=ast.unparse(tree),
+            text_cpp=cpp_string(ast.unparse(tree)), allocate=allocate,
+            inputs=[n for n in m.inputs if any(re.search(rf"\b{n}_shape\b", line)
+                                               for line in cpp)],
+            cpu_skeleton=_skeleton_allocation(tree, name, allocate, custom.dims,
+                                              dict.fromkeys(data_dependent, "0")),
+            cuda_skeleton=_skeleton_allocation(tree, name, allocate, custom.dims, sizes),
+            reference_zeros="[" + ", ".join("0" if k in data_dependent else py
+                                            for k, py in enumerate(py_items)) + "]",
+            allocate_call=wrap_call(f"    {name} = opgen::AllocateDataDependent",
+                                    [cpp_string(spec.op_name), cpp_string(name),
+                                     cpp_string(ast.unparse(tree)), f"{name}_shape", "shape",
+                                     outputs[name].cpp_dtype_expr,
+                                     f"{next(iter(m.inputs))}.place()"], ";")))
     shape_attr_names = sorted({a for s in out_shapes for a in s.attrs})
     shape_attrs = [a for a in attrs if a.name in shape_attr_names]
 
@@ -1019,6 +1102,10 @@ def build_context(spec: Any) -> Context:
         return "\n  ".join(lines)
 
     copies = _trivial(outputs, inputs, m, custom)
+    dynamic = {s.name: s for s in out_shapes if s.data_dependent}
+    # The skeleton's forward is whole when each output copies an input or is data-dependent (its
+    # -1 dims 0): then an input no output copies has a zero gradient, which its reference says.
+    whole = all(copies[n] is not None or n in dynamic for n in m.outputs)
     def described(t: Tensor) -> str:
         text = f"{t.cpp_type}, {t.shape_text}"
         return f"optional: {text}, in *args.{t.name} when args.{t.name} is set" \
@@ -1028,9 +1115,11 @@ def build_context(spec: Any) -> Context:
                    for n, p in params.items()]
     fwd_fields = type_fields + [(f"args.{n}", described(t)) for n, t in inputs.items()]
     written_over = {o: i for i, o in m.inplace.items()}
-    fwd_fields += [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}; fill every element" +
-                    (f"; in {m.name}_() it is args.{written_over[n]} (one tensor)"
-                     if n in written_over else "")) for n, t in outputs.items()]
+    fwd_fields += [(f"args.{n}", f"{t.cpp_type}, {t.shape_text}; " +
+                    (f"allocate it (args.{dynamic[n].allocate}(shape)), then fill it"
+                     if n in dynamic else "fill every element")
+                    + (f"; in {m.name}_() it is args.{written_over[n]} (one tensor)"
+                       if n in written_over else "")) for n, t in outputs.items()]
     fwd_fields += [(f"args.{a.name}", f"{a.type} attr") for a in attrs]
     forward_kernel = Kernel(
         function="Forward", args="ForwardArgs", template=template,
@@ -1038,7 +1127,9 @@ def build_context(spec: Any) -> Context:
         fields=fwd_fields,
         copies=[(o, s, outputs[o].cpp_type, m.inplace.get(s) == o) for o, s in copies.items()
                 if s is not None],
-        zeros=[(o, outputs[o].cpp_type) for o, s in copies.items() if s is None])
+        zeros=[(o, outputs[o].cpp_type) for o, s in copies.items()
+               if s is None and o not in dynamic],
+        allocated=list(dynamic.values()), sizes=counted)
 
     backward = list(m.backward or [])
     grad_copies: dict[str, str | None] = {}
@@ -1059,8 +1150,12 @@ def build_context(spec: Any) -> Context:
             copies=[(f"grad_{n}", f"grad_{o}", inputs[n].cpp_type, False)
                     for n, o in grad_copies.items() if o is not None],
             zeros=[(f"grad_{n}", inputs[n].cpp_type) for n, o in grad_copies.items()
-                   if o is None])
+                   if o is None],
+            allocated=[], sizes=0)
 
+    # An op with data-dependent outputs runs its kernels for empty inputs too (only they know the
+    # sizes), so its outputs are allocated as Paddle 2.6 takes them when empty (opgen/paddle.h).
+    allocate = "opgen::AllocateOutput" if dynamic else "paddle::empty"
     vec = "std::vector<paddle::Tensor>"
     tensors = [f"const paddle::optional<paddle::Tensor>& {n}" if t.optional else
                f"const paddle::Tensor& {n}" for n, t in m.inputs.items()]
@@ -1129,8 +1224,13 @@ def build_context(spec: Any) -> Context:
         dispatch=_dispatch(params, inputs),
         out_shapes=out_shapes,
         shape_attrs=shape_attrs,
-        shape_inputs=[n for n in m.inputs if any(f"{n}_shape" in line for o in out_shapes
-                                                 for line in o.cpp)],
+        shape_inputs=[n for n in m.inputs if any(n in o.inputs for o in out_shapes
+                                                 if not o.data_dependent)],
+        data_dependent=list(dynamic.values()),
+        grad_zeros=whole,
+        spec_shape_params=", ".join([n for n, t in m.inputs.items() if not t.optional] +
+                                    [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
+                                    [f"{a.name}={a.py_default}" for a in shape_attrs]),
         checks=_shape_checks(m.name, custom, {n for n, t in m.inputs.items() if t.optional}),
         backward=backward,
         grad_outputs=[f"grad_{n}" for n in m.outputs],
@@ -1159,13 +1259,15 @@ def build_context(spec: Any) -> Context:
                          f" -> tuple[{', '.join(['paddle.Tensor'] * len(m.outputs))}]:"),
         py_attrs="(" + ", ".join(a.py_arg for a in attrs) + ("," if len(attrs) == 1 else "")
         + ")",
-        allocations=[wrap_call(f"paddle::Tensor {t.name} = paddle::empty",
+        allocations=[f"paddle::Tensor {t.name};  // {dynamic[t.name].text}: the kernels' "
+                     f"args.{dynamic[t.name].allocate}" if t.name in dynamic else
+                     wrap_call(f"paddle::Tensor {t.name} = {allocate}",
                                [f"{t.name}_shape", t.cpp_dtype_expr, f"{first}.place()"], ";",
                                indent=2) for t in outputs.values()],
         forward_args=wrap_call(f"const {m.name}::ForwardArgs args", [*m.inputs, *m.outputs] +
                                [a.name for a in attrs], ";", indent=2).replace("(", "{", 1)
         .replace(");", "};"),
-        backward_allocations=[wrap_call(f"paddle::Tensor grad_{n} = paddle::empty",
+        backward_allocations=[wrap_call(f"paddle::Tensor grad_{n} = {allocate}",
                                         [f"{n}.shape()", f"{n}.dtype()", f"{n}.place()"], ";",
                                         indent=2) for n in backward],
         backward_args=wrap_call(f"const {m.name}::BackwardArgs args",

@@ -18,6 +18,9 @@
 #             out-of-range id on the GPU (scripts/gpu/embedding_op.py); about 4 minutes
 #   custom-inplace  kind: custom in-place variants (`inplace:`) on gpu:0: two generated ops'
 #             test_inplace_* tests, then under memcheck (scripts/gpu/custom_inplace.sh; ~2 min)
+#   custom-dynamic  kind: custom outputs sized by the data (-1): tests/data/masked_select's
+#             generated tests on gpu:0 and under memcheck, and a -1 spec's unchanged skeleton's
+#             (scripts/gpu/custom_dynamic.sh; ~4 min)
 #   embedding-kernels  its CUDA kernels alone against the host and torch (scripts/gpu/embedding.sh,
 #             default knobs, no ncu); about 1 minute
 #   broadcast-kernels  the broadcasting launcher alone (nvcc, scripts/gpu/broadcast.sh): every
@@ -150,6 +153,8 @@ for stage in "$@"; do
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     custom-inplace)
       bash scripts/gpu/custom_inplace.sh || status=1 ;;
+    custom-dynamic)
+      bash scripts/gpu/custom_dynamic.sh || status=1 ;;
     embedding-kernels)
       NCU=0 bash scripts/gpu/embedding.sh || status=1 ;;
     deploy)

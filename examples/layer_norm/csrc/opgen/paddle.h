@@ -1,5 +1,6 @@
 // opgen's Paddle glue that every kind's runtime shares: float attrs carried as bits, dtype
-// dispatch, dense tensors, and poisoned outputs for the tests. Errors go through opgen/error.h.
+// dispatch, dense tensors, poisoned outputs for the tests, and outputs Paddle 2.6 takes when
+// empty (with a custom op's data-dependent ones). Errors go through opgen/error.h.
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "paddle/extension.h"
 
@@ -73,6 +75,59 @@ inline bool PoisonOutputs() {
 
 inline int64_t Bytes(const paddle::Tensor& t) {
   return t.numel() * static_cast<int64_t>(phi::SizeOf(t.dtype()));
+}
+
+// ---- outputs ---------------------------------------------------------------------------------
+// An op's output of `shape`, not initialized. For a shape with no elements paddle::empty gives a
+// tensor without memory, which Paddle 2.6 refuses as an op's output ("output is not initialized"
+// in eager mode, "meta data must be valid" in static programs): there such a tensor gets one
+// element's memory, then the empty shape, through Tensor::reshape (which Paddle calls deprecated,
+// and logs a warning about once). Paddle 3 takes the tensor without memory (3.3.1: eager, static,
+// to_static, jit.load); its paddle/extension.h defines CUSTOM_OP_WITH_SPMD, 2.6's does not.
+inline paddle::Tensor AllocateOutput(const std::vector<int64_t>& shape, paddle::DataType dtype,
+                                     const paddle::Place& place) {
+#ifndef CUSTOM_OP_WITH_SPMD
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  if (n == 0) {
+    paddle::Tensor tensor = paddle::empty({1}, dtype, place);
+    tensor.reshape(shape);
+    return tensor;
+  }
+#endif
+  return paddle::empty(shape, dtype, place);
+}
+
+// A custom op's output whose spec shape has sizes only the data gives (-1), allocated by its
+// kernels once they know them: `shape` must have the rank of the spec's shape (`spec`, which is
+// `expected` for these inputs) and its dims where those are not -1.
+inline paddle::Tensor AllocateDataDependent(const char* op, const char* output, const char* spec,
+                                            const std::vector<int64_t>& expected,
+                                            const std::vector<int64_t>& shape,
+                                            paddle::DataType dtype, const paddle::Place& place) {
+  const std::string asked = std::string(op) + ": the kernel allocated " + output + " as " +
+                            ShapeString(shape) + ", but " + output + "'s shape is " + spec;
+  if (shape.size() != expected.size()) {
+    Fail(asked, ": ", expected.size(), " dims (", ShapeString(expected), " for these inputs)");
+  }
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (expected[i] >= 0 && shape[i] != expected[i]) {
+      Fail(asked, " (", ShapeString(expected), " for these inputs): dim ", i, " is ",
+           expected[i]);
+    }
+    if (shape[i] < 0) Fail(asked, ": a size is at least 0");
+  }
+  return AllocateOutput(shape, dtype, place);
+}
+
+// After a custom op's kernel: `tensor`, an output the kernel allocates (its spec shape `spec` has
+// a size only the data gives), was allocated, through ForwardArgs' `allocate`.
+inline void CheckAllocated(const char* op, const char* kernel, const paddle::Tensor& tensor,
+                           const char* output, const char* spec, const char* allocate) {
+  if (!tensor.defined()) {
+    Fail(op, ": ", kernel, " did not allocate ", output, " (", spec, ", a size only the data ",
+         "gives): call args.", allocate, "(shape) once the kernel knows its shape");
+  }
 }
 
 }  // namespace opgen
