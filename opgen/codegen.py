@@ -168,7 +168,9 @@ def markdown_code(text: str, *, table: bool = False) -> str:
 def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
               width: int = 100) -> str:
     """``head(arg, ...)tail`` within ``width`` columns, continuation lines aligned after the
-    parenthesis (or, when even that overflows, indented four spaces), as clang-format would."""
+    parenthesis (or, when even that overflows, indented four spaces), as clang-format would.
+    ``indent`` is the column the first line starts at (the template puts it there); continuation
+    lines carry their whole indentation."""
     one_line = f"{head}({', '.join(args)}){tail}"
     if indent + len(one_line) <= width or not args:
         return one_line
@@ -177,12 +179,13 @@ def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
     if align + max(len(a) for a in args) + 2 > width:
         align = indent + 4
         lines.append(current)
-        current = " " * 4
+        current = " " * align
     for i, arg in enumerate(args):
         piece = arg + (", " if i < len(args) - 1 else f"){tail}")
-        if current.strip() and len(current.rstrip()) + len(piece.rstrip()) + indent > width:
+        start = 0 if lines else indent  # the first line's indentation is the template's
+        if current.strip() and start + len(current) + len(piece.rstrip()) > width:
             lines.append(current.rstrip())
-            current = " " * (align - indent)
+            current = " " * align
         current += piece
     lines.append(current)
     return "\n".join(lines)

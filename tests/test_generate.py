@@ -223,3 +223,16 @@ def test_check_accepts_edits_only_in_the_files_the_user_owns(tmp_path):
     spec.write_text(spec.read_text().replace("(edit me)", "(changed since)"))
     result = run_opgen("generate", "--check", str(spec))
     assert result.returncode == 1 and ".opgen/base/ (" in result.stderr, result.stderr
+
+
+def test_wrapped_calls_align_after_the_parenthesis_at_their_column():
+    from opgen.codegen import wrap_call
+
+    args = [f"argument_{i}" for i in range(12)]
+    text = wrap_call("const op::BackwardArgs args", args, ";", indent=2)
+    lines = text.split("\n")
+    column = 2 + len("const op::BackwardArgs args(")  # where the template puts the first line
+    assert len(lines) > 1
+    assert all(len(line) - len(line.lstrip()) == column for line in lines[1:])
+    assert all(2 + len(lines[0]) <= 100 and len(line) <= 100 for line in lines[1:])
+    assert " ".join(text.split()) == f"const op::BackwardArgs args({', '.join(args)});"

@@ -217,7 +217,8 @@ class _Emitter:
                 lines[-1] == self.inner[returned]:
             returned = lines.pop().split(" = ", 1)[1][:-1]
         params = [f"MT {t.name}" if t.name in used else f"MT /*{t.name}*/" for t in self.tensors]
-        head = wrap_call(f"{call}([&]", params, f"{result} {{", indent=4, width=100)
+        # the template indents the lambda by the functor body's 4 columns: 96 are left here
+        head = wrap_call(f"{call}([&]", params, f"{result} {{", width=96)
         one_line = f"{head} return {returned}; }}){end}"
         if not lines and "\n" not in head and 4 + len(one_line) <= 100:
             return one_line

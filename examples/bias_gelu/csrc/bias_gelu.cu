@@ -16,7 +16,8 @@ std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x, const p
       kOpName, "bias_gelu::Forward", {x, bias});
 }
 
-std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x, const paddle::Tensor& bias,
+std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x,
+                                                 const paddle::Tensor& bias,
                                                  const paddle::Tensor& grad_out) {
   return opgen::cuda::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::Backward>(
       kOpName, "bias_gelu::Backward", {x, bias}, /*reads=*/{true, true}, {grad_out});

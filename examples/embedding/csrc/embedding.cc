@@ -39,12 +39,13 @@ std::vector<paddle::Tensor> EmbeddingForward(const paddle::Tensor& ids, const pa
   return {out};
 }
 
-std::vector<paddle::Tensor> EmbeddingBackward(const paddle::Tensor& ids, const paddle::Tensor& table,
+std::vector<paddle::Tensor> EmbeddingBackward(const paddle::Tensor& ids,
+                                              const paddle::Tensor& table,
                                               const paddle::Tensor& grad_out, int64_t padding_idx,
                                               bool deterministic, bool check_ids) {
   paddle::Tensor grad_table = paddle::empty(table.shape(), table.dtype(), table.place());
   const embedding::BackwardArgs args{ids, table, grad_out, grad_table, padding_idx, deterministic,
-                                   check_ids};
+                                     check_ids};
 #ifdef PADDLE_WITH_CUDA
   if (ids.is_gpu()) {
     EmbeddingBackwardCUDA(args);

@@ -13,7 +13,8 @@ constexpr char kInPlaceOpName[] = "custom_bias_gelu_inplace";
 #ifdef PADDLE_WITH_CUDA
 // Defined in bias_gelu.cu.
 std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x, const paddle::Tensor& bias);
-std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x, const paddle::Tensor& bias,
+std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x,
+                                                 const paddle::Tensor& bias,
                                                  const paddle::Tensor& grad_out);
 void BiasGeluForwardInPlaceCUDA(paddle::Tensor& x, const paddle::Tensor& bias);
 #endif

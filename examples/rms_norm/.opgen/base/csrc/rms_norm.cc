@@ -28,7 +28,8 @@ std::vector<paddle::Tensor> RmsNormForward(const paddle::Tensor& x, const paddle
       kOpName, "rms_norm::Forward", {x, weight}, eps);
 }
 
-std::vector<paddle::Tensor> RmsNormBackward(const paddle::Tensor& x, const paddle::Tensor& weight,
+std::vector<paddle::Tensor> RmsNormBackward(const paddle::Tensor& x,
+                                            const paddle::Tensor& weight,
                                             const paddle::Tensor& grad_out, int64_t eps_bits) {
   const double eps = opgen::DoubleFromBits(eps_bits);
 #ifdef PADDLE_WITH_CUDA
