@@ -191,6 +191,16 @@ def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
     return "\n".join(lines)
 
 
+def py_def(name: str, params: list[str], returns: str) -> str:
+    """A wrapper's ``def name(params) -> returns:`` line, wrapped within 100 columns."""
+    return wrap_call(f"def {name}", params, f" -> {returns}:")
+
+
+def py_returns(outputs: int) -> str:
+    """The return annotation of a wrapper with ``outputs`` outputs."""
+    return "paddle.Tensor" if outputs == 1 else f"tuple[{', '.join(['paddle.Tensor'] * outputs)}]"
+
+
 def string_lines(text: str, width: int) -> list[str]:
     """``text`` as Python string literals of at most ``width`` characters, to concatenate."""
     lines = textwrap.wrap(text, width, drop_whitespace=False)

@@ -27,6 +27,8 @@ from ..codegen import (
     docstring_text,
     markdown_code,
     markdown_text,
+    py_def,
+    py_returns,
     string_lines,
     wrap_call,
 )
@@ -86,6 +88,7 @@ class InPlace:
     output: str
     op_name: str                 # <op_name>_inplace
     py_name: str                 # <name>_
+    py_def: str                  # its def line, wrapped
     signature: str               # its C++ forward kernel's head (void: the result is the input)
     signature_cuda: str
     differentiable: bool         # the backward reads no value the variant overwrites
@@ -135,6 +138,7 @@ class Context:
     backward: GradOp
     signatures: Signatures       # the C++ functions' heads, wrapped to 100 columns
     py_params: str               # the Python wrapper's parameters
+    py_def: str                  # its def line, wrapped
     attr_args: list[str]         # attr names, to forward them to the CUDA entry point
     domain: dict[str, tuple[float, float]]
     numpy_helpers: list[str]     # helper definitions the numpy reference needs (e.g. erf)
@@ -232,6 +236,8 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         f"{spec_file}"
     no_double_backward = f"{spec.op_name} has no double backward (a gradient of its gradient): " \
         "opgen ops are differentiable once"
+    py_params = [f"{n}: paddle.Tensor" for n in m.inputs] + \
+        [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]
     return Context(
         opgen_version=__version__,
         spec_file_comment=cpp_comment(spec_file),
@@ -258,8 +264,8 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         forward=forward,
         backward=backward,
         signatures=_signatures(camel, m.inputs, attrs, backward),
-        py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
-                            [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
+        py_def=py_def(m.name, py_params, py_returns(len(m.outputs))),
+        py_params=", ".join(py_params),
         attr_args=[a.name for a in attrs],
         domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
         numpy_helpers=helpers,
@@ -344,6 +350,8 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
         output=output,
         op_name=f"{spec.op_name}_inplace",
         py_name=f"{m.name}_",
+        py_def=py_def(f"{m.name}_", [f"{n}: paddle.Tensor" for n in m.inputs] +
+                      [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs], "paddle.Tensor"),
         signature=wrap_call(f"void {camel}ForwardInPlace",
                             tensors + [a.kernel_param for a in attrs]),
         signature_cuda=wrap_call(f"void {camel}ForwardInPlaceCUDA",

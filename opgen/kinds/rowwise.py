@@ -31,6 +31,8 @@ from ..codegen import (
     docstring_text,
     markdown_code,
     markdown_text,
+    py_def,
+    py_returns,
     wrap_call,
 )
 from ..errors import OpgenError
@@ -116,6 +118,7 @@ class Context:
     signatures: dict[str, str]
     launches: dict[str, str]      # "cpu_Forward": the start of the call that runs Forward
     py_params: str
+    py_def: str
     domain: dict[str, tuple[float, float]]
     numpy_helpers: list[str]
     library: str
@@ -390,6 +393,8 @@ def build_context(spec: Spec) -> Context:
     element_inputs = [n for n in m.inputs if in_roles[n] == "element"]
     role_text = {**{n: ROLES["inputs"][r] for n, r in in_roles.items()},
                  **{n: ROLES["outputs"][r] for n, r in out_roles.items()}}
+    py_params = [f"{n}: paddle.Tensor" for n in m.inputs] + \
+        [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]
     return Context(
         opgen_version=__version__,
         spec_file_comment=cpp_comment(spec_file),
@@ -428,8 +433,8 @@ def build_context(spec: Spec) -> Context:
         signatures=_signatures(camel, m.inputs, element_inputs[0], attrs, forward, backward),
         launches={f"{where}_{f.struct}": launch(m.name, where, f.struct)
                   for f in (forward, backward) if f is not None for where in ("cpu", "cuda")},
-        py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
-                            [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
+        py_def=py_def(m.name, py_params, py_returns(len(m.outputs))),
+        py_params=", ".join(py_params),
         domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
         numpy_helpers=helpers,
         library=f"{m.name}_lib",
