@@ -73,15 +73,14 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
     FailOn(check->Start(args.ids.data<IdsT>(), n, rows, gpu.id, gpu.stream),
            "the id check failed");
   }
-  FailOn(cuda::Gather(args.ids.data<IdsT>(), n, args.table.data<TableT>(), rows,
-                      d * static_cast<int64_t>(sizeof(TableT)), args.padding_idx,
-                      args.out.data<TableT>(), nullptr, gpu.id, gpu.stream),
-         "the gather failed");
-  if (check != nullptr) {
-    cuda::BadId bad{};
-    FailOn(check->Finish(&bad), "the id check failed");
-    RaiseOnBadId(bad, rows);
-  }
+  const cudaError_t gathered = cuda::Gather(
+      args.ids.data<IdsT>(), n, args.table.data<TableT>(), rows,
+      d * static_cast<int64_t>(sizeof(TableT)), args.padding_idx, args.out.data<TableT>(),
+      nullptr, gpu.id, gpu.stream);
+  cuda::BadId bad{};
+  if (check != nullptr) FailOn(check->Finish(&bad), "the id check failed");
+  FailOn(gathered, "the gather failed");
+  RaiseOnBadId(bad, rows);
 }
 
 // Backward, on GPU tensors:

@@ -188,7 +188,6 @@ class IdCheck {
   cudaError_t Start(const Id* ids, int64_t n, int64_t rows, int device, cudaStream_t stream) {
     cudaError_t status = cudaEventRecord(ready_, stream);
     if (status == cudaSuccess) status = cudaStreamWaitEvent(side_, ready_, 0);
-    if (status == cudaSuccess) status = cudaMemsetAsync(device_flag_, 0, sizeof(BadId), side_);
     if (status != cudaSuccess) return status;
     const unsigned grid = opgen::cuda::GridFor(n, kThreads, device, 0, 1);
     if (grid > 0) FindBadIdKernel<Id><<<grid, kThreads, 0, side_>>>(ids, n, rows, device_flag_);
@@ -202,9 +201,14 @@ class IdCheck {
   }
 
   // Waits for the check queued by Start and stores what it found ({0, 0}: every id in range).
+  // The device flag stays zero between checks: it is cleared only after one that found an id.
   cudaError_t Finish(BadId* found) {
-    const cudaError_t status = cudaEventSynchronize(done_);
-    if (status == cudaSuccess) *found = *host_flag_;
+    cudaError_t status = cudaEventSynchronize(done_);
+    if (status != cudaSuccess) return status;
+    *found = *host_flag_;
+    if (found->position_plus_one != 0) {
+      status = cudaMemsetAsync(device_flag_, 0, sizeof(BadId), side_);
+    }
     return status;
   }
 
@@ -221,6 +225,7 @@ class IdCheck {
     if (status == cudaSuccess) status = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
     if (status == cudaSuccess) status = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
     if (status == cudaSuccess) status = cudaMalloc(&device_flag_, sizeof(BadId));
+    if (status == cudaSuccess) status = cudaMemset(device_flag_, 0, sizeof(BadId));
     if (status == cudaSuccess) status = cudaMallocHost(&host_flag_, sizeof(BadId));
     return status;
   }
