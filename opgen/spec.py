@@ -937,14 +937,15 @@ def _derived_double_backward(model: OpSpec, backward: _Compiled, symbols: dict[s
                              lines: dict[Path_, int]) -> _Compiled | None:
     """The backward differentiated in turn (``PD_BUILD_DOUBLE_GRAD_OP``): given ``grad_grad_<i>``,
     the gradient flowing into each input gradient ``grad_<i>``, the gradient of each backward input
-    it depends on: the op's inputs and the output gradients. Derived for ops of one input (every
-    tensor has one shape), where the backward is differentiable in the language and its result
-    does not depend on the forward's outputs (their gradient would flow into the forward's
-    backward again); None otherwise: the double-backward stub's clear error stays."""
+    it depends on: the op's inputs and the output gradients. Derived where the backward is
+    differentiable in the language and its result does not depend on the forward's outputs (their
+    gradient would flow into the forward's backward again); None otherwise: the double-backward
+    stub's clear error stays. Where inputs broadcast, the derivation is elementwise too: a
+    broadcast input's gradient is a sum of elementwise terms, so the gradient reaching it reaches
+    each term (broadcast back), and the double backward's results are summed to their tensors'
+    shapes as the backward's are."""
     from .autodiff import AutodiffError, backward_of
 
-    if len(model.inputs) != 1:
-        return None
     entries = {f"grad_{k}" if k in model.inputs else k: text
                for k, text in backward.sources.items()}
     targets = [f"grad_{i}" for i in model.inputs]

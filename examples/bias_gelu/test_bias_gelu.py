@@ -189,18 +189,131 @@ def test_backward_matches_finite_differences(device, attrs):
                                    atol=1e-8, err_msg=f"grad_{name} against finite differences")
 
 
+def reference_double_backward(x, bias, grad_out, grad_grad_x, grad_grad_bias):
+    """The backward's own backward in numpy float64, as opgen derived it: the gradients of
+    x, bias, grad_out from grad_grad_x, grad_grad_bias, the gradients reaching grad_x, grad_bias
+    (each shaped like its input)."""
+    u = x + bias
+    d2_grad_u = grad_grad_bias + grad_grad_x
+    d2_u = d2_grad_u * grad_out * (0.3989422804014327 * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)) + ((0.3989422804014327 * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) - 0.6366197723675814 * u * np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))) * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0))) * (1.0 + 0.134145 * np.power(u, 2.0)) + 0.10703222440890037 * u * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) * u))
+    grad_x = d2_u
+    grad_bias = d2_u
+    grad_grad_out = d2_grad_u * (0.5 * (1.0 + np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0)))) + 0.3989422804014327 * u * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)))
+    # Each result has its target's shape: summed over the dims the target was stretched along.
+    shape = np.broadcast_shapes(np.shape(x), np.shape(bias))
+    return ot.sum_to(grad_x, np.shape(x), shape), ot.sum_to(grad_bias, np.shape(bias), shape), ot.sum_to(grad_grad_out, np.shape(grad_out), shape)
+
+
+DOUBLE_TARGETS = ["x", "bias", "grad_out"]  # the rest have no second-order gradient (zero)
+# The inputs' shapes in the double-backward tests: they broadcast, so the results are sums.
+DOUBLE_SHAPES = {"x": (3, 67), "bias": (67,)}
+
+
+def second_order(device, dtype, attrs, inputs_np, grads_out_np, grad_grads_np):
+    """paddle.grad of the op's gradients (create_graph=True), given the gradients reaching them,
+    with respect to the inputs and the output gradients, by name."""
+    inputs = [ot.to_paddle(a, dtype, device, stop_gradient=False) for a in inputs_np]
+    grads_out = [ot.to_paddle(a, dtype, device, stop_gradient=False) for a in grads_out_np]
+    outputs = ot.as_tuple(bias_gelu(*inputs, **attrs))
+    grads = paddle.grad(list(outputs), inputs, grad_outputs=grads_out, create_graph=True)
+    second = paddle.grad(list(grads), [*inputs, *grads_out], allow_unused=True,
+                         grad_outputs=[ot.to_paddle(a, dtype, device) for a in grad_grads_np])
+    return dict(zip([*DOMAIN, "grad_out"], second, strict=True))
+
+
+def double_backward_data(rng, dtype, device):
+    """Inputs, output gradients and the gradients reaching the input gradients, as numpy arrays
+    of the values a tensor of ``dtype`` holds; and the output's shape."""
+    shape = np.broadcast_shapes(*DOUBLE_SHAPES.values())
+    inputs = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, *DOMAIN[n], special=False)[1]
+              for n in DOMAIN]
+    grads_out = [ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)[1]
+                 for _ in range(1)]
+    grad_grads = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, -1.0, 1.0, special=False)[1]
+                  for n in DOMAIN]
+    return inputs, grads_out, grad_grads, shape
+
+
+@pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d in ("float32", "float64")])
 @pytest.mark.parametrize("device", ot.devices())
-def test_double_backward_is_a_clear_error(device):
-    """A gradient of the gradient is refused, never a silently wrong number."""
+def test_double_backward(device, dtype, attrs):
+    """The derived double backward against its numpy reference, each result in its target's
+    shape; a target it has none for gets no gradient or a zero one."""
     rng = np.random.default_rng(6)
-    x, _ = ot.sample(rng, (3,), "float64", device, *DOMAIN["x"], stop_gradient=False)
-    bias, _ = ot.sample(rng, (3,), "float64", device, *DOMAIN["bias"], stop_gradient=False)
-    outputs = ot.as_tuple(bias_gelu(x, bias))
-    grads_out = [ot.to_paddle(np.ones(3), "float64", device) for _ in outputs]
-    grads = paddle.grad(list(outputs), [x, bias], grad_outputs=grads_out, create_graph=True)
-    ones = [ot.to_paddle(np.ones(3), "float64", device) for _ in grads]
-    with pytest.raises(Exception, match='custom_bias_gelu has no double backward'):
-        paddle.grad(list(grads), [x, bias], grad_outputs=ones, allow_unused=True)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, dtype, device)
+    got = second_order(device, dtype, attrs, inputs_np, grads_out_np, grad_grads_np)
+    expected, spread = ot.reference(reference_double_backward,
+                                    [*inputs_np, *grads_out_np, *grad_grads_np], attrs, dtype)
+    for name, grad in got.items():
+        if name not in DOUBLE_TARGETS:
+            assert grad is None or not np.any(ot.to_numpy(grad)), name
+            continue
+        want, err = expected[DOUBLE_TARGETS.index(name)], spread[DOUBLE_TARGETS.index(name)]
+        assert grad is not None, f"no second-order gradient for {name}"
+        assert tuple(grad.shape) == DOUBLE_SHAPES.get(name, shape), name
+        ot.assert_close(ot.to_numpy(grad), want, dtype, name, err)
+
+
+@pytest.mark.parametrize("index", range(2), ids=["grad_x", "grad_bias"])
+@pytest.mark.parametrize("device", ot.devices())
+def test_double_backward_from_one_gradient(device, index):
+    """A second derivative of one input's gradient only: Paddle passes no gradient reaching the
+    others, which count as zeros."""
+    rng = np.random.default_rng(12)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, "float64", device)
+    inputs = [ot.to_paddle(a, "float64", device, stop_gradient=False) for a in inputs_np]
+    grads_out = [ot.to_paddle(a, "float64", device, stop_gradient=False) for a in grads_out_np]
+    grads = paddle.grad(list(ot.as_tuple(bias_gelu(*inputs))), inputs, grad_outputs=grads_out,
+                        create_graph=True)
+    second = paddle.grad([grads[index]], [*inputs, *grads_out], allow_unused=True,
+                         grad_outputs=[ot.to_paddle(grad_grads_np[index], "float64", device)])
+    alone = [a if k == index else np.zeros_like(a) for k, a in enumerate(grad_grads_np)]
+    expected, spread = ot.reference(reference_double_backward,
+                                    [*inputs_np, *grads_out_np, *alone], {}, "float64")
+    for name, grad in zip([*DOMAIN, "grad_out"], second, strict=True):
+        if name not in DOUBLE_TARGETS:
+            continue
+        want, err = expected[DOUBLE_TARGETS.index(name)], spread[DOUBLE_TARGETS.index(name)]
+        if grad is None:  # nothing of this one flows from that gradient
+            assert not np.any(want), name
+            continue
+        ot.assert_close(ot.to_numpy(grad), want, "float64", name, err)
+
+
+@pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.parametrize("device", ot.devices())
+def test_double_backward_matches_finite_differences(device, attrs):
+    """In float64, the double backward agrees with central differences of the op's own backward
+    kernel (the sum over inputs of grad_grad_<input> * grad_<input>) in each input and output
+    gradient. The differenced backward runs on inputs expanded to the output's shape, so
+    each of its gradients is elementwise; summed over the stretched dims, that is the gradient of
+    a broadcast input."""
+    rng = np.random.default_rng(7)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, "float64", device)
+    count = len(inputs_np)
+
+    def weighted_gradient(*arrays):
+        full = [ot.to_paddle(np.broadcast_to(a, shape), "float64", device, stop_gradient=False)
+                for a in arrays[:count]]
+        grads = paddle.grad(list(ot.as_tuple(bias_gelu(*full, **attrs))), full,
+                            grad_outputs=[ot.to_paddle(g, "float64", device)
+                                          for g in arrays[count:]])
+        return sum(gg * ot.to_numpy(g) for gg, g in zip(grad_grads_np, grads, strict=True))
+
+    arrays = [*inputs_np, *grads_out_np]
+    got = second_order(device, "float64", attrs, inputs_np, grads_out_np, grad_grads_np)
+    for index, name in enumerate(got):
+        own = np.shape(arrays[index])
+        smooth = ot.smooth_points(weighted_gradient, arrays, index, h=1e-5)
+        smooth = ot.sum_to(~smooth, own, shape) == 0
+        numeric = ot.sum_to(ot.richardson_difference(weighted_gradient, arrays, index, h=1e-5),
+                            own, shape)
+        grad = got[name]
+        value = np.zeros(own) if grad is None else ot.to_numpy(grad)
+        np.testing.assert_allclose(value[smooth], numeric[smooth], rtol=1e-6, atol=1e-8,
+                                   err_msg=f"the double backward's gradient of {name} against "
+                                           "finite differences")
 
 
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would

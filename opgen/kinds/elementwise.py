@@ -75,6 +75,7 @@ class DoubleGradOp:
     functor: Functor
     signature: str
     signature_cuda: str
+    broadcast: bool              # the inputs broadcast: each result is summed to its target's shape
 
 
 @dataclass(frozen=True)
@@ -283,9 +284,18 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
         return None
     used = set().union(*(e.names for e in spec.double_backward.values()))
     grads = [f"grad_{o}" for o in m.outputs]
-    inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used]
-    inputs += [f"grad_grad_{i}" for i in m.inputs]
+    grad_grads = [f"grad_grad_{i}" for i in m.inputs]
     targets = [k for k in [*m.inputs, *grads] if k in spec.double_backward]
+    broadcast = len(m.inputs) > 1
+    if broadcast:
+        # A target's gradient has its shape, so the kernel takes every target (those it does not
+        # read for their shapes only) and gives their gradients first, as the backward's do.
+        inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used or n in targets]
+        args = targets + [n for n in [*inputs, *grad_grads] if n in used and n not in targets]
+    else:
+        inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used]
+        args = inputs + grad_grads
+    inputs += grad_grads
 
     def paddle_name(name: str) -> str:
         if name.startswith("grad_grad_"):
@@ -294,6 +304,14 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
             return f'paddle::Grad("{name[5:]}")'
         return f'"{name}"'
 
+    functor = _functor("DoubleBackward", spec.double_backward, spec.double_backward_source,
+                       args, {t: f"grad_{t}" for t in targets}, attrs)
+    if broadcast:
+        flags = ", ".join("true" if t in used else "false" for t in targets)
+        rest = [n for n in args if n not in targets]
+        functor = dataclasses.replace(functor, call_args=", ".join(
+            ["{" + ", ".join(targets) + "}", f"/*reads=*/{{{flags}}}",
+             "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
     vec = "std::vector<paddle::Tensor>"
     return DoubleGradOp(
@@ -302,12 +320,12 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
         paddle_outputs=[f'paddle::Grad({paddle_name(t)})' if t in grads else
                         f'paddle::Grad("{t}")' for t in targets],
         targets=targets,
-        functor=_functor("DoubleBackward", spec.double_backward, spec.double_backward_source,
-                         inputs, {t: f"grad_{t}" for t in targets}, attrs),
+        functor=functor,
         signature=wrap_call(f"{vec} {camel}DoubleBackward",
                             tensors + [a.kernel_param for a in attrs]),
         signature_cuda=wrap_call(f"{vec} {camel}DoubleBackwardCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
+        broadcast=broadcast,
     )
 
 

@@ -156,16 +156,32 @@ def reference_double_backward(x, grad_out, grad_grad_x, threshold=6.0):
 
 
 DOUBLE_TARGETS = ["grad_out"]  # the rest have no second-order gradient (zero)
+DOUBLE_SHAPES = {"x": (3, 67)}
 
 
-def second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np):
-    """paddle.grad of the op's gradient (create_graph=True) with respect to x and grad_out."""
-    x = ot.to_paddle(x_np, dtype, device, stop_gradient=False)
-    grad_out = ot.to_paddle(grad_out_np, dtype, device, stop_gradient=False)
-    (grad_x,) = paddle.grad([relu6(x, **attrs)], [x], grad_outputs=[grad_out], create_graph=True)
-    grads = paddle.grad([grad_x], [x, grad_out], allow_unused=True,
-                        grad_outputs=[ot.to_paddle(grad_grad_np, dtype, device)])
-    return dict(zip(["x", "grad_out"], grads, strict=True))
+def second_order(device, dtype, attrs, inputs_np, grads_out_np, grad_grads_np):
+    """paddle.grad of the op's gradients (create_graph=True), given the gradients reaching them,
+    with respect to the inputs and the output gradients, by name."""
+    inputs = [ot.to_paddle(a, dtype, device, stop_gradient=False) for a in inputs_np]
+    grads_out = [ot.to_paddle(a, dtype, device, stop_gradient=False) for a in grads_out_np]
+    outputs = ot.as_tuple(relu6(*inputs, **attrs))
+    grads = paddle.grad(list(outputs), inputs, grad_outputs=grads_out, create_graph=True)
+    second = paddle.grad(list(grads), [*inputs, *grads_out], allow_unused=True,
+                         grad_outputs=[ot.to_paddle(a, dtype, device) for a in grad_grads_np])
+    return dict(zip([*DOMAIN, "grad_out"], second, strict=True))
+
+
+def double_backward_data(rng, dtype, device):
+    """Inputs, output gradients and the gradients reaching the input gradients, as numpy arrays
+    of the values a tensor of ``dtype`` holds; and the output's shape."""
+    shape = np.broadcast_shapes(*DOUBLE_SHAPES.values())
+    inputs = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, *DOMAIN[n], special=False)[1]
+              for n in DOMAIN]
+    grads_out = [ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)[1]
+                 for _ in range(1)]
+    grad_grads = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, -1.0, 1.0, special=False)[1]
+                  for n in DOMAIN]
+    return inputs, grads_out, grad_grads, shape
 
 
 @pytest.mark.parametrize("attrs", ATTRS)
@@ -175,18 +191,17 @@ def test_double_backward(device, dtype, attrs):
     """The derived double backward against its numpy reference; a target it has none for gets
     no gradient or a zero one."""
     rng = np.random.default_rng(6)
-    x, x_np = ot.sample(rng, (3, 67), dtype, device, *DOMAIN["x"], special=False)
-    _, grad_out_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
-    _, grad_grad_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
-    got = second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, dtype, device)
+    got = second_order(device, dtype, attrs, inputs_np, grads_out_np, grad_grads_np)
     expected, spread = ot.reference(reference_double_backward,
-                                    [x_np, grad_out_np, grad_grad_np], attrs, dtype)
+                                    [*inputs_np, *grads_out_np, *grad_grads_np], attrs, dtype)
     for name, grad in got.items():
         if name not in DOUBLE_TARGETS:
             assert grad is None or not np.any(ot.to_numpy(grad)), name
             continue
         want, err = expected[DOUBLE_TARGETS.index(name)], spread[DOUBLE_TARGETS.index(name)]
         assert grad is not None, f"no second-order gradient for {name}"
+        assert tuple(grad.shape) == DOUBLE_SHAPES.get(name, shape), name
         ot.assert_close(ot.to_numpy(grad), want, dtype, name, err)
 
 
@@ -194,26 +209,33 @@ def test_double_backward(device, dtype, attrs):
 @pytest.mark.parametrize("device", ot.devices())
 def test_double_backward_matches_finite_differences(device, attrs):
     """In float64, the double backward agrees with central differences of the op's own backward
-    kernel (sum of grad_grad * grad_x) in x and in grad_out."""
+    kernel (the sum over inputs of grad_grad_<input> * grad_<input>) in each input and output
+    gradient."""
     rng = np.random.default_rng(7)
-    shape = (4, 257)
-    arrays = [rng.uniform(*DOMAIN["x"], size=shape), rng.uniform(-1.0, 1.0, size=shape)]
-    grad_grad_np = rng.uniform(-1.0, 1.0, size=shape)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, "float64", device)
+    count = len(inputs_np)
 
-    def weighted_gradient(x_np, grad_out_np):
-        x = ot.to_paddle(x_np, "float64", device, stop_gradient=False)
-        (grad_x,) = paddle.grad([relu6(x, **attrs)], [x],
-                                grad_outputs=[ot.to_paddle(grad_out_np, "float64", device)])
-        return grad_grad_np * ot.to_numpy(grad_x)
+    def weighted_gradient(*arrays):
+        full = [ot.to_paddle(np.broadcast_to(a, shape), "float64", device, stop_gradient=False)
+                for a in arrays[:count]]
+        grads = paddle.grad(list(ot.as_tuple(relu6(*full, **attrs))), full,
+                            grad_outputs=[ot.to_paddle(g, "float64", device)
+                                          for g in arrays[count:]])
+        return sum(gg * ot.to_numpy(g) for gg, g in zip(grad_grads_np, grads, strict=True))
 
-    got = second_order(device, "float64", attrs, *arrays, grad_grad_np)
+    arrays = [*inputs_np, *grads_out_np]
+    got = second_order(device, "float64", attrs, inputs_np, grads_out_np, grad_grads_np)
     for index, name in enumerate(got):
+        own = np.shape(arrays[index])
         smooth = ot.smooth_points(weighted_gradient, arrays, index, h=1e-5)
-        numeric = ot.richardson_difference(weighted_gradient, arrays, index, h=1e-5)
+        smooth = ot.sum_to(~smooth, own, shape) == 0
+        numeric = ot.sum_to(ot.richardson_difference(weighted_gradient, arrays, index, h=1e-5),
+                            own, shape)
         grad = got[name]
-        value = np.zeros(shape) if grad is None else ot.to_numpy(grad)
+        value = np.zeros(own) if grad is None else ot.to_numpy(grad)
         np.testing.assert_allclose(value[smooth], numeric[smooth], rtol=1e-6, atol=1e-8,
-                                   err_msg=f"d grad_x / d {name} against finite differences")
+                                   err_msg=f"the double backward's gradient of {name} against "
+                                           "finite differences")
 
 
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
