@@ -241,67 +241,38 @@ def test_double_backward_matches_finite_differences(device, attrs):
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
 # (docs/deploy.md). CPU, float32; `opgen test relu6 -- -m "not deploy"` skips these.
 DEPLOY_SHAPES = {"x": (4, 67)}
-
-
-@pytest.fixture
-def on_cpu():
-    """Paddle's current device is the CPU for a deploy test: its model's parameter, its static
-    program and its eager reference all run there, whatever device the other tests use."""
-    previous = paddle.device.get_device()
-    paddle.device.set_device("cpu")
-    yield
-    paddle.device.set_device(previous)
+HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh process registers
 
 
 def deploy_inputs(stop_gradient=True):
-    """float32 CPU inputs of the deploy tests, and their InputSpecs: the first input's leading
-    (batch) dim is None, known only when the program runs."""
-    rng = np.random.default_rng(9)
-    inputs = {name: ot.sample(rng, shape, "float32", "cpu", *DOMAIN[name], special=False,
-                              stop_gradient=stop_gradient)[0]
-              for name, shape in DEPLOY_SHAPES.items()}
-    specs = [paddle.static.InputSpec([None, *shape[1:]] if k == 0 else list(shape), "float32", name)
-             for k, (name, shape) in enumerate(DEPLOY_SHAPES.items())]
-    return inputs, specs
+    """The deploy tests' inputs, and their InputSpecs: x's leading (batch) dim is None."""
+    return ot.deploy_inputs(DEPLOY_SHAPES, DOMAIN, ["x"], stop_gradient=stop_gradient)
 
 
 class Model(paddle.nn.Layer):
-    """A model that calls relu6 with fixed attrs on its input times a parameter (1.0: a model
-    with no parameters cannot be served by Paddle 2.6's predictor)."""
+    """A model that calls ``op`` (relu6, or a variant) with fixed attrs on x times a
+    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
 
-    def __init__(self, attrs):
+    def __init__(self, op, attrs):
         super().__init__()
+        self.op = op
         self.attrs = attrs
         self.scale = self.create_parameter(
             [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
-    def forward(self, x):
-        return relu6(x * self.scale, **self.attrs)
-
-
-def static_relu6(specs, attrs):
-    """relu6 with ``attrs`` in a full static graph (``paddle.jit.to_static``)."""
-    return paddle.jit.to_static(Model(attrs), input_spec=specs, full_graph=True)
+    def forward(self, x):  # named: to_static maps the InputSpecs onto them
+        return self.op(x * self.scale, **self.attrs)
 
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("attrs", ATTRS)
-@pytest.mark.usefixtures("on_cpu")
 def test_to_static_matches_eager(attrs):
     """Forward and gradients through a to_static graph are eager's, bit for bit."""
     inputs, specs = deploy_inputs(stop_gradient=False)
-    results = []
-    for model in (Model(attrs), static_relu6(specs, attrs)):
-        outputs = ot.as_tuple(model(*inputs.values()))
-        grads_out = [paddle.full_like(o, 0.5) + o.detach() * 0.25 for o in outputs]
-        grads = paddle.grad(list(outputs), [*inputs.values(), model.scale], grad_outputs=grads_out)
-        results.append([ot.to_numpy(t) for t in (*outputs, *grads)])
-    for eager, static in zip(*results, strict=True):
-        np.testing.assert_array_equal(static, eager)
+    ot.assert_static_matches_eager(lambda: Model(relu6, attrs), inputs, specs, [0])
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_static_graph_refuses_what_the_kernels_would():
     """In a static program the wrapper still names a wrong dtype."""
     _, specs = deploy_inputs()
@@ -317,33 +288,20 @@ def test_static_graph_refuses_what_the_kernels_would():
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("way", ["jit.load", "predictor"])
-@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_in_a_fresh_process(tmp_path, way):
     """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
-    prefix = str(tmp_path / "model")
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
-    paddle.jit.save(static_relu6(specs, attrs), prefix)
-    expected = [o.numpy() for o in ot.as_tuple(Model(attrs)(*inputs.values()))]
-    got = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, way,
-                             [str(Path(__file__).resolve().parent)])
-    for name, out, want in zip(["out"], got, expected, strict=True):
-        if way == "jit.load":
-            np.testing.assert_array_equal(out, want, err_msg=name)
-        else:  # the predictor's passes may fuse and reorder the ops around relu6
-            np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6, err_msg=name)
+    ot.assert_saved_model_serves(lambda: Model(relu6, attrs), inputs, specs, way, HERE, tmp_path,
+                                 ["out"])
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
-    prefix = str(tmp_path / "model")
-    paddle.jit.save(static_relu6(specs, {}), prefix)
-    with pytest.raises(AssertionError, match=r"DeployError: .*custom_relu6.*opgen\.register"):
-        ot.run_saved_model(prefix, {}, "jit.load", [])
+    ot.assert_saved_model_needs_the_op(lambda: Model(relu6, {}), specs, "custom_relu6", tmp_path)
 
 
 # AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names
@@ -448,7 +406,6 @@ def test_inplace_autograd(device):
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_inplace_in_a_static_graph():
     """In a static program relu6_ is an op whose output is written over x."""
     pairs = inplace_inputs("cpu")
@@ -467,19 +424,12 @@ def test_inplace_in_a_static_graph():
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_inplace_saved_model_in_a_fresh_process(tmp_path):
     """A model that calls relu6_, saved, then loaded by a new process: relu6's outputs."""
-
-    class InPlaceModel(Model):
-        def forward(self, x):
-            return relu6_(x * self.scale, **self.attrs)
-
     inputs, specs = deploy_inputs()
     prefix = str(tmp_path / "model")
-    static = paddle.jit.to_static(InPlaceModel({}), input_spec=specs, full_graph=True)
-    paddle.jit.save(static, prefix)
+    with ot.on_cpu():
+        paddle.jit.save(ot.static_model(Model(relu6_, {}), specs), prefix)
     expected = ot.to_numpy(relu6(*inputs.values()))
-    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load",
-                                [str(Path(__file__).resolve().parent)])
+    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load", [HERE])
     np.testing.assert_array_equal(got, expected)
