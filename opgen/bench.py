@@ -608,6 +608,7 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     failure of a step raises :class:`BenchError` naming the step. ``progress(description, done,
     total)`` is called before each step.
     """
+    from . import kinds  # noqa: F401  (registers each kind's spec rules)
     from .build import find_op
     from .spec import load
 

@@ -443,6 +443,7 @@ def _spec_origin(path: Path, line: int, config: BuildConfig) -> str | None:
     answers = _answers(config)
     spec_path = config.op_dir / str(answers.get("spec") or f"{config.name}.yaml")
     try:
+        from . import kinds  # noqa: F401  (registers each kind's spec rules)
         from .spec import load
 
         spec = load(spec_path, check_builtins=False)

@@ -207,7 +207,7 @@ class Spec:
     backward_source: dict[str, str] = field(default_factory=dict)
     #: what a kind with its own schema found checking the spec (kind: custom), for its templates
     kind_data: Any = None
-    #: The backward's own derivative (see :func:`_derived_double_backward`): the intermediates it
+    #: The backward's own derivative (the elementwise kind derives it): the intermediates it
     #: recomputes, then the gradient of each backward input it has one for, keyed by that input's
     #: name (an op input, or ``grad_<output>``); None where it is not derived.
     double_backward: dict[str, Emitted] | None = None
@@ -230,9 +230,17 @@ class Spec:
 
 
 #: The loaders of kinds whose specs have a schema of their own, by kind name: (YAML data, its
-#: lines, path, check_builtins=...) -> the checked Spec. opgen.kinds fills it when imported
-#: (importing opgen does); other kinds' specs are checked here.
+#: lines, path, check_builtins=...) -> the checked Spec. opgen.kinds fills it when imported (so
+#: whatever loads specs imports it: opgen.api, opgen.render); other kinds' specs are checked here.
 SCHEMAS: dict[str, Callable[..., Spec]] = {}
+#: Each kind's own rules for the fields of the schema here that not every kind honours (``amp:``,
+#: ``inplace:``), by kind name: (model, fail) -> None, raising ``fail(key path, message)``. They
+#: run once names and domains are checked, before the expressions compile. opgen.kinds fills it
+#: with every kind whose spec is checked here.
+KIND_CHECKS: dict[str, Callable[[OpSpec, Callable[..., SpecError]], None]] = {}
+#: What a kind derives from its checked spec, by kind name: Spec -> Spec (the elementwise kind's
+#: double backward). opgen.kinds fills it.
+KIND_DERIVATIONS: dict[str, Callable[[Spec], Spec]] = {}
 
 
 def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
@@ -658,17 +666,9 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(("domain", name), f"domain.{name}: need finite low < high, "
                        f"got [{low:g}, {high:g}]")
 
-    if model.kind == "elementwise":
-        _check_amp(model, fail)
-        _check_inplace(model, fail)
-    else:
-        _refuse_elementwise_only(model, fail)
+    _kind_check(model.kind)(model, fail)  # amp:, inplace: each kind's own rules
 
-    attr_types: dict[str, Type] = {
-        n: ("num" if a.type in ("int", "int64", "float") else a.type)  # type: ignore[misc]
-        for n, a in model.attrs.items()
-    }
-    fwd_symbols: dict[str, Type] = {**{n: "num" for n in model.inputs}, **attr_types}
+    fwd_symbols = symbols_of(model)
     grads = {f"grad_{n}": "num" for n in model.outputs}
     fwd_unavailable = {
         **{n: "outputs can be read only in backward" for n in model.outputs},
@@ -687,8 +687,7 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         output_roles = _output_roles(model, forward, roles.get("outputs"), fail)
     backward: _Compiled | None = None
     if model.backward is not None:
-        bwd_symbols: dict[str, Type] = {**fwd_symbols, **{n: "num" for n in model.outputs},
-                                        **grads}  # type: ignore[dict-item]
+        bwd_symbols = symbols_of(model, backward=True)
         grad_names = ", ".join(grads)
         bwd_unavailable = {f"grad_{n}": f"backward computes grad_{n} from {grad_names}"
                            for n in model.inputs}
@@ -705,10 +704,6 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward,
             varying=bwd_varying)
 
-    double: _Compiled | None = None
-    if backward is not None and not rowwise:  # reductions have no double backward yet
-        double = _derived_double_backward(model, backward, bwd_symbols, taken, path, lines)
-
     baseline = None
     if model.baseline is not None:
         baseline = _compile_baseline(model.baseline, fwd_symbols, path, lines)
@@ -723,59 +718,35 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
             raise fail(where, f"{what} is a Paddle built-in op, and registering it would "
                        f"replace Paddle's own; use '{free_op_name(op_name, builtins)}'")
 
-    return Spec(path=path, model=model, forward=forward.emitted,
+    spec = Spec(path=path, model=model, forward=forward.emitted,
                 backward=None if backward is None else backward.emitted, lines=lines,
                 baseline=baseline, forward_source=forward.sources,
                 backward_source={} if backward is None else backward.sources,
-                double_backward=None if double is None else double.emitted,
-                double_backward_source={} if double is None else double.sources,
                 input_roles=input_roles if rowwise else {}, output_roles=output_roles)
+    derive = KIND_DERIVATIONS.get(model.kind)
+    return spec if derive is None else derive(spec)
 
 
-def _refuse_elementwise_only(model: OpSpec, fail: Callable[..., SpecError]) -> None:
-    """``amp:`` and ``inplace:`` are made by the elementwise kind's wrapper and kernels only."""
-    if model.inplace:
-        raise fail(("inplace",), f"inplace: only elementwise ops have in-place variants so far; "
-                   f"remove it from this kind: {model.kind} op")
-    if model.amp != "follow":
-        raise fail(("amp",), f"amp: {model.amp} is for elementwise ops so far; a kind: "
-                   f"{model.kind} op takes the default (amp: follow)")
+def _kind_check(kind: str) -> Callable[[OpSpec, Callable[..., SpecError]], None]:
+    """The rules of ``kind`` (:data:`KIND_CHECKS`); a clear error where opgen.kinds, which
+    registers them, was not imported (opgen.api and opgen.render import it)."""
+    check = KIND_CHECKS.get(kind)
+    if check is None:
+        raise RuntimeError(f"opgen.spec: the rules of kind: {kind} are not registered; import "
+                           "opgen.kinds before loading a spec")
+    return check
 
 
-def _check_amp(model: OpSpec, fail: Callable[..., SpecError]) -> None:
-    """``amp: autocast`` needs a 16-bit dtype, ``amp: float32`` float32, among ``dtypes``."""
-    if model.amp == "autocast" and not {"float16", "bfloat16"} & set(model.dtypes):
-        raise fail(("amp",), "amp: autocast runs the op in float16 or bfloat16, and dtypes lists "
-                   "neither; add one to dtypes, or use amp: follow")
-    if model.amp == "float32" and "float32" not in model.dtypes:
-        raise fail(("amp",), "amp: float32 runs the op in float32, which dtypes does not list; "
-                   "add it to dtypes, or use amp: follow")
-
-
-def _check_inplace(model: OpSpec, fail: Callable[..., SpecError]) -> None:
-    """``inplace: {input: output}``: one pair (Paddle aliases one input of an op with its
-    output here), an input whose shape is the output's (the first input; the others
-    broadcast to it), an output not already aliased."""
-    if not model.inplace:
-        return
-    if len(model.inplace) > 1:
-        second = list(model.inplace)[1]
-        raise fail(("inplace", second), "inplace: one input may be overwritten by one output; "
-                   f"found {len(model.inplace)} pairs")
-    (name, output), = model.inplace.items()
-    if name not in model.inputs:
-        raise fail(("inplace", name), f"inplace: '{name}' is not an input (inputs: "
-                   f"{', '.join(model.inputs)}){_guess(name, model.inputs)}")
-    if name != model.inputs[0]:
-        raise fail(("inplace", name), f"inplace: '{name}' may broadcast to a larger output; only "
-                   f"the first input ('{model.inputs[0]}') has the output's shape and can be "
-                   "overwritten by it")
-    if output not in model.outputs:
-        raise fail(("inplace", name), f"inplace: '{output}' is not an output (outputs: "
-                   f"{', '.join(model.outputs)}){_guess(output, model.outputs)}")
-    if len(model.outputs) > 1:
-        raise fail(("inplace", name), "inplace: an op with one output can be made in place; "
-                   f"this one has {len(model.outputs)}")
+def symbols_of(model: OpSpec, *, backward: bool = False) -> dict[str, Type]:
+    """The names the forward's expressions read, with their types: the inputs, and the attrs
+    (numbers, conditions; a str attr is typed "str", which no expression may use); with
+    ``backward``, those the backward's read too: the outputs and their gradients."""
+    symbols: dict[str, Type] = {n: "num" for n in model.inputs}
+    symbols.update({n: ("num" if a.type in ("int", "int64", "float")
+                        else a.type) for n, a in model.attrs.items()})  # type: ignore[misc]
+    if backward:
+        symbols.update({n: "num" for n in [*model.outputs, *(f"grad_{o}" for o in model.outputs)]})
+    return symbols
 
 
 def _output_roles(model: OpSpec, forward: _Compiled, declared: dict[str, str] | None,
@@ -932,49 +903,6 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
 
 
-def _derived_double_backward(model: OpSpec, backward: _Compiled, symbols: dict[str, Type],
-                             taken: dict[str, str], path: Path,
-                             lines: dict[Path_, int]) -> _Compiled | None:
-    """The backward differentiated in turn (``PD_BUILD_DOUBLE_GRAD_OP``): given ``grad_grad_<i>``,
-    the gradient flowing into each input gradient ``grad_<i>``, the gradient of each backward input
-    it depends on: the op's inputs and the output gradients. Derived for ops of one input (every
-    tensor has one shape), where the backward is differentiable in the language and its result
-    does not depend on the forward's outputs (their gradient would flow into the forward's
-    backward again); None otherwise: the double-backward stub's clear error stays."""
-    from .autodiff import AutodiffError, backward_of
-
-    if len(model.inputs) != 1:
-        return None
-    entries = {f"grad_{k}" if k in model.inputs else k: text
-               for k, text in backward.sources.items()}
-    targets = [f"grad_{i}" for i in model.inputs]
-    grads = [f"grad_{o}" for o in model.outputs]
-    try:
-        derived = backward_of(entries, [*model.inputs, *model.outputs, *grads], targets,
-                              local_prefix="d2_")
-    except AutodiffError:
-        return None
-    if any(derived[o] != "0" for o in model.outputs):
-        return None
-    section = {k: v for k, v in derived.items()
-               if k not in model.outputs and not (k in [*model.inputs, *grads] and v == "0")}
-    if not any(k in [*model.inputs, *grads] for k in section):
-        return None
-    # the backward's entries (the forward intermediates it recomputes, its own intermediates)
-    # are read as they are, recomputed first
-    intermediates = frozenset(k for k in backward.emitted if k not in model.inputs)
-    outer = _Compiled(backward.emitted, backward.sources,
-                      {k: e.type for k, e in backward.emitted.items()}, intermediates)
-    dg_targets = [k for k in [*model.inputs, *grads] if k in section]
-    dg_symbols = {**symbols, **{f"grad_grad_{i}": "num" for i in model.inputs}}
-    try:
-        return _compile_section(
-            _Section(section, "backward", dg_targets, "input", derived=True), dg_symbols, {},
-            {}, path, lines, outer=outer)
-    except SpecError:  # a name the derivation made clashes: no double backward, not an error
-        return None
-
-
 def _compile_baseline(source: str, symbols: dict[str, Type], path: Path,
                       lines: dict[Path_, int]) -> ast.Expression:
     """The checked tree of ``baseline:`` (see :func:`opgen.expr.check_baseline`)."""
@@ -1016,3 +944,9 @@ line_of = _line_of
 schema_message = _schema_message
 attr_default = _attr_default
 summary_text = _summary
+
+# -- for kinds' own rules and derivations (KIND_CHECKS, KIND_DERIVATIONS) ------------------------
+guess = _guess
+Section = _Section
+Compiled = _Compiled
+compile_section = _compile_section

@@ -324,7 +324,116 @@ def assert_periodic(out: Any, block: np.ndarray, dtype: str, what: str,
                      f"{what}[{start}:{stop}]")
 
 
-# Deploy tests (marked ``deploy``): a saved model run in a fresh process, as a server would.
+# Deploy tests (marked ``deploy``): the op in a model, through ``paddle.jit.to_static``, saved
+# with ``paddle.jit.save`` and run by a fresh process as a server would (docs/deploy.md). Every
+# kind's generated tests call these, on the CPU, in float32.
+
+@contextlib.contextmanager
+def on_cpu() -> Iterator[None]:
+    """Paddle's current device is the CPU inside: a deploy test's model parameter, its static
+    program and its eager reference all run there, whatever device the other tests use (on a GPU
+    whose arch Paddle has no kernels for, the model's own multiply would not run)."""
+    import paddle
+
+    previous = paddle.device.get_device()
+    paddle.device.set_device("cpu")
+    try:
+        yield
+    finally:
+        paddle.device.set_device(previous)
+
+
+def deploy_inputs(shapes: dict[str, tuple[int, ...]], domain: dict[str, Sequence[float]],
+                  batched: Sequence[str], *, stop_gradient: bool = True
+                  ) -> tuple[dict[str, Any], list[Any]]:
+    """float32 CPU inputs of the deploy tests, by name, drawn from ``domain`` without NaN or
+    infinities, and their InputSpecs: the leading (batch) dim of each input in ``batched`` is
+    None, known only when the program runs."""
+    import paddle
+
+    rng = np.random.default_rng(9)
+    inputs = {name: sample(rng, shape, "float32", "cpu", *domain[name], special=False,
+                           stop_gradient=stop_gradient)[0]
+              for name, shape in shapes.items()}
+    specs = [paddle.static.InputSpec([None, *shape[1:]] if name in batched else list(shape),
+                                     "float32", name) for name, shape in shapes.items()]
+    return inputs, specs
+
+
+def static_model(model: Any, specs: list[Any]) -> Any:
+    """``model`` (a ``paddle.nn.Layer``) in a full static graph: ``paddle.jit.to_static`` with
+    ``full_graph=True`` and ``specs`` as its InputSpecs."""
+    import paddle
+
+    return paddle.jit.to_static(model, input_spec=specs, full_graph=True)
+
+
+# A deploy test's model is the generated tests' ``Model(op, attrs)``: the op called with fixed attrs
+# on its first input times a parameter, ``scale`` (1.0: a model without parameters cannot be served
+# by Paddle 2.6's predictor). Its forward names the op's inputs, as to_static requires, so each op
+# has its own (templates/partials/deploy_model.py.jinja); the helpers below take a function that
+# makes a fresh one.
+
+def assert_static_matches_eager(make_model: Callable[[], Any], inputs: dict[str, Any],
+                                specs: list[Any], grad_outputs: Sequence[int] | None) -> None:
+    """The outputs of a model through to_static equal eager's, bit for bit; and, unless
+    ``grad_outputs`` is None (an op without a backward), the gradients of the inputs and of the
+    model's parameter from the outputs at those indices (given gradients that vary with them)."""
+    import paddle
+
+    results: list[dict[str, np.ndarray]] = []
+    with on_cpu():
+        for model in (make_model(), static_model(make_model(), specs)):
+            outputs = as_tuple(model(*inputs.values()))
+            values = {f"output #{k}": to_numpy(o) for k, o in enumerate(outputs)}
+            if grad_outputs is not None:
+                chosen = [outputs[k] for k in grad_outputs]
+                grads_out = [paddle.full_like(o, 0.5) + o.detach() * 0.25 for o in chosen]
+                grads = paddle.grad(chosen, [*inputs.values(), model.scale],
+                                    grad_outputs=grads_out)
+                names = [*(f"grad_{n}" for n in inputs), "the parameter's gradient"]
+                values.update((n, to_numpy(g)) for n, g in zip(names, grads, strict=True))
+            results.append(values)
+    eager, static = results
+    for name, value in eager.items():
+        np.testing.assert_array_equal(static[name], value,
+                                      err_msg=f"to_static against eager: {name}")
+
+
+def assert_saved_model_serves(make_model: Callable[[], Any], inputs: dict[str, Any],
+                              specs: list[Any], way: str, op_dir: str, tmp_path: Any,
+                              outputs: Sequence[str]) -> None:
+    """``paddle.jit.save`` of a model through to_static, then ``way`` ("jit.load" or
+    "predictor") in a fresh process that registers the op from ``op_dir`` first
+    (:func:`run_saved_model`): eager's ``outputs``, exactly through jit.load; within float32
+    rounding through the predictor, whose passes may fuse and reorder the ops around the op."""
+    import paddle
+
+    prefix = str(tmp_path / "model")
+    with on_cpu():
+        paddle.jit.save(static_model(make_model(), specs), prefix)
+        expected = [o.numpy() for o in as_tuple(make_model()(*inputs.values()))]
+    got = run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, way, [op_dir])
+    for name, out, want in zip(outputs, got, expected, strict=True):
+        if way == "jit.load":
+            np.testing.assert_array_equal(out, want, err_msg=name)
+        else:
+            np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def assert_saved_model_needs_the_op(make_model: Callable[[], Any], specs: list[Any],
+                                    op_name: str, tmp_path: Any) -> None:
+    """A fresh process that has not registered the op is told which op and how (opgen's
+    DeployError), not crashed by Paddle's loader."""
+    import paddle
+
+    prefix = str(tmp_path / "model")
+    with on_cpu():
+        paddle.jit.save(static_model(make_model(), specs), prefix)
+    with pytest.raises(AssertionError, match=rf"DeployError: .*{op_name}.*opgen\.register"):
+        run_saved_model(prefix, {}, "jit.load", [])
+
+
 _SAVED_MODEL_CHILD = r"""
 import sys
 import numpy as np

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import opgen.kinds  # noqa: F401  registers each kind's spec rules with opgen.spec, as opgen.api does
+
 ROOT = Path(__file__).resolve().parent.parent
 RELU6 = ROOT / "examples" / "relu6"
 BIAS_GELU = ROOT / "examples" / "bias_gelu"

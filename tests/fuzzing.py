@@ -1132,6 +1132,7 @@ def op_from_spec(path: Path | str, *, seed: int = 0, index: int = 0) -> FuzzOp:
     """A spec written by hand (or printed by a failed run) as a :class:`FuzzOp`, so that the same
     checks run on it: its trees are parsed from the expressions; a missing backward is derived.
     Attrs are tested at their default and at the value the generated tests use besides it."""
+    import opgen.kinds  # noqa: F401  (registers each kind's spec rules)
     from opgen.codegen import other_value
     from opgen.spec import load
 

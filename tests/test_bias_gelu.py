@@ -1,6 +1,7 @@
 """examples/bias_gelu built and run for real: its generated tests, and agreement with Paddle's own
 ``F.gelu(x + bias, approximate=True)`` (forward and both gradients) on the CPU, over the
-broadcast shapes a model uses."""
+broadcast shapes a model uses; and its second-order gradients with those of the same function
+composed of Paddle's ops (F.gelu has no double grad)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,35 @@ def test_matches_paddle_gelu_of_x_plus_bias(bias_gelu_op, dtype, x_shape, bias_s
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=rtol,
                                    atol=rtol * scale * (64 if dtype == "float32" else 1),
                                    err_msg=name)
+
+
+@pytest.mark.parametrize(("x_shape", "bias_shape"), [
+    ((6, 129), (129,)), ((4, 3, 5), (3, 1)), ((7, 9), ()), ((16,), (16,)),
+])
+def test_second_order_gradients_match_paddles_own_ops(bias_gelu_op, x_shape, bias_shape):
+    """paddle.grad(create_graph=True) twice, in float64: the gradients of x, bias and grad_out,
+    each in its tensor's shape."""
+    import paddle
+
+    def composed(x, bias):
+        u = x + bias
+        return 0.5 * u * (1 + paddle.tanh(0.7978845608028654 * (u + 0.044715 * u ** 3)))
+
+    rng = np.random.default_rng(1)
+    arrays = [rng.uniform(-3, 3, size=x_shape), rng.uniform(-1, 1, size=bias_shape)]
+    grad_out_np = rng.uniform(-1, 1, size=x_shape)
+    grad_grads = [rng.uniform(-1, 1, size=x_shape), rng.uniform(-1, 1, size=bias_shape)]
+    results = []
+    for op in (bias_gelu_op.bias_gelu, composed):
+        inputs = [paddle.to_tensor(a, stop_gradient=False) for a in arrays]
+        grad_out = paddle.to_tensor(grad_out_np, stop_gradient=False)
+        grads = paddle.grad([op(*inputs)], inputs, grad_outputs=[grad_out], create_graph=True)
+        second = paddle.grad(list(grads), [*inputs, grad_out],
+                             grad_outputs=[paddle.to_tensor(g) for g in grad_grads])
+        results.append([g.numpy() for g in second])
+    for name, ours, theirs in zip(["x", "bias", "grad_out"], *results, strict=True):
+        assert ours.shape == theirs.shape, name
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12, err_msg=name)
 
 
 def test_shapes_that_do_not_broadcast_are_refused_naming_both(bias_gelu_op):

@@ -1,7 +1,9 @@
-"""Double backward derived by opgen (``PD_BUILD_DOUBLE_GRAD_OP``): a one-input op whose backward
-is differentiable in the language, built once on the CPU; its second-order gradients through
-``paddle.grad(create_graph=True)`` equal those of the same function written with Paddle's own
-ops, and its generated tests (numpy reference, finite differences of the first gradient) pass."""
+"""Double backward derived by opgen (``PD_BUILD_DOUBLE_GRAD_OP``): a one-input op, and one of
+three broadcasting inputs, whose backwards are differentiable in the language, built once each on
+the CPU; their second-order gradients through ``paddle.grad(create_graph=True)`` equal those of
+the same functions written with Paddle's own ops (each in its tensor's shape where the inputs
+broadcast), and their generated tests (numpy reference, finite differences of the first
+gradient) pass."""
 
 from __future__ import annotations
 
@@ -72,14 +74,105 @@ def test_the_generated_double_backward_tests_pass(op_dir):
     assert "3 passed" in result.stdout, result.stdout[-1000:]  # 2 dtypes, and finite differences
 
 
+# Three inputs that broadcast: x [N, C], y [C], b [N, 1]. The double backward gives x's, y's and
+# grad_out's gradients (b's is zero), reads neither x nor y where it gives their own gradients
+# (d/dx = grad_grad_y * grad_out), and reads grad_grad_b of b's shape.
+BROADCAST_SPEC = """\
+name: mul_add
+op_name: custom_mul_add
+kind: elementwise
+summary: x * y + b, differentiable twice
+inputs: [x, y, b]
+outputs: [out]
+dtypes: [float32, float64]
+forward:
+  out: x * y + b
+backward: auto
+"""
+
+
+@pytest.fixture(scope="module")
+def broadcast_op_dir(tmp_path_factory):
+    import opgen
+
+    folder = tmp_path_factory.mktemp("ops") / "mul_add"
+    folder.mkdir()
+    (folder / "mul_add.yaml").write_text(BROADCAST_SPEC)
+    opgen.generate(folder / "mul_add.yaml")
+    return folder
+
+
+@pytest.mark.parametrize("gradients", ["all", "grad_x", "grad_b"])
+def test_broadcast_second_order_gradients_match_paddles_own_ops(broadcast_op_dir, gradients):
+    """Every input's and grad_out's second-order gradient, each in its tensor's shape, from the
+    gradients reaching every input gradient, or one of them only (the others missing)."""
+    import paddle
+
+    import opgen
+
+    module = opgen.load(broadcast_op_dir, cpu_only=True)
+    rng = np.random.default_rng(1)
+    shapes = {"x": (5, 203), "y": (203,), "b": (5, 1)}
+    arrays = {n: rng.uniform(-2, 2, size=s) for n, s in shapes.items()}
+    dy_np = rng.uniform(-1, 1, size=(5, 203))
+    ddx = {f"grad_{n}": rng.uniform(-1, 1, size=s) for n, s in shapes.items()}
+    chosen = list(ddx) if gradients == "all" else [gradients]
+    results = []
+    for op in (module.mul_add, lambda x, y, b: x * y + b):
+        inputs = [paddle.to_tensor(a, stop_gradient=False) for a in arrays.values()]
+        dy = paddle.to_tensor(dy_np, stop_gradient=False)
+        grads = dict(zip(ddx, paddle.grad([op(*inputs)], inputs, grad_outputs=[dy],
+                                          create_graph=True), strict=True))
+        second = paddle.grad([grads[n] for n in chosen], [*inputs, dy], allow_unused=True,
+                             grad_outputs=[paddle.to_tensor(ddx[n]) for n in chosen])
+        results.append([None if g is None or not np.any(g.numpy()) else g.numpy()
+                        for g in second])
+    for name, ours, theirs in zip([*shapes, "grad_out"], *results, strict=True):
+        if theirs is None:  # Paddle's ops give none, or zeros
+            assert ours is None, name
+            continue
+        assert ours is not None and ours.shape == theirs.shape, (name, ours)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_the_generated_broadcast_double_backward_tests_pass(broadcast_op_dir):
+    result = run_opgen("test", str(broadcast_op_dir), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings", "-k", "double_backward", "-x")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    # 2 dtypes, one gradient at a time for each of 3, and finite differences
+    assert "6 passed" in result.stdout, result.stdout[-1000:]
+
+
 def test_what_cannot_be_derived_keeps_the_clear_error():
-    """Two inputs (tensors of different shapes), or a backward whose result depends on the
-    forward's outputs: no double backward, the stub's error."""
-    two = loads(SPEC.replace("inputs: [x]", "inputs: [x, b]").replace(
-        "0.5 * x * (1 + tanh(u))", "0.5 * x * (1 + tanh(u)) + b"), "g.yaml")
-    assert two.backward is not None and two.double_backward is None
+    """A backward whose result depends on the forward's outputs: no double backward, the stub's
+    error. Several inputs have one."""
     from_out = loads(SPEC.replace("backward: auto", "backward:\n  x: grad_out * out"), "g.yaml")
     assert from_out.double_backward is None
     derived = loads(SPEC, "g.yaml")
     assert derived.double_backward is not None
     assert set(derived.double_backward_source) >= {"x", "grad_out"}
+    two = loads(SPEC.replace("inputs: [x]", "inputs: [x, b]").replace(
+        "0.5 * x * (1 + tanh(u))", "0.5 * x * (1 + tanh(u)) + b"), "g.yaml")
+    assert two.double_backward is not None
+    assert set(two.double_backward_source) >= {"x", "grad_out"}
+    assert "b" not in two.double_backward_source  # its gradient is zero
+    two_from_out = loads(BROADCAST_SPEC.replace("backward: auto", "backward:\n  x: grad_out * y"
+                                                "\n  y: grad_out * out\n  b: grad_out"), "g.yaml")
+    assert two_from_out.double_backward is None
+
+
+def test_a_backward_from_the_outputs_refuses_a_second_derivative(tmp_path):
+    """Built and run: asking for the second derivative of an op without one is the stub's clear
+    error, not a number (its generated test)."""
+    import opgen
+
+    folder = tmp_path / "exp_once"
+    folder.mkdir()
+    (folder / "exp_once.yaml").write_text(SPEC.replace("gelu_twice", "exp_once").replace(
+        "  u: 0.7978845608028654 * (x + 0.044715 * x ** 3)\n  out: 0.5 * x * (1 + tanh(u))",
+        "  out: exp(x)").replace("backward: auto", "backward:\n  x: grad_out * out"))
+    opgen.generate(folder / "exp_once.yaml")
+    result = run_opgen("test", str(folder), "--device", "cpu", "--", "-q", "-p", "no:warnings",
+                       "-k", "double_backward", "-x")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "1 passed" in result.stdout, result.stdout[-1000:]

@@ -20,6 +20,37 @@ def test_the_spec_accepts_exactly_the_registered_kinds():
     assert "custom" in kinds.KINDS and kinds.KINDS["custom"].load is not None
 
 
+def test_each_kind_of_the_shared_schema_has_its_own_rules():
+    """amp: and inplace: are checked by each kind's module (its ``check``: the elementwise kind
+    makes them, the rowwise kind refuses them), registered with opgen.spec; and so is what a
+    kind derives from its spec (the elementwise double backward)."""
+    from opgen import spec
+
+    for name, kind in kinds.KINDS.items():
+        if kind.load is None:
+            assert kind.check is not None and spec.KIND_CHECKS[name] is kind.check, name
+    derivations = {name: kind.derive for name, kind in kinds.KINDS.items() if kind.derive}
+    assert derivations == spec.KIND_DERIVATIONS
+    assert derivations == {"elementwise": kinds.elementwise.with_double_backward}
+
+
+def test_a_spec_loaded_before_the_kinds_are_registered_is_a_clear_error():
+    """opgen.spec alone (opgen.kinds not imported) cannot check a kind's rules: it says so."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("from opgen.spec import loads\n"
+            "loads('name: sq\\nkind: elementwise\\ninputs: [x]\\noutputs: [out]\\n"
+            "forward:\\n  out: x * x\\n', check_builtins=False)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert proc.returncode != 0
+    assert "the rules of kind: elementwise are not registered; import opgen.kinds" in proc.stderr
+
+
 @pytest.mark.parametrize("kind", sorted(kinds.KINDS))
 def test_each_kind_has_its_templates_and_starting_spec(kind):
     found = kinds.get(kind)

@@ -2,7 +2,8 @@
 layer_norm, rms_norm, add_rms_norm) pass their generated tests and agree with Paddle's own ops
 (F.softmax, F.layer_norm) or their composition, forward and gradients, on the CPU; their CUDA
 half compiles against paddlepaddle-gpu 2.6.2; `opgen new --rowwise` gives an op that passes its
-own tests."""
+own tests. Their generated deploy tests (to_static, jit.save, a fresh process's jit.load and
+predictor) pass on Paddle 3.3.1 and, on the CPU, on paddlepaddle-gpu 2.6.2."""
 
 from __future__ import annotations
 
@@ -59,6 +60,41 @@ def test_generated_tests_pass_on_cpu(name):
                        "-p", "no:warnings", "-m", "not deploy")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+@pytest.mark.parametrize("name", sorted(ROWWISE_EXAMPLES))
+def test_generated_deploy_tests_pass_on_cpu(name):
+    result = run_opgen("test", str(ROWWISE_EXAMPLES[name]), "--device", "cpu", "--", "-q",
+                       "-p", "no:warnings", "-m", "deploy")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    # to_static with two attr sets, the static checks, jit.load, predictor, without the op
+    assert "6 passed" in result.stdout, result.stdout[-1000:]
+
+
+@pytest.mark.gpu_env
+@pytest.mark.skipif(not GPU_PYTHON.exists(), reason="no .venv-gpu (paddlepaddle-gpu 2.6.2)")
+def test_generated_deploy_tests_pass_on_paddle_2_6():
+    """layer_norm (three inputs, per-row statistics among its outputs) through Paddle 2.6.2's
+    static graph, jit.load and predictor, on the CPU."""
+    result = run_opgen("test", str(ROWWISE_EXAMPLES["layer_norm"]), "--device", "cpu", "--",
+                       "-q", "-p", "no:warnings", "-m", "deploy", python=GPU_PYTHON)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-1000:]
+
+
+def test_a_per_row_input_passes_the_deploy_tests(tmp_path):
+    """A per-row input [*] has a None batch dim in the deploy tests' InputSpecs too, and a known
+    dim that disagrees is refused in a static program."""
+    op = tmp_path / "row_shift"
+    op.mkdir()
+    spec = op / "row_shift.yaml"
+    spec.write_text("name: row_shift\nkind: rowwise\ninputs: {x: element, shift: row}\n"
+                    "outputs: [out]\nforward:\n  out: x - max(x) + shift\nbackward: auto\n")
+    assert run_opgen("generate", str(spec)).returncode == 0
+    result = run_opgen("test", str(op), "--device", "cpu", "--", "-q", "-p", "no:warnings",
+                       "-m", "deploy")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "5 passed" in result.stdout, result.stdout[-1000:]  # no attrs: one to_static case
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -189,84 +189,168 @@ def test_backward_matches_finite_differences(device, attrs):
                                    atol=1e-8, err_msg=f"grad_{name} against finite differences")
 
 
+def reference_double_backward(x, bias, grad_out, grad_grad_x, grad_grad_bias):
+    """The backward's own backward in numpy float64, as opgen derived it: the gradients of
+    x, bias, grad_out from grad_grad_x, grad_grad_bias, the gradients reaching grad_x, grad_bias
+    (each shaped like its input)."""
+    u = x + bias
+    d2_grad_u = grad_grad_bias + grad_grad_x
+    d2_u = d2_grad_u * grad_out * (0.3989422804014327 * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)) + ((0.3989422804014327 * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) - 0.6366197723675814 * u * np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))) * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0))) * (1.0 + 0.134145 * np.power(u, 2.0)) + 0.10703222440890037 * u * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) * u))
+    grad_x = d2_u
+    grad_bias = d2_u
+    grad_grad_out = d2_grad_u * (0.5 * (1.0 + np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0)))) + 0.3989422804014327 * u * (1.0 - np.power(np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0))), 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)))
+    # Each result has its target's shape: summed over the dims the target was stretched along.
+    shape = np.broadcast_shapes(np.shape(x), np.shape(bias))
+    return ot.sum_to(grad_x, np.shape(x), shape), ot.sum_to(grad_bias, np.shape(bias), shape), ot.sum_to(grad_grad_out, np.shape(grad_out), shape)
+
+
+DOUBLE_TARGETS = ["x", "bias", "grad_out"]  # the rest have no second-order gradient (zero)
+# The inputs' shapes in the double-backward tests: they broadcast, so the results are sums.
+DOUBLE_SHAPES = {"x": (3, 67), "bias": (67,)}
+
+
+def second_order(device, dtype, attrs, inputs_np, grads_out_np, grad_grads_np):
+    """paddle.grad of the op's gradients (create_graph=True), given the gradients reaching them,
+    with respect to the inputs and the output gradients, by name."""
+    inputs = [ot.to_paddle(a, dtype, device, stop_gradient=False) for a in inputs_np]
+    grads_out = [ot.to_paddle(a, dtype, device, stop_gradient=False) for a in grads_out_np]
+    outputs = ot.as_tuple(bias_gelu(*inputs, **attrs))
+    grads = paddle.grad(list(outputs), inputs, grad_outputs=grads_out, create_graph=True)
+    second = paddle.grad(list(grads), [*inputs, *grads_out], allow_unused=True,
+                         grad_outputs=[ot.to_paddle(a, dtype, device) for a in grad_grads_np])
+    return dict(zip([*DOMAIN, "grad_out"], second, strict=True))
+
+
+def double_backward_data(rng, dtype, device):
+    """Inputs, output gradients and the gradients reaching the input gradients, as numpy arrays
+    of the values a tensor of ``dtype`` holds; and the output's shape."""
+    shape = np.broadcast_shapes(*DOUBLE_SHAPES.values())
+    inputs = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, *DOMAIN[n], special=False)[1]
+              for n in DOMAIN]
+    grads_out = [ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)[1]
+                 for _ in range(1)]
+    grad_grads = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, -1.0, 1.0, special=False)[1]
+                  for n in DOMAIN]
+    return inputs, grads_out, grad_grads, shape
+
+
+@pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d in ("float32", "float64")])
 @pytest.mark.parametrize("device", ot.devices())
-def test_double_backward_is_a_clear_error(device):
-    """A gradient of the gradient is refused, never a silently wrong number."""
+def test_double_backward(device, dtype, attrs):
+    """The derived double backward against its numpy reference, each result in its target's
+    shape; a target it has none for gets no gradient or a zero one."""
     rng = np.random.default_rng(6)
-    x, _ = ot.sample(rng, (3,), "float64", device, *DOMAIN["x"], stop_gradient=False)
-    bias, _ = ot.sample(rng, (3,), "float64", device, *DOMAIN["bias"], stop_gradient=False)
-    outputs = ot.as_tuple(bias_gelu(x, bias))
-    grads_out = [ot.to_paddle(np.ones(3), "float64", device) for _ in outputs]
-    grads = paddle.grad(list(outputs), [x, bias], grad_outputs=grads_out, create_graph=True)
-    ones = [ot.to_paddle(np.ones(3), "float64", device) for _ in grads]
-    with pytest.raises(Exception, match='custom_bias_gelu has no double backward'):
-        paddle.grad(list(grads), [x, bias], grad_outputs=ones, allow_unused=True)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, dtype, device)
+    got = second_order(device, dtype, attrs, inputs_np, grads_out_np, grad_grads_np)
+    expected, spread = ot.reference(reference_double_backward,
+                                    [*inputs_np, *grads_out_np, *grad_grads_np], attrs, dtype)
+    for name, grad in got.items():
+        if name not in DOUBLE_TARGETS:
+            assert grad is None or not np.any(ot.to_numpy(grad)), name
+            continue
+        want, err = expected[DOUBLE_TARGETS.index(name)], spread[DOUBLE_TARGETS.index(name)]
+        assert grad is not None, f"no second-order gradient for {name}"
+        assert tuple(grad.shape) == DOUBLE_SHAPES.get(name, shape), name
+        ot.assert_close(ot.to_numpy(grad), want, dtype, name, err)
+
+
+@pytest.mark.parametrize("index", range(2), ids=["grad_x", "grad_bias"])
+@pytest.mark.parametrize("device", ot.devices())
+def test_double_backward_from_one_gradient(device, index):
+    """A second derivative of one input's gradient only: Paddle passes no gradient reaching the
+    others, which count as zeros."""
+    rng = np.random.default_rng(12)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, "float64", device)
+    inputs = [ot.to_paddle(a, "float64", device, stop_gradient=False) for a in inputs_np]
+    grads_out = [ot.to_paddle(a, "float64", device, stop_gradient=False) for a in grads_out_np]
+    grads = paddle.grad(list(ot.as_tuple(bias_gelu(*inputs))), inputs, grad_outputs=grads_out,
+                        create_graph=True)
+    second = paddle.grad([grads[index]], [*inputs, *grads_out], allow_unused=True,
+                         grad_outputs=[ot.to_paddle(grad_grads_np[index], "float64", device)])
+    alone = [a if k == index else np.zeros_like(a) for k, a in enumerate(grad_grads_np)]
+    expected, spread = ot.reference(reference_double_backward,
+                                    [*inputs_np, *grads_out_np, *alone], {}, "float64")
+    for name, grad in zip([*DOMAIN, "grad_out"], second, strict=True):
+        if name not in DOUBLE_TARGETS:
+            continue
+        want, err = expected[DOUBLE_TARGETS.index(name)], spread[DOUBLE_TARGETS.index(name)]
+        if grad is None:  # nothing of this one flows from that gradient
+            assert not np.any(want), name
+            continue
+        ot.assert_close(ot.to_numpy(grad), want, "float64", name, err)
+
+
+@pytest.mark.parametrize("attrs", ATTRS)
+@pytest.mark.parametrize("device", ot.devices())
+def test_double_backward_matches_finite_differences(device, attrs):
+    """In float64, the double backward agrees with central differences of the op's own backward
+    kernel (the sum over inputs of grad_grad_<input> * grad_<input>) in each input and output
+    gradient. The differenced backward runs on inputs expanded to the output's shape, so
+    each of its gradients is elementwise; summed over the stretched dims, that is the gradient of
+    a broadcast input."""
+    rng = np.random.default_rng(7)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, "float64", device)
+    count = len(inputs_np)
+
+    def weighted_gradient(*arrays):
+        full = [ot.to_paddle(np.broadcast_to(a, shape), "float64", device, stop_gradient=False)
+                for a in arrays[:count]]
+        grads = paddle.grad(list(ot.as_tuple(bias_gelu(*full, **attrs))), full,
+                            grad_outputs=[ot.to_paddle(g, "float64", device)
+                                          for g in arrays[count:]])
+        return sum(gg * ot.to_numpy(g) for gg, g in zip(grad_grads_np, grads, strict=True))
+
+    arrays = [*inputs_np, *grads_out_np]
+    got = second_order(device, "float64", attrs, inputs_np, grads_out_np, grad_grads_np)
+    for index, name in enumerate(got):
+        own = np.shape(arrays[index])
+        smooth = ot.smooth_points(weighted_gradient, arrays, index, h=1e-5)
+        smooth = ot.sum_to(~smooth, own, shape) == 0
+        numeric = ot.sum_to(ot.richardson_difference(weighted_gradient, arrays, index, h=1e-5),
+                            own, shape)
+        grad = got[name]
+        value = np.zeros(own) if grad is None else ot.to_numpy(grad)
+        np.testing.assert_allclose(value[smooth], numeric[smooth], rtol=1e-6, atol=1e-8,
+                                   err_msg=f"the double backward's gradient of {name} against "
+                                           "finite differences")
 
 
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
 # (docs/deploy.md). CPU, float32; `opgen test bias_gelu -- -m "not deploy"` skips these.
 DEPLOY_SHAPES = {"x": (4, 67), "bias": (67,)}
-
-
-@pytest.fixture
-def on_cpu():
-    """Paddle's current device is the CPU for a deploy test: its model's parameter, its static
-    program and its eager reference all run there, whatever device the other tests use."""
-    previous = paddle.device.get_device()
-    paddle.device.set_device("cpu")
-    yield
-    paddle.device.set_device(previous)
+HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh process registers
 
 
 def deploy_inputs(stop_gradient=True):
-    """float32 CPU inputs of the deploy tests, and their InputSpecs: the first input's leading
-    (batch) dim is None, known only when the program runs."""
-    rng = np.random.default_rng(9)
-    inputs = {name: ot.sample(rng, shape, "float32", "cpu", *DOMAIN[name], special=False,
-                              stop_gradient=stop_gradient)[0]
-              for name, shape in DEPLOY_SHAPES.items()}
-    specs = [paddle.static.InputSpec([None, *shape[1:]] if k == 0 else list(shape), "float32", name)
-             for k, (name, shape) in enumerate(DEPLOY_SHAPES.items())]
-    return inputs, specs
+    """The deploy tests' inputs, and their InputSpecs: x's leading (batch) dim is None."""
+    return ot.deploy_inputs(DEPLOY_SHAPES, DOMAIN, ["x"], stop_gradient=stop_gradient)
 
 
 class Model(paddle.nn.Layer):
-    """A model that calls bias_gelu with fixed attrs on its input times a parameter (1.0: a model
-    with no parameters cannot be served by Paddle 2.6's predictor)."""
+    """A model that calls ``op`` (bias_gelu, or a variant) with fixed attrs on x times a
+    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
 
-    def __init__(self, attrs):
+    def __init__(self, op, attrs):
         super().__init__()
+        self.op = op
         self.attrs = attrs
         self.scale = self.create_parameter(
             [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
-    def forward(self, x, bias):
-        return bias_gelu(x * self.scale, bias, **self.attrs)
-
-
-def static_bias_gelu(specs, attrs):
-    """bias_gelu with ``attrs`` in a full static graph (``paddle.jit.to_static``)."""
-    return paddle.jit.to_static(Model(attrs), input_spec=specs, full_graph=True)
+    def forward(self, x, bias):  # named: to_static maps the InputSpecs onto them
+        return self.op(x * self.scale, bias, **self.attrs)
 
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("attrs", ATTRS)
-@pytest.mark.usefixtures("on_cpu")
 def test_to_static_matches_eager(attrs):
     """Forward and gradients through a to_static graph are eager's, bit for bit."""
     inputs, specs = deploy_inputs(stop_gradient=False)
-    results = []
-    for model in (Model(attrs), static_bias_gelu(specs, attrs)):
-        outputs = ot.as_tuple(model(*inputs.values()))
-        grads_out = [paddle.full_like(o, 0.5) + o.detach() * 0.25 for o in outputs]
-        grads = paddle.grad(list(outputs), [*inputs.values(), model.scale], grad_outputs=grads_out)
-        results.append([ot.to_numpy(t) for t in (*outputs, *grads)])
-    for eager, static in zip(*results, strict=True):
-        np.testing.assert_array_equal(static, eager)
+    ot.assert_static_matches_eager(lambda: Model(bias_gelu, attrs), inputs, specs, [0])
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_static_graph_refuses_what_the_kernels_would():
     """In a static program the wrapper still names a wrong dtype and
     shapes that cannot broadcast."""
@@ -288,33 +372,20 @@ def test_static_graph_refuses_what_the_kernels_would():
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("way", ["jit.load", "predictor"])
-@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_in_a_fresh_process(tmp_path, way):
     """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
-    prefix = str(tmp_path / "model")
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
-    paddle.jit.save(static_bias_gelu(specs, attrs), prefix)
-    expected = [o.numpy() for o in ot.as_tuple(Model(attrs)(*inputs.values()))]
-    got = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, way,
-                             [str(Path(__file__).resolve().parent)])
-    for name, out, want in zip(["out"], got, expected, strict=True):
-        if way == "jit.load":
-            np.testing.assert_array_equal(out, want, err_msg=name)
-        else:  # the predictor's passes may fuse and reorder the ops around bias_gelu
-            np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6, err_msg=name)
+    ot.assert_saved_model_serves(lambda: Model(bias_gelu, attrs), inputs, specs, way, HERE, tmp_path,
+                                 ["out"])
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
-    prefix = str(tmp_path / "model")
-    paddle.jit.save(static_bias_gelu(specs, {}), prefix)
-    with pytest.raises(AssertionError, match=r"DeployError: .*custom_bias_gelu.*opgen\.register"):
-        ot.run_saved_model(prefix, {}, "jit.load", [])
+    ot.assert_saved_model_needs_the_op(lambda: Model(bias_gelu, {}), specs, "custom_bias_gelu", tmp_path)
 
 
 # AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names
@@ -416,7 +487,6 @@ def test_inplace_autograd(device):
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_inplace_in_a_static_graph():
     """In a static program bias_gelu_ is an op whose output is written over x."""
     pairs = inplace_inputs("cpu")
@@ -435,19 +505,12 @@ def test_inplace_in_a_static_graph():
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_inplace_saved_model_in_a_fresh_process(tmp_path):
     """A model that calls bias_gelu_, saved, then loaded by a new process: bias_gelu's outputs."""
-
-    class InPlaceModel(Model):
-        def forward(self, x, bias):
-            return bias_gelu_(x * self.scale, bias, **self.attrs)
-
     inputs, specs = deploy_inputs()
     prefix = str(tmp_path / "model")
-    static = paddle.jit.to_static(InPlaceModel({}), input_spec=specs, full_graph=True)
-    paddle.jit.save(static, prefix)
+    with ot.on_cpu():
+        paddle.jit.save(ot.static_model(Model(bias_gelu_, {}), specs), prefix)
     expected = ot.to_numpy(bias_gelu(*inputs.values()))
-    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load",
-                                [str(Path(__file__).resolve().parent)])
+    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load", [HERE])
     np.testing.assert_array_equal(got, expected)

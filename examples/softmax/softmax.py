@@ -104,12 +104,16 @@ def _check_inputs(x: paddle.Tensor) -> None:
 
 def _check_static_inputs(x) -> None:
     """What can be checked of static-graph variables (``paddle.jit.to_static``, static mode):
-    the dtypes. A variable has no device and no data: the kernels check the rest when the
-    program runs."""
+    the dtypes, and the dims known when the program is built (-1 is one known only when it
+    runs). A variable has no device and no data: the kernels check the rest when the program
+    runs."""
     for name, variable in (("x", x),):
         if variable.dtype not in _DTYPES:
             raise TypeError(f"softmax: {name} is {_dtype_name(variable)}; "
                             "softmax supports float32, float64, float16, bfloat16")
+    shape = list(x.shape)
+    if not shape:
+        raise ValueError("softmax: x is 0-D; it needs at least one dim, the row")
 
 
 def _dtype_name(tensor: paddle.Tensor) -> str:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..spec import Spec
+    from ..errors import SpecError
+    from ..spec import OpSpec, Spec
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,12 @@ class Kind:
     #: (YAML data, its lines, path, check_builtins) -> the checked spec, for a kind whose spec
     #: has its own schema; None: the elementwise schema of :mod:`opgen.spec`
     load: Callable[..., Spec] | None = None
+    #: (model, fail) -> None: the kind's own rules for the fields of opgen.spec's schema that not
+    #: every kind honours (``amp:``, ``inplace:``), raising ``fail(key path, message)``; every kind
+    #: checked by that schema (``load`` None) has them
+    check: Callable[[OpSpec, Callable[..., SpecError]], None] | None = None
+    #: Spec -> Spec: what the kind derives from its checked spec (the elementwise double backward)
+    derive: Callable[[Spec], Spec] | None = None
     #: the files the user owns once written (``{name}``: the op's name), such as kernel bodies:
     #: merged on regeneration, and accepted as edited by ``opgen generate --check``
     user_files: tuple[str, ...] = ()
@@ -53,6 +60,9 @@ def _registry() -> dict[str, Kind]:
 
     found = {kind.name: kind for kind in (elementwise.KIND, rowwise.KIND, custom.KIND)}
     spec.SCHEMAS.update({name: kind.load for name, kind in found.items() if kind.load})
+    spec.KIND_CHECKS.update({name: kind.check for name, kind in found.items() if kind.check})
+    spec.KIND_DERIVATIONS.update({name: kind.derive for name, kind in found.items()
+                                  if kind.derive})
     return found
 
 

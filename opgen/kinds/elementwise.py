@@ -13,11 +13,13 @@ import dataclasses
 import re
 import shlex
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 from .. import __version__
+from ..autodiff import AutodiffError, backward_of
 from ..codegen import (
     CPP_DTYPES,
     Attr,
@@ -32,10 +34,22 @@ from ..codegen import (
     string_lines,
     wrap_call,
 )
-from ..expr import Emitted
+from ..errors import SpecError
+from ..expr import Emitted, Type
 from ..names import camel_case
-from ..spec import Spec
+from ..spec import (
+    Compiled,
+    OpSpec,
+    Section,
+    Spec,
+    compile_section,
+    guess,
+    symbols_of,
+)
 from . import Kind
+
+#: Makes the error a spec check raises: fail(key path in the YAML, message).
+Fail = Callable[..., SpecError]
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class DoubleGradOp:
     functor: Functor
     signature: str
     signature_cuda: str
+    broadcast: bool              # the inputs broadcast: each result is summed to its target's shape
 
 
 @dataclass(frozen=True)
@@ -289,9 +304,18 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
         return None
     used = set().union(*(e.names for e in spec.double_backward.values()))
     grads = [f"grad_{o}" for o in m.outputs]
-    inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used]
-    inputs += [f"grad_grad_{i}" for i in m.inputs]
+    grad_grads = [f"grad_grad_{i}" for i in m.inputs]
     targets = [k for k in [*m.inputs, *grads] if k in spec.double_backward]
+    broadcast = len(m.inputs) > 1
+    if broadcast:
+        # A target's gradient has its shape, so the kernel takes every target (those it does not
+        # read for their shapes only) and gives their gradients first, as the backward's do.
+        inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used or n in targets]
+        args = targets + [n for n in [*inputs, *grad_grads] if n in used and n not in targets]
+    else:
+        inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used]
+        args = inputs + grad_grads
+    inputs += grad_grads
 
     def paddle_name(name: str) -> str:
         if name.startswith("grad_grad_"):
@@ -300,6 +324,14 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
             return f'paddle::Grad("{name[5:]}")'
         return f'"{name}"'
 
+    functor = _functor("DoubleBackward", spec.double_backward, spec.double_backward_source,
+                       args, {t: f"grad_{t}" for t in targets}, attrs)
+    if broadcast:
+        flags = ", ".join("true" if t in used else "false" for t in targets)
+        rest = [n for n in args if n not in targets]
+        functor = dataclasses.replace(functor, call_args=", ".join(
+            ["{" + ", ".join(targets) + "}", f"/*reads=*/{{{flags}}}",
+             "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
     vec = "std::vector<paddle::Tensor>"
     return DoubleGradOp(
@@ -308,12 +340,12 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
         paddle_outputs=[f'paddle::Grad({paddle_name(t)})' if t in grads else
                         f'paddle::Grad("{t}")' for t in targets],
         targets=targets,
-        functor=_functor("DoubleBackward", spec.double_backward, spec.double_backward_source,
-                         inputs, {t: f"grad_{t}" for t in targets}, attrs),
+        functor=functor,
         signature=wrap_call(f"{vec} {camel}DoubleBackward",
                             tensors + [a.kernel_param for a in attrs]),
         signature_cuda=wrap_call(f"{vec} {camel}DoubleBackwardCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
+        broadcast=broadcast,
     )
 
 
@@ -387,10 +419,110 @@ def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: Grad
     )
 
 
+# -- the kind's own spec rules (opgen.spec.KIND_CHECKS) and derivation (KIND_DERIVATIONS) --------
+
+def check(model: OpSpec, fail: Fail) -> None:
+    """The elementwise kind's rules for ``amp:`` and ``inplace:``, which its wrapper and kernels
+    make (docs/spec.md)."""
+    _check_amp(model, fail)
+    _check_inplace(model, fail)
+
+
+def _check_amp(model: OpSpec, fail: Fail) -> None:
+    """``amp: autocast`` needs a 16-bit dtype, ``amp: float32`` float32, among ``dtypes``."""
+    if model.amp == "autocast" and not {"float16", "bfloat16"} & set(model.dtypes):
+        raise fail(("amp",), "amp: autocast runs the op in float16 or bfloat16, and dtypes lists "
+                   "neither; add one to dtypes, or use amp: follow")
+    if model.amp == "float32" and "float32" not in model.dtypes:
+        raise fail(("amp",), "amp: float32 runs the op in float32, which dtypes does not list; "
+                   "add it to dtypes, or use amp: follow")
+
+
+def _check_inplace(model: OpSpec, fail: Fail) -> None:
+    """``inplace: {input: output}``: one pair (Paddle aliases one input of an op with its
+    output here), an input whose shape is the output's (the first input; the others
+    broadcast to it), an output not already aliased."""
+    if not model.inplace:
+        return
+    if len(model.inplace) > 1:
+        second = list(model.inplace)[1]
+        raise fail(("inplace", second), "inplace: one input may be overwritten by one output; "
+                   f"found {len(model.inplace)} pairs")
+    (name, output), = model.inplace.items()
+    if name not in model.inputs:
+        raise fail(("inplace", name), f"inplace: '{name}' is not an input (inputs: "
+                   f"{', '.join(model.inputs)}){guess(name, model.inputs)}")
+    if name != model.inputs[0]:
+        raise fail(("inplace", name), f"inplace: '{name}' may broadcast to a larger output; only "
+                   f"the first input ('{model.inputs[0]}') has the output's shape and can be "
+                   "overwritten by it")
+    if output not in model.outputs:
+        raise fail(("inplace", name), f"inplace: '{output}' is not an output (outputs: "
+                   f"{', '.join(model.outputs)}){guess(output, model.outputs)}")
+    if len(model.outputs) > 1:
+        raise fail(("inplace", name), "inplace: an op with one output can be made in place; "
+                   f"this one has {len(model.outputs)}")
+
+
+def with_double_backward(spec: Spec) -> Spec:
+    """``spec`` with its double backward, where one is derived (see
+    :func:`_derived_double_backward`)."""
+    double = _derived_double_backward(spec)
+    if double is None:
+        return spec
+    return dataclasses.replace(spec, double_backward=double.emitted,
+                               double_backward_source=double.sources)
+
+
+def _derived_double_backward(spec: Spec) -> Compiled | None:
+    """The backward differentiated in turn (``PD_BUILD_DOUBLE_GRAD_OP``): given ``grad_grad_<i>``,
+    the gradient flowing into each input gradient ``grad_<i>``, the gradient of each backward input
+    it depends on: the op's inputs and the output gradients. Derived where the backward is
+    differentiable in the language and its result does not depend on the forward's outputs (their
+    gradient would flow into the forward's backward again); None otherwise: the double-backward
+    stub's clear error stays. Where inputs broadcast, the derivation is elementwise too: a
+    broadcast input's gradient is a sum of elementwise terms, so the gradient reaching it reaches
+    each term (broadcast back), and the double backward's results are summed to their tensors'
+    shapes as the backward's are."""
+    model = spec.model
+    if spec.backward is None:
+        return None
+    entries = {f"grad_{k}" if k in model.inputs else k: text
+               for k, text in spec.backward_source.items()}
+    targets = [f"grad_{i}" for i in model.inputs]
+    grads = [f"grad_{o}" for o in model.outputs]
+    try:
+        derived = backward_of(entries, [*model.inputs, *model.outputs, *grads], targets,
+                              local_prefix="d2_")
+    except AutodiffError:
+        return None
+    if any(derived[o] != "0" for o in model.outputs):
+        return None
+    section = {k: v for k, v in derived.items()
+               if k not in model.outputs and not (k in [*model.inputs, *grads] and v == "0")}
+    if not any(k in [*model.inputs, *grads] for k in section):
+        return None
+    # the backward's entries (the forward intermediates it recomputes, its own intermediates)
+    # are read as they are, recomputed first
+    intermediates = frozenset(k for k in spec.backward if k not in model.inputs)
+    outer = Compiled(spec.backward, spec.backward_source,
+                     {k: e.type for k, e in spec.backward.items()}, intermediates)
+    dg_targets = [k for k in [*model.inputs, *grads] if k in section]
+    dg_symbols: dict[str, Type] = {**symbols_of(model, backward=True),
+                                   **{f"grad_grad_{i}": "num" for i in model.inputs}}
+    try:
+        return compile_section(
+            Section(section, "backward", dg_targets, "input", derived=True), dg_symbols, {},
+            {}, spec.path, spec.lines, outer=outer)
+    except SpecError:  # a name the derivation made clashes: no double backward, not an error
+        return None
+
+
 def variables(spec: Spec, naive: bool) -> dict[str, object]:
     """The templates' variables: the fields of :func:`build_context`'s :class:`Context`."""
     context = build_context(spec, naive=naive)
     return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
 
 
-KIND = Kind(name="elementwise", templates="elementwise", context=variables)
+KIND = Kind(name="elementwise", templates="elementwise", context=variables, check=check,
+            derive=with_double_backward)

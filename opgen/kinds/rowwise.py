@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -35,10 +36,10 @@ from ..codegen import (
     py_returns,
     wrap_call,
 )
-from ..errors import OpgenError
+from ..errors import OpgenError, SpecError
 from ..expr import Emitted
 from ..names import camel_case
-from ..spec import ROLES, Spec
+from ..spec import ROLES, OpSpec, Spec
 from . import Kind
 
 #: The runtime's tag of each input role (opgen/rowwise.h).
@@ -508,4 +509,15 @@ def variables(spec: Spec, naive: bool) -> dict[str, object]:
     return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
 
 
-KIND = Kind(name="rowwise", templates="rowwise", context=variables)
+def check(model: OpSpec, fail: Callable[..., SpecError]) -> None:
+    """The rowwise kind's rules for the spec's fields it does not honour: ``amp:`` and
+    ``inplace:`` are made by the elementwise kind's wrapper and kernels only."""
+    if model.inplace:
+        raise fail(("inplace",), f"inplace: only elementwise ops have in-place variants so far; "
+                   f"remove it from this kind: {model.kind} op")
+    if model.amp != "follow":
+        raise fail(("amp",), f"amp: {model.amp} is for elementwise ops so far; a kind: "
+                   f"{model.kind} op takes the default (amp: follow)")
+
+
+KIND = Kind(name="rowwise", templates="rowwise", context=variables, check=check)

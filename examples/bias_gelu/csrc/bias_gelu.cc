@@ -17,6 +17,11 @@ std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x,
                                                  const paddle::Tensor& bias,
                                                  const paddle::Tensor& grad_out);
 void BiasGeluForwardInPlaceCUDA(paddle::Tensor& x, const paddle::Tensor& bias);
+std::vector<paddle::Tensor> BiasGeluDoubleBackwardCUDA(const paddle::Tensor& x,
+                                                       const paddle::Tensor& bias,
+                                                       const paddle::Tensor& grad_out,
+                                                       const paddle::Tensor& grad_grad_x,
+                                                       const paddle::Tensor& grad_grad_bias);
 #endif
 
 std::vector<paddle::Tensor> BiasGeluForward(const paddle::Tensor& x, const paddle::Tensor& bias) {
@@ -48,11 +53,22 @@ std::vector<paddle::Tensor> BiasGeluBackward(const paddle::Tensor& x, const padd
       kOpName, "bias_gelu::Backward", {x, bias}, /*reads=*/{true, true}, {grad_out});
 }
 
-// Registered so that asking for a second derivative is an error rather than a wrong number.
-std::vector<paddle::Tensor> BiasGeluDoubleBackward(const paddle::Tensor& grad_out,
+// The gradient of the backward, derived from it by opgen: x, bias, grad_out's gradients from
+// grad_grad_x, grad_grad_bias, the gradients that reach grad_x, grad_bias
+// (each shaped like its input; a missing one counts as zeros).
+std::vector<paddle::Tensor> BiasGeluDoubleBackward(const paddle::Tensor& x,
+                                                   const paddle::Tensor& bias,
+                                                   const paddle::Tensor& grad_out,
                                                    const paddle::Tensor& grad_grad_x,
                                                    const paddle::Tensor& grad_grad_bias) {
-  opgen::Fail("custom_bias_gelu has no double backward (a gradient of its gradient): opgen ops are differentiable once");
+#ifdef PADDLE_WITH_CUDA
+  if (opgen::FirstPresent(kOpName, {x, bias, grad_out, grad_grad_x, grad_grad_bias}).is_gpu()) {
+    return BiasGeluDoubleBackwardCUDA(x, bias, grad_out, grad_grad_x, grad_grad_bias);
+  }
+#endif
+  // Each result has its target's shape: summed over the dims the target was broadcast along.
+  return opgen::cpu::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::DoubleBackward>(
+      kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out}, /*reads=*/{true, true, true}, {grad_grad_x, grad_grad_bias});
 }
 
 std::vector<std::vector<int64_t>> BiasGeluInferShape(const std::vector<int64_t>& x_shape,
@@ -80,8 +96,8 @@ PD_BUILD_GRAD_OP(custom_bias_gelu)
     .SetKernelFn(PD_KERNEL(BiasGeluBackward));
 
 PD_BUILD_DOUBLE_GRAD_OP(custom_bias_gelu)
-    .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("x")), paddle::Grad(paddle::Grad("bias"))})
-    .Outputs({paddle::Grad(paddle::Grad("out"))})
+    .Inputs({"x", "bias", paddle::Grad("out"), paddle::Grad(paddle::Grad("x")), paddle::Grad(paddle::Grad("bias"))})
+    .Outputs({paddle::Grad("x"), paddle::Grad("bias"), paddle::Grad(paddle::Grad("out"))})
     .SetKernelFn(PD_KERNEL(BiasGeluDoubleBackward));
 
 PD_BUILD_OP(custom_bias_gelu_inplace)

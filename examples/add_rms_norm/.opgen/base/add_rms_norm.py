@@ -137,18 +137,35 @@ def _check_inputs(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tens
 
 def _check_static_inputs(x, residual, weight) -> None:
     """What can be checked of static-graph variables (``paddle.jit.to_static``, static mode):
-    the dtypes. A variable has no device and no data: the kernels check the rest when the
-    program runs."""
+    the dtypes, and the dims known when the program is built (-1 is one known only when it
+    runs). A variable has no device and no data: the kernels check the rest when the program
+    runs."""
     for name, variable in (("x", x), ("residual", residual), ("weight", weight)):
         if variable.dtype not in _DTYPES:
             raise TypeError(f"add_rms_norm: {name} is {_dtype_name(variable)}; "
                             "add_rms_norm supports float32, float64, float16, bfloat16")
+    shape = list(x.shape)
+    if not shape:
+        raise ValueError("add_rms_norm: x is 0-D; it needs at least one dim, the row")
     if residual.dtype != x.dtype:
         raise TypeError(f"add_rms_norm: residual is {_dtype_name(residual)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
+    if not _dims_agree(residual.shape, shape):
+        raise ValueError(f"add_rms_norm: residual has shape {list(residual.shape)}, but as a per-element input "
+                         f"it must be x's shape {shape}")
     if weight.dtype != x.dtype:
         raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
+    if not _dims_agree(weight.shape, shape[-1:]):
+        raise ValueError(f"add_rms_norm: weight has shape {list(weight.shape)}, but as a per-column input "
+                         f"it must be [{shape[-1]}] (the last dim of x {shape})")
+
+
+def _dims_agree(shape: list[int], want: list[int]) -> bool:
+    """Whether a static variable of ``shape`` can have the shape ``want`` when the program runs:
+    the same rank, and each dim equal where both are known (-1: not known yet)."""
+    return len(shape) == len(want) and all(
+        a == b or -1 in (a, b) for a, b in zip(shape, want, strict=True))
 
 
 def _dtype_name(tensor: paddle.Tensor) -> str:

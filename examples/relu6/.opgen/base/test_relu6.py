@@ -156,16 +156,32 @@ def reference_double_backward(x, grad_out, grad_grad_x, threshold=6.0):
 
 
 DOUBLE_TARGETS = ["grad_out"]  # the rest have no second-order gradient (zero)
+DOUBLE_SHAPES = {"x": (3, 67)}
 
 
-def second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np):
-    """paddle.grad of the op's gradient (create_graph=True) with respect to x and grad_out."""
-    x = ot.to_paddle(x_np, dtype, device, stop_gradient=False)
-    grad_out = ot.to_paddle(grad_out_np, dtype, device, stop_gradient=False)
-    (grad_x,) = paddle.grad([relu6(x, **attrs)], [x], grad_outputs=[grad_out], create_graph=True)
-    grads = paddle.grad([grad_x], [x, grad_out], allow_unused=True,
-                        grad_outputs=[ot.to_paddle(grad_grad_np, dtype, device)])
-    return dict(zip(["x", "grad_out"], grads, strict=True))
+def second_order(device, dtype, attrs, inputs_np, grads_out_np, grad_grads_np):
+    """paddle.grad of the op's gradients (create_graph=True), given the gradients reaching them,
+    with respect to the inputs and the output gradients, by name."""
+    inputs = [ot.to_paddle(a, dtype, device, stop_gradient=False) for a in inputs_np]
+    grads_out = [ot.to_paddle(a, dtype, device, stop_gradient=False) for a in grads_out_np]
+    outputs = ot.as_tuple(relu6(*inputs, **attrs))
+    grads = paddle.grad(list(outputs), inputs, grad_outputs=grads_out, create_graph=True)
+    second = paddle.grad(list(grads), [*inputs, *grads_out], allow_unused=True,
+                         grad_outputs=[ot.to_paddle(a, dtype, device) for a in grad_grads_np])
+    return dict(zip([*DOMAIN, "grad_out"], second, strict=True))
+
+
+def double_backward_data(rng, dtype, device):
+    """Inputs, output gradients and the gradients reaching the input gradients, as numpy arrays
+    of the values a tensor of ``dtype`` holds; and the output's shape."""
+    shape = np.broadcast_shapes(*DOUBLE_SHAPES.values())
+    inputs = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, *DOMAIN[n], special=False)[1]
+              for n in DOMAIN]
+    grads_out = [ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)[1]
+                 for _ in range(1)]
+    grad_grads = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, -1.0, 1.0, special=False)[1]
+                  for n in DOMAIN]
+    return inputs, grads_out, grad_grads, shape
 
 
 @pytest.mark.parametrize("attrs", ATTRS)
@@ -175,18 +191,17 @@ def test_double_backward(device, dtype, attrs):
     """The derived double backward against its numpy reference; a target it has none for gets
     no gradient or a zero one."""
     rng = np.random.default_rng(6)
-    x, x_np = ot.sample(rng, (3, 67), dtype, device, *DOMAIN["x"], special=False)
-    _, grad_out_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
-    _, grad_grad_np = ot.sample(rng, (3, 67), dtype, device, -1.0, 1.0, special=False)
-    got = second_order(device, dtype, attrs, x_np, grad_out_np, grad_grad_np)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, dtype, device)
+    got = second_order(device, dtype, attrs, inputs_np, grads_out_np, grad_grads_np)
     expected, spread = ot.reference(reference_double_backward,
-                                    [x_np, grad_out_np, grad_grad_np], attrs, dtype)
+                                    [*inputs_np, *grads_out_np, *grad_grads_np], attrs, dtype)
     for name, grad in got.items():
         if name not in DOUBLE_TARGETS:
             assert grad is None or not np.any(ot.to_numpy(grad)), name
             continue
         want, err = expected[DOUBLE_TARGETS.index(name)], spread[DOUBLE_TARGETS.index(name)]
         assert grad is not None, f"no second-order gradient for {name}"
+        assert tuple(grad.shape) == DOUBLE_SHAPES.get(name, shape), name
         ot.assert_close(ot.to_numpy(grad), want, dtype, name, err)
 
 
@@ -194,92 +209,70 @@ def test_double_backward(device, dtype, attrs):
 @pytest.mark.parametrize("device", ot.devices())
 def test_double_backward_matches_finite_differences(device, attrs):
     """In float64, the double backward agrees with central differences of the op's own backward
-    kernel (sum of grad_grad * grad_x) in x and in grad_out."""
+    kernel (the sum over inputs of grad_grad_<input> * grad_<input>) in each input and output
+    gradient."""
     rng = np.random.default_rng(7)
-    shape = (4, 257)
-    arrays = [rng.uniform(*DOMAIN["x"], size=shape), rng.uniform(-1.0, 1.0, size=shape)]
-    grad_grad_np = rng.uniform(-1.0, 1.0, size=shape)
+    inputs_np, grads_out_np, grad_grads_np, shape = double_backward_data(rng, "float64", device)
+    count = len(inputs_np)
 
-    def weighted_gradient(x_np, grad_out_np):
-        x = ot.to_paddle(x_np, "float64", device, stop_gradient=False)
-        (grad_x,) = paddle.grad([relu6(x, **attrs)], [x],
-                                grad_outputs=[ot.to_paddle(grad_out_np, "float64", device)])
-        return grad_grad_np * ot.to_numpy(grad_x)
+    def weighted_gradient(*arrays):
+        full = [ot.to_paddle(np.broadcast_to(a, shape), "float64", device, stop_gradient=False)
+                for a in arrays[:count]]
+        grads = paddle.grad(list(ot.as_tuple(relu6(*full, **attrs))), full,
+                            grad_outputs=[ot.to_paddle(g, "float64", device)
+                                          for g in arrays[count:]])
+        return sum(gg * ot.to_numpy(g) for gg, g in zip(grad_grads_np, grads, strict=True))
 
-    got = second_order(device, "float64", attrs, *arrays, grad_grad_np)
+    arrays = [*inputs_np, *grads_out_np]
+    got = second_order(device, "float64", attrs, inputs_np, grads_out_np, grad_grads_np)
     for index, name in enumerate(got):
+        own = np.shape(arrays[index])
         smooth = ot.smooth_points(weighted_gradient, arrays, index, h=1e-5)
-        numeric = ot.richardson_difference(weighted_gradient, arrays, index, h=1e-5)
+        smooth = ot.sum_to(~smooth, own, shape) == 0
+        numeric = ot.sum_to(ot.richardson_difference(weighted_gradient, arrays, index, h=1e-5),
+                            own, shape)
         grad = got[name]
-        value = np.zeros(shape) if grad is None else ot.to_numpy(grad)
+        value = np.zeros(own) if grad is None else ot.to_numpy(grad)
         np.testing.assert_allclose(value[smooth], numeric[smooth], rtol=1e-6, atol=1e-8,
-                                   err_msg=f"d grad_x / d {name} against finite differences")
+                                   err_msg=f"the double backward's gradient of {name} against "
+                                           "finite differences")
 
 
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
 # (docs/deploy.md). CPU, float32; `opgen test relu6 -- -m "not deploy"` skips these.
 DEPLOY_SHAPES = {"x": (4, 67)}
-
-
-@pytest.fixture
-def on_cpu():
-    """Paddle's current device is the CPU for a deploy test: its model's parameter, its static
-    program and its eager reference all run there, whatever device the other tests use."""
-    previous = paddle.device.get_device()
-    paddle.device.set_device("cpu")
-    yield
-    paddle.device.set_device(previous)
+HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh process registers
 
 
 def deploy_inputs(stop_gradient=True):
-    """float32 CPU inputs of the deploy tests, and their InputSpecs: the first input's leading
-    (batch) dim is None, known only when the program runs."""
-    rng = np.random.default_rng(9)
-    inputs = {name: ot.sample(rng, shape, "float32", "cpu", *DOMAIN[name], special=False,
-                              stop_gradient=stop_gradient)[0]
-              for name, shape in DEPLOY_SHAPES.items()}
-    specs = [paddle.static.InputSpec([None, *shape[1:]] if k == 0 else list(shape), "float32", name)
-             for k, (name, shape) in enumerate(DEPLOY_SHAPES.items())]
-    return inputs, specs
+    """The deploy tests' inputs, and their InputSpecs: x's leading (batch) dim is None."""
+    return ot.deploy_inputs(DEPLOY_SHAPES, DOMAIN, ["x"], stop_gradient=stop_gradient)
 
 
 class Model(paddle.nn.Layer):
-    """A model that calls relu6 with fixed attrs on its input times a parameter (1.0: a model
-    with no parameters cannot be served by Paddle 2.6's predictor)."""
+    """A model that calls ``op`` (relu6, or a variant) with fixed attrs on x times a
+    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
 
-    def __init__(self, attrs):
+    def __init__(self, op, attrs):
         super().__init__()
+        self.op = op
         self.attrs = attrs
         self.scale = self.create_parameter(
             [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
-    def forward(self, x):
-        return relu6(x * self.scale, **self.attrs)
-
-
-def static_relu6(specs, attrs):
-    """relu6 with ``attrs`` in a full static graph (``paddle.jit.to_static``)."""
-    return paddle.jit.to_static(Model(attrs), input_spec=specs, full_graph=True)
+    def forward(self, x):  # named: to_static maps the InputSpecs onto them
+        return self.op(x * self.scale, **self.attrs)
 
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("attrs", ATTRS)
-@pytest.mark.usefixtures("on_cpu")
 def test_to_static_matches_eager(attrs):
     """Forward and gradients through a to_static graph are eager's, bit for bit."""
     inputs, specs = deploy_inputs(stop_gradient=False)
-    results = []
-    for model in (Model(attrs), static_relu6(specs, attrs)):
-        outputs = ot.as_tuple(model(*inputs.values()))
-        grads_out = [paddle.full_like(o, 0.5) + o.detach() * 0.25 for o in outputs]
-        grads = paddle.grad(list(outputs), [*inputs.values(), model.scale], grad_outputs=grads_out)
-        results.append([ot.to_numpy(t) for t in (*outputs, *grads)])
-    for eager, static in zip(*results, strict=True):
-        np.testing.assert_array_equal(static, eager)
+    ot.assert_static_matches_eager(lambda: Model(relu6, attrs), inputs, specs, [0])
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_static_graph_refuses_what_the_kernels_would():
     """In a static program the wrapper still names a wrong dtype."""
     _, specs = deploy_inputs()
@@ -295,33 +288,20 @@ def test_static_graph_refuses_what_the_kernels_would():
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("way", ["jit.load", "predictor"])
-@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_in_a_fresh_process(tmp_path, way):
     """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
-    prefix = str(tmp_path / "model")
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
-    paddle.jit.save(static_relu6(specs, attrs), prefix)
-    expected = [o.numpy() for o in ot.as_tuple(Model(attrs)(*inputs.values()))]
-    got = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, way,
-                             [str(Path(__file__).resolve().parent)])
-    for name, out, want in zip(["out"], got, expected, strict=True):
-        if way == "jit.load":
-            np.testing.assert_array_equal(out, want, err_msg=name)
-        else:  # the predictor's passes may fuse and reorder the ops around relu6
-            np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6, err_msg=name)
+    ot.assert_saved_model_serves(lambda: Model(relu6, attrs), inputs, specs, way, HERE, tmp_path,
+                                 ["out"])
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
-    prefix = str(tmp_path / "model")
-    paddle.jit.save(static_relu6(specs, {}), prefix)
-    with pytest.raises(AssertionError, match=r"DeployError: .*custom_relu6.*opgen\.register"):
-        ot.run_saved_model(prefix, {}, "jit.load", [])
+    ot.assert_saved_model_needs_the_op(lambda: Model(relu6, {}), specs, "custom_relu6", tmp_path)
 
 
 # AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names
@@ -426,7 +406,6 @@ def test_inplace_autograd(device):
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_inplace_in_a_static_graph():
     """In a static program relu6_ is an op whose output is written over x."""
     pairs = inplace_inputs("cpu")
@@ -445,19 +424,12 @@ def test_inplace_in_a_static_graph():
 
 
 @pytest.mark.deploy
-@pytest.mark.usefixtures("on_cpu")
 def test_inplace_saved_model_in_a_fresh_process(tmp_path):
     """A model that calls relu6_, saved, then loaded by a new process: relu6's outputs."""
-
-    class InPlaceModel(Model):
-        def forward(self, x):
-            return relu6_(x * self.scale, **self.attrs)
-
     inputs, specs = deploy_inputs()
     prefix = str(tmp_path / "model")
-    static = paddle.jit.to_static(InPlaceModel({}), input_spec=specs, full_graph=True)
-    paddle.jit.save(static, prefix)
+    with ot.on_cpu():
+        paddle.jit.save(ot.static_model(Model(relu6_, {}), specs), prefix)
     expected = ot.to_numpy(relu6(*inputs.values()))
-    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load",
-                                [str(Path(__file__).resolve().parent)])
+    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load", [HERE])
     np.testing.assert_array_equal(got, expected)

@@ -8,6 +8,8 @@ differences of the op's own forward. Inputs are made on the host and copied; gra
 outputs are always passed explicitly.
 """
 
+from pathlib import Path
+
 import numpy as np
 import paddle
 import pytest
@@ -218,3 +220,72 @@ def test_backward_matches_finite_differences(device, attrs):
             analytic = float(np.sum(ot.to_numpy(grad) * direction))
             np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8,
                                        err_msg=f"grad_{name} against finite differences")
+
+
+# Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
+# (docs/deploy.md). CPU, float32; `opgen test softmax -- -m "not deploy"` skips these.
+DEPLOY_SHAPES = {name: ot.role_shape((4, 67), role) for name, role in ROLES.items()}
+HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh process registers
+
+
+def deploy_inputs(stop_gradient=True):
+    """The deploy tests' inputs, and their InputSpecs: the leading (batch) dim of the per-element
+    and per-row inputs is None, the per-column ones' is the row length."""
+    return ot.deploy_inputs(DEPLOY_SHAPES, DOMAIN, [n for n, r in ROLES.items() if r != "column"],
+                            stop_gradient=stop_gradient)
+
+
+class Model(paddle.nn.Layer):
+    """A model that calls ``op`` (softmax, or a variant) with fixed attrs on x times a
+    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
+
+    def __init__(self, op, attrs):
+        super().__init__()
+        self.op = op
+        self.attrs = attrs
+        self.scale = self.create_parameter(
+            [1], default_initializer=paddle.nn.initializer.Constant(1.0))
+
+    def forward(self, x):  # named: to_static maps the InputSpecs onto them
+        return self.op(x * self.scale, **self.attrs)
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("attrs", ATTRS)
+def test_to_static_matches_eager(attrs):
+    """Forward and gradients through a to_static graph are eager's, bit for bit."""
+    inputs, specs = deploy_inputs(stop_gradient=False)
+    grad_outputs = [list(OUTPUT_ROLES).index(name) for name in GRAD_OUTPUTS]
+    ot.assert_static_matches_eager(lambda: Model(softmax, attrs), inputs, specs, grad_outputs)
+
+
+@pytest.mark.deploy
+def test_static_graph_refuses_what_the_kernels_would():
+    """In a static program the wrapper still names a wrong dtype."""
+    _, specs = deploy_inputs()
+    paddle.enable_static()
+    try:
+        with paddle.static.program_guard(paddle.static.Program(), paddle.static.Program()):
+            wrong = [paddle.static.data(s.name, s.shape, "int32") for s in specs]
+            with pytest.raises(TypeError, match="softmax: x is int32"):
+                softmax(*wrong)
+    finally:
+        paddle.disable_static()
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("way", ["jit.load", "predictor"])
+def test_saved_model_in_a_fresh_process(tmp_path, way):
+    """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
+    that registers the op (opgen.register) first: eager's outputs."""
+    inputs, specs = deploy_inputs()
+    attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
+    ot.assert_saved_model_serves(lambda: Model(softmax, attrs), inputs, specs, way, HERE, tmp_path,
+                                 ["out"])
+
+
+@pytest.mark.deploy
+def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
+    """A fresh process that has not registered the op is told which op and how, not crashed."""
+    _, specs = deploy_inputs()
+    ot.assert_saved_model_needs_the_op(lambda: Model(softmax, {}), specs, "custom_softmax", tmp_path)

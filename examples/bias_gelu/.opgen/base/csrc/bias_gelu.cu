@@ -27,3 +27,12 @@ void BiasGeluForwardInPlaceCUDA(paddle::Tensor& x, const paddle::Tensor& bias) {
   opgen::cuda::ElementwiseInPlace<bias_gelu::Dtypes, bias_gelu::Forward>(
       kInPlaceOpName, "bias_gelu::Forward", {x, bias});
 }
+
+std::vector<paddle::Tensor> BiasGeluDoubleBackwardCUDA(const paddle::Tensor& x,
+                                                       const paddle::Tensor& bias,
+                                                       const paddle::Tensor& grad_out,
+                                                       const paddle::Tensor& grad_grad_x,
+                                                       const paddle::Tensor& grad_grad_bias) {
+  return opgen::cuda::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::DoubleBackward>(
+      kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out}, /*reads=*/{true, true, true}, {grad_grad_x, grad_grad_bias});
+}

@@ -149,45 +149,64 @@ inline std::vector<paddle::Tensor> InPlaceOutput(const char* op,
   return {inputs[0]};
 }
 
-// An uninitialized gradient for each of the forward inputs, shaped, typed and placed like it.
-template <std::size_t kFwd>
-std::vector<paddle::Tensor> EmptyGradients(const paddle::Tensor (&forward_inputs)[kFwd]) {
-  std::vector<paddle::Tensor> grads;
-  grads.reserve(kFwd);
-  for (const paddle::Tensor& t : forward_inputs) {
-    grads.push_back(paddle::empty(t.shape(), t.dtype(), t.place()));
+// The tensors a gradient functor reads, in its order: the kGrad tensors whose gradients it gives
+// (the forward inputs for a backward; for a double backward also output gradients), those it
+// does not read absent: they lend the gradients their shapes only; then the rest (forward outputs,
+// output gradients, the gradients reaching a backward's results). A tensor Paddle did not pass is
+// absent.
+template <std::size_t kGrad, std::size_t kRest>
+std::vector<paddle::Tensor> GradInputs(const char* op, const paddle::Tensor (&targets)[kGrad],
+                                       const bool (&reads)[kGrad],
+                                       const paddle::Tensor (&rest)[kRest]) {
+  paddle::Tensor all[kGrad + kRest];
+  for (std::size_t k = 0; k < kGrad; ++k) {
+    if (reads[k]) all[k] = targets[k];
   }
-  return grads;
-}
-
-// The tensors a backward functor reads, in its order: the forward inputs (those it does not read
-// absent: they lend the gradients their shapes only), then the rest (forward outputs and output
-// gradients, shaped like the output; an output gradient Paddle did not pass is absent).
-template <std::size_t kFwd, std::size_t kRest>
-std::vector<paddle::Tensor> BackwardInputs(const char* op,
-                                           const paddle::Tensor (&forward_inputs)[kFwd],
-                                           const bool (&reads)[kFwd],
-                                           const paddle::Tensor (&rest)[kRest]) {
-  paddle::Tensor all[kFwd + kRest];
-  for (std::size_t k = 0; k < kFwd; ++k) {
-    if (reads[k]) all[k] = forward_inputs[k];
-  }
-  for (std::size_t k = 0; k < kRest; ++k) all[kFwd + k] = rest[k];
+  for (std::size_t k = 0; k < kRest; ++k) all[kGrad + k] = rest[k];
   return CheckInputs(op, all);
 }
 
-// How a backward's tensors broadcast: the forward inputs with their own shapes, the rest with the
-// output's (that of the first present one: forward outputs and output gradients).
-template <std::size_t kFwd, std::size_t kRest>
-BroadcastPlan<int(kFwd + kRest)> BackwardPlanOf(const char* op,
-                                                const paddle::Tensor (&forward_inputs)[kFwd],
-                                                const paddle::Tensor (&rest)[kRest]) {
-  const std::vector<int64_t> output_shape = FirstPresent(op, rest).shape();
-  std::vector<int64_t> shapes[kFwd + kRest];
-  for (std::size_t k = 0; k < kFwd + kRest; ++k) {
-    shapes[k] = k < kFwd ? forward_inputs[k].shape() : output_shape;
+// The first tensor that is present, among the targets and the rest.
+template <std::size_t kGrad, std::size_t kRest>
+const paddle::Tensor& FirstPresentOf(const char* op, const paddle::Tensor (&targets)[kGrad],
+                                     const paddle::Tensor (&rest)[kRest]) {
+  for (const paddle::Tensor& t : targets) {
+    if (t.defined()) return t;
   }
-  return PlanOfShapes(op, shapes);
+  return FirstPresent(op, rest);
+}
+
+// The shapes a gradient functor's tensors broadcast from: each present tensor's own (a forward
+// input's, the output's, or for the gradient reaching a broadcast input's gradient, that
+// input's); an absent one counts as shaped like the output, the broadcast of the others.
+template <std::size_t kGrad, std::size_t kRest>
+void GradShapes(const char* op, const paddle::Tensor (&targets)[kGrad],
+                const paddle::Tensor (&rest)[kRest],
+                std::vector<int64_t> (&shapes)[kGrad + kRest]) {
+  for (std::size_t k = 0; k < kGrad + kRest; ++k) {
+    const paddle::Tensor& t = k < kGrad ? targets[k] : rest[k - kGrad];
+    shapes[k] = t.defined() ? t.shape() : std::vector<int64_t>{};  // 0-d: no dims of its own
+  }
+  std::vector<int64_t> output_shape;
+  const std::string error = BroadcastShapes(shapes, &output_shape);
+  if (!error.empty()) Fail(op, ": ", error);
+  for (std::size_t k = 0; k < kGrad + kRest; ++k) {
+    const paddle::Tensor& t = k < kGrad ? targets[k] : rest[k - kGrad];
+    if (!t.defined()) shapes[k] = output_shape;
+  }
+}
+
+// An uninitialized gradient of each of the first kGrad `shapes`, typed and placed like `like`.
+template <std::size_t kGrad, std::size_t kIn>
+std::vector<paddle::Tensor> EmptyGradients(const std::vector<int64_t> (&shapes)[kIn],
+                                           const paddle::Tensor& like) {
+  static_assert(kGrad <= kIn, "the gradients belong to the first kGrad tensors");
+  std::vector<paddle::Tensor> grads;
+  grads.reserve(kGrad);
+  for (std::size_t k = 0; k < kGrad; ++k) {
+    grads.push_back(paddle::empty(shapes[k], like.dtype(), like.place()));
+  }
+  return grads;
 }
 
 namespace cpu {
@@ -255,22 +274,26 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   return outs;
 }
 
-// The backward of an op whose inputs broadcast: runs `Functor<T>(attrs...)` over the forward
-// inputs (those `reads` marks) and `rest`, and returns the gradient of each forward input, shaped
-// like it: where the input was broadcast, its elementwise gradient summed over those dims.
-template <typename DtypeList, template <typename> class Functor, std::size_t kFwd,
+// The gradients of tensors that broadcast: runs `Functor<T>(attrs...)` over `targets` (those
+// `reads` marks) and `rest` (see GradInputs), and returns the gradient of each target, shaped
+// like it: where the target was broadcast, its elementwise gradient summed over those dims. The
+// backward of an op whose inputs broadcast (the targets: its inputs), and its double backward
+// (the targets: inputs and output gradients, each of its own shape).
+template <typename DtypeList, template <typename> class Functor, std::size_t kGrad,
           std::size_t kRest, typename... Attrs>
 std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
-                                            const paddle::Tensor (&forward_inputs)[kFwd],
-                                            const bool (&reads)[kFwd],
+                                            const paddle::Tensor (&targets)[kGrad],
+                                            const bool (&reads)[kGrad],
                                             const paddle::Tensor (&rest)[kRest],
                                             const Attrs&... attrs) {
-  constexpr int kIn = int(kFwd + kRest);
-  const std::vector<paddle::Tensor> ins = BackwardInputs(op, forward_inputs, reads, rest);
-  const paddle::Tensor& like = FirstPresent(op, rest);
+  constexpr int kIn = int(kGrad + kRest);
+  const std::vector<paddle::Tensor> ins = GradInputs(op, targets, reads, rest);
+  const paddle::Tensor& like = FirstPresentOf(op, targets, rest);
   if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
-  const BroadcastPlan<kIn> plan = BackwardPlanOf(op, forward_inputs, rest);
-  std::vector<paddle::Tensor> grads = EmptyGradients(forward_inputs);
+  std::vector<int64_t> shapes[kIn];
+  GradShapes(op, targets, rest, shapes);
+  const BroadcastPlan<kIn> plan = PlanOfShapes(op, shapes);
+  std::vector<paddle::Tensor> grads = EmptyGradients<kGrad>(shapes, like);
   if (plan.numel == 0 || PoisonOutputs()) {  // an empty output gives zero gradients
     for (paddle::Tensor& t : grads) {
       if (t.numel() > 0) std::memset(t.data(), plan.numel == 0 ? 0 : 0xFF, Bytes(t));
@@ -280,7 +303,7 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
   Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = ConstData<T, kIn>(ins);
-    const auto out = MutableData<T, int(kFwd)>(grads);
+    const auto out = MutableData<T, int(kGrad)>(grads);
     const Functor<T> f(attrs...);
     BroadcastBackwardLoop<T>(f, plan, in, out);
   });

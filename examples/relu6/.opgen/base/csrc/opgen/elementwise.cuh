@@ -60,23 +60,25 @@ std::vector<paddle::Tensor> Run(const char* op, const char* kernel,
   return outs;
 }
 
-// The backward of an op whose inputs broadcast, on the GPU: see cpu::ElementwiseGrad. The sums
-// over broadcast dims take a workspace from Paddle's allocator; no atomics, so results repeat.
-template <typename DtypeList, template <typename> class Functor, std::size_t kFwd,
+// The gradients of tensors that broadcast, on the GPU: see cpu::ElementwiseGrad. The sums over
+// broadcast dims take a workspace from Paddle's allocator; no atomics, so results repeat.
+template <typename DtypeList, template <typename> class Functor, std::size_t kGrad,
           std::size_t kRest, typename... Attrs>
 std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
-                                            const paddle::Tensor (&forward_inputs)[kFwd],
-                                            const bool (&reads)[kFwd],
+                                            const paddle::Tensor (&targets)[kGrad],
+                                            const bool (&reads)[kGrad],
                                             const paddle::Tensor (&rest)[kRest],
                                             const Attrs&... attrs) {
-  constexpr int kIn = int(kFwd + kRest);
-  const std::vector<paddle::Tensor> ins = BackwardInputs(op, forward_inputs, reads, rest);
-  const paddle::Tensor& like = FirstPresent(op, rest);
+  constexpr int kIn = int(kGrad + kRest);
+  const std::vector<paddle::Tensor> ins = GradInputs(op, targets, reads, rest);
+  const paddle::Tensor& like = FirstPresentOf(op, targets, rest);
   if (!like.is_gpu()) Fail(op, ": ", kernel, " expected GPU tensors, got ", like.place());
   const int device = like.place().GetDeviceId();
   DeviceGuard guard(device);
-  const BroadcastPlan<kIn> plan = BackwardPlanOf(op, forward_inputs, rest);
-  std::vector<paddle::Tensor> grads = EmptyGradients(forward_inputs);
+  std::vector<int64_t> shapes[kIn];
+  GradShapes(op, targets, rest, shapes);
+  const BroadcastPlan<kIn> plan = PlanOfShapes(op, shapes);
+  std::vector<paddle::Tensor> grads = EmptyGradients<kGrad>(shapes, like);
   const cudaStream_t stream = like.stream();
   cudaError_t status = cudaSuccess;
   if (plan.numel == 0 || PoisonOutputs()) {  // an empty output gives zero gradients
@@ -86,9 +88,9 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
     Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const auto in = ConstData<T, kIn>(ins);
-      const auto out = MutableData<T, int(kFwd)>(grads);
+      const auto out = MutableData<T, int(kGrad)>(grads);
       const Functor<T> f(attrs...);
-      const std::size_t bytes = BroadcastBackwardWorkspaceBytes<T, int(kFwd)>(plan, device);
+      const std::size_t bytes = BroadcastBackwardWorkspaceBytes<T, int(kGrad)>(plan, device);
       paddle::Tensor workspace;
       if (bytes > 0) {
         workspace = paddle::empty({static_cast<int64_t>(bytes)}, paddle::DataType::UINT8,
