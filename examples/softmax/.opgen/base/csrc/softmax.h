@@ -37,7 +37,7 @@ struct Forward {
     row.put([&](MT x) {
       const MT z = x * scale;
       const MT e = opgen::exp(z - m);
-      return e / sum_out;
+      return e * (MT(1) / sum_out);
     });
   }
 };
