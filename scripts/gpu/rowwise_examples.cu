@@ -224,9 +224,9 @@ std::string Schedule(const P& p, RoleList<Roles...>) {
         return 0;
       },
       [&](auto vec) {
-        std::snprintf(text, sizeof text, "loop      vec %d, %d threads, grid %lld",
+        std::snprintf(text, sizeof text, "loop      vec %d, %d threads, %s%lld",
                       decltype(vec)::value, int(S::kLoop),
-                      (long long)(P::kColumnSums > 0 ? -1 : p.rows));
+                      P::kColumnSums > 0 ? "grid <= SMs, " : "grid ", (long long)p.rows);
         return 0;
       });
   return text;
