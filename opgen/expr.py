@@ -404,7 +404,7 @@ class _Compiler:
         if op is ast.Div and left.varies and not right.varies:
             # Row-wise, a per-element value over a per-row one (softmax's e / sum(e)): times the
             # reciprocal, which the compiler computes once per row, not one IEEE division per
-            # element (a fifth of a 16-bit softmax's instructions on the GPU); within 1.5 ulp.
+            # element (a third of a 16-bit softmax's instructions on the GPU); within 1.5 ulp.
             cpp = f"{_wrap(left.cpp, left.cpp_prec, prec)} * " \
                   f"(MT(1) / {_wrap(right.cpp, right.cpp_prec, prec + 1)})"
         numpy = f"{_wrap(left.numpy, left.numpy_prec, prec)} {sym} " \
