@@ -506,7 +506,7 @@ def test_the_checks_catch_broken_kernels(tmp_path):
         "mut_cmp": ("where(x < 1, x * y, y - x)", "x < MT(1)", "x <= MT(1)"),
         "mut_sub": ("where(x < 1, x * y, y - x)", "y - x", "x - y"),
         "mut_fn": ("sigmoid(x) + y", "opgen::sigmoid<T>(x)", "opgen::tanh<T>(x)"),
-        "mut_bwd": ("x * exp(y)", "grad_y = grad_out * x * opgen::exp(y)",
+        "mut_bwd": ("x * exp(y)", "grad_y = grad_out * x * opgen::exp<T>(y)",
                      "grad_y = grad_out * x"),
     }
     members = []

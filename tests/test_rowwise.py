@@ -57,6 +57,21 @@ def test_values_vary_along_the_row_where_they_read_a_per_element_value(source, v
     assert e.varies is varies
 
 
+@pytest.mark.parametrize("source, cpp", [
+    ("x / s", "x * (MT(1) / s)"),                  # per-element over per-row: the reciprocal
+    ("exp(x) / sum(exp(x))", "opgen::exp<T>(x) * (MT(1) / @0@)"),
+    ("x / (s + 1)", "x * (MT(1) / (s + MT(1)))"),
+    ("(x + 1) / 3", "(x + MT(1)) * (MT(1) / MT(3))"),
+    ("s / x", "s / x"), ("x / x", "x / x"), ("s / sum(x)", "s / @0@"),  # the rest divide
+])
+def test_a_per_element_value_over_a_per_row_one_multiplies_by_its_reciprocal(source, cpp):
+    e = compile_expr(source, {"x": "num", "s": "num"}, varying=frozenset({"x"}))
+    assert e.cpp == cpp
+    assert "MT(1) /" not in e.numpy  # the reference divides
+    assert compile_expr(source.replace("sum(x)", "x").replace("sum(exp(x))", "x"),
+                        {"x": "num", "s": "num"}).cpp.count("MT(1) /") == 0  # elementwise
+
+
 @pytest.mark.parametrize("source, message", [
     ("sum(x - mean(x))", "mean() inside sum(): a reduction over the row cannot be nested"),
     ("mean(x, x)", "mean() takes 1 argument, got 2"),

@@ -38,6 +38,9 @@
 #             float16), PyTorch's softmax / layer_norm / rms_norm and the copy in the same run
 #   rowwise-memcheck  compute-sanitizer memcheck over those examples' GPU tests (float32 and
 #             bfloat16)
+#   rowwise-kernels  the four examples' generated functors alone (no Paddle needed:
+#             scripts/gpu/rowwise_examples.sh), beside the hand-written ones and a copy, every
+#             dtype and anchor shape (about 4 minutes)
 #   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
@@ -183,6 +186,8 @@ for stage in "$@"; do
           --dtype float16 --json "$OUT/bench-$op.json" 2>&1 | tee "$OUT/bench-$op.txt"
         [ "${PIPESTATUS[0]}" = 0 ] || status=1
       done ;;
+    rowwise-kernels)
+      OUT="$OUT" bash scripts/gpu/rowwise_examples.sh || status=1 ;;
     rowwise-memcheck)
       for op in softmax layer_norm rms_norm add_rms_norm; do
         (cd examples/$op && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck \

@@ -32,12 +32,12 @@ struct Forward {
     const MT m = row.max([&](MT x) { return x * scale; });
     const MT sum_out = row.sum([&](MT x) {
       const MT z = x * scale;
-      return opgen::exp(z - m);
+      return opgen::exp<T>(z - m);
     });
     row.put([&](MT x) {
       const MT z = x * scale;
-      const MT e = opgen::exp(z - m);
-      return e / sum_out;
+      const MT e = opgen::exp<T>(z - m);
+      return e * (MT(1) / sum_out);
     });
   }
 };
