@@ -1,6 +1,7 @@
-"""A generated op in a 2-process data-parallel step (issue 12, item 4): ``paddle.distributed.launch``
-on the CPU (gloo), both ranks building the same never-built op at once. Each rank must get the
-gradient a single process gets for the whole batch, and both must load one compiled library."""
+"""A generated op in a 2-process data-parallel step (issue 12, item 4):
+``paddle.distributed.launch`` on the CPU (gloo), both ranks building the same never-built op at
+once. Each rank must get the gradient a single process gets for the whole batch, and both must
+load one compiled library."""
 
 from __future__ import annotations
 
