@@ -112,8 +112,8 @@ def _check_inputs(x: paddle.Tensor) -> None:
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"softmax: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
-    _code_x = _code(x.dtype)
-    if _code_x is None:
+    x_code = _code(x.dtype)
+    if x_code is None:
         raise TypeError(f"softmax: x is {_dtype_name(x)}; "
                         "softmax supports float32, float64, float16, bfloat16")
     shape = list(x.shape)

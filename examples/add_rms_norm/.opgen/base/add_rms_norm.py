@@ -112,28 +112,28 @@ def _check_inputs(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tens
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"add_rms_norm: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
-    _code_x = _code(x.dtype)
-    if _code_x is None:
+    x_code = _code(x.dtype)
+    if x_code is None:
         raise TypeError(f"add_rms_norm: x is {_dtype_name(x)}; "
                         "add_rms_norm supports float32, float64, float16, bfloat16")
     if not isinstance(residual, paddle.Tensor):
         raise TypeError(f"add_rms_norm: residual must be a paddle.Tensor, "
                         f"not {type(residual).__name__}")
-    _code_residual = _code(residual.dtype)
-    if _code_residual is None:
+    residual_code = _code(residual.dtype)
+    if residual_code is None:
         raise TypeError(f"add_rms_norm: residual is {_dtype_name(residual)}; "
                         "add_rms_norm supports float32, float64, float16, bfloat16")
     if not isinstance(weight, paddle.Tensor):
         raise TypeError(f"add_rms_norm: weight must be a paddle.Tensor, "
                         f"not {type(weight).__name__}")
-    _code_weight = _code(weight.dtype)
-    if _code_weight is None:
+    weight_code = _code(weight.dtype)
+    if weight_code is None:
         raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)}; "
                         "add_rms_norm supports float32, float64, float16, bfloat16")
     shape = list(x.shape)
     if not shape:
         raise ValueError("add_rms_norm: x is 0-D; it needs at least one dim, the row")
-    if _code_residual != _code_x:
+    if residual_code != x_code:
         raise TypeError(f"add_rms_norm: residual is {_dtype_name(residual)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not residual.place._equals(x.place):
@@ -142,7 +142,7 @@ def _check_inputs(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tens
     if list(residual.shape) != shape:
         raise ValueError(f"add_rms_norm: residual has shape {list(residual.shape)}, but as a "
                          f"per-element input it must be x's shape {shape}")
-    if _code_weight != _code_x:
+    if weight_code != x_code:
         raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not weight.place._equals(x.place):
@@ -170,14 +170,15 @@ def _check_static_inputs(x, residual, weight) -> None:
         raise TypeError(f"add_rms_norm: residual is {_dtype_name(residual)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not _dims_agree(residual.shape, shape):
-        raise ValueError(f"add_rms_norm: residual has shape {list(residual.shape)}, but as a per-element input "
-                         f"it must be x's shape {shape}")
+        raise ValueError(f"add_rms_norm: residual has shape {list(residual.shape)}, but as a "
+                         f"per-element input it must be x's shape {shape}")
     if weight.dtype != x.dtype:
         raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not _dims_agree(weight.shape, shape[-1:]):
-        raise ValueError(f"add_rms_norm: weight has shape {list(weight.shape)}, but as a per-column input "
-                         f"it must be [{shape[-1]}] (the last dim of x {shape})")
+        raise ValueError(f"add_rms_norm: weight has shape {list(weight.shape)}, but as a "
+                         f"per-column input it must be [{shape[-1]}] (the last dim of "
+                         f"x {shape})")
 
 
 def _dims_agree(shape: list[int], want: list[int]) -> bool:

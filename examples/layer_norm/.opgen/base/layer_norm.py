@@ -112,28 +112,28 @@ def _check_inputs(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) 
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"layer_norm: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
-    _code_x = _code(x.dtype)
-    if _code_x is None:
+    x_code = _code(x.dtype)
+    if x_code is None:
         raise TypeError(f"layer_norm: x is {_dtype_name(x)}; "
                         "layer_norm supports float32, float64, float16, bfloat16")
     if not isinstance(weight, paddle.Tensor):
         raise TypeError(f"layer_norm: weight must be a paddle.Tensor, "
                         f"not {type(weight).__name__}")
-    _code_weight = _code(weight.dtype)
-    if _code_weight is None:
+    weight_code = _code(weight.dtype)
+    if weight_code is None:
         raise TypeError(f"layer_norm: weight is {_dtype_name(weight)}; "
                         "layer_norm supports float32, float64, float16, bfloat16")
     if not isinstance(bias, paddle.Tensor):
         raise TypeError(f"layer_norm: bias must be a paddle.Tensor, "
                         f"not {type(bias).__name__}")
-    _code_bias = _code(bias.dtype)
-    if _code_bias is None:
+    bias_code = _code(bias.dtype)
+    if bias_code is None:
         raise TypeError(f"layer_norm: bias is {_dtype_name(bias)}; "
                         "layer_norm supports float32, float64, float16, bfloat16")
     shape = list(x.shape)
     if not shape:
         raise ValueError("layer_norm: x is 0-D; it needs at least one dim, the row")
-    if _code_weight != _code_x:
+    if weight_code != x_code:
         raise TypeError(f"layer_norm: weight is {_dtype_name(weight)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not weight.place._equals(x.place):
@@ -143,7 +143,7 @@ def _check_inputs(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) 
         raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a "
                          f"per-column input it must be [{shape[-1]}] (the last dim of "
                          f"x {shape})")
-    if _code_bias != _code_x:
+    if bias_code != x_code:
         raise TypeError(f"layer_norm: bias is {_dtype_name(bias)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not bias.place._equals(x.place):
@@ -171,14 +171,16 @@ def _check_static_inputs(x, weight, bias) -> None:
         raise TypeError(f"layer_norm: weight is {_dtype_name(weight)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not _dims_agree(weight.shape, shape[-1:]):
-        raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a per-column input "
-                         f"it must be [{shape[-1]}] (the last dim of x {shape})")
+        raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a "
+                         f"per-column input it must be [{shape[-1]}] (the last dim of "
+                         f"x {shape})")
     if bias.dtype != x.dtype:
         raise TypeError(f"layer_norm: bias is {_dtype_name(bias)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not _dims_agree(bias.shape, shape[-1:]):
-        raise ValueError(f"layer_norm: bias has shape {list(bias.shape)}, but as a per-column input "
-                         f"it must be [{shape[-1]}] (the last dim of x {shape})")
+        raise ValueError(f"layer_norm: bias has shape {list(bias.shape)}, but as a "
+                         f"per-column input it must be [{shape[-1]}] (the last dim of "
+                         f"x {shape})")
 
 
 def _dims_agree(shape: list[int], want: list[int]) -> bool:
