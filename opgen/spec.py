@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import importlib
 import math
 import re
 import sys
@@ -230,8 +231,8 @@ class Spec:
 
 
 #: The loaders of kinds whose specs have a schema of their own, by kind name: (YAML data, its
-#: lines, path, check_builtins=...) -> the checked Spec. opgen.kinds fills it when imported (so
-#: whatever loads specs imports it: opgen.api, opgen.render); other kinds' specs are checked here.
+#: lines, path, check_builtins=...) -> the checked Spec. opgen.kinds fills it when imported (the
+#: first load imports it); other kinds' specs are checked here.
 SCHEMAS: dict[str, Callable[..., Spec]] = {}
 #: Each kind's own rules for the fields of the schema here that not every kind honours (``amp:``,
 #: ``inplace:``), by kind name: (model, fail) -> None, raising ``fail(key path, message)``. They
@@ -267,6 +268,7 @@ def _check_size(size: int, path: Path) -> None:
 def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True) -> Spec:
     """Like :func:`load`, for spec text that claims to come from ``path``."""
     path = Path(path)
+    _register_kinds()
     _check_size(len(text.encode("utf-8", "surrogatepass")), path)
     data, lines = _parse_yaml(text, path)
     if not isinstance(data, dict):
@@ -727,13 +729,19 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     return spec if derive is None else derive(spec)
 
 
+def _register_kinds() -> None:
+    """Imports opgen.kinds, which fills SCHEMAS, KIND_CHECKS and KIND_DERIVATIONS: here, at the
+    first load, as opgen.kinds imports this module (a module-level import would be a circle)."""
+    if not KIND_CHECKS:
+        importlib.import_module("opgen.kinds")
+
+
 def _kind_check(kind: str) -> Callable[[OpSpec, Callable[..., SpecError]], None]:
-    """The rules of ``kind`` (:data:`KIND_CHECKS`); a clear error where opgen.kinds, which
-    registers them, was not imported (opgen.api and opgen.render import it)."""
+    """The rules of ``kind`` (:data:`KIND_CHECKS`); a clear error for a kind that registered
+    none (a kind module that forgot to)."""
     check = KIND_CHECKS.get(kind)
     if check is None:
-        raise RuntimeError(f"opgen.spec: the rules of kind: {kind} are not registered; import "
-                           "opgen.kinds before loading a spec")
+        raise RuntimeError(f"opgen.spec: kind: {kind} registered no rules in opgen.kinds")
     return check
 
 
