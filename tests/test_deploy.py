@@ -102,8 +102,12 @@ if __name__ == "__main__":
     net = Net()
     spec = [paddle.static.InputSpec([None, 8], "float32", "x")]
     paddle.jit.save(paddle.jit.to_static(net, input_spec=spec, full_graph=True), PREFIX)
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
-        results = pool.map(serve, [1, 2])
+    # close and join, not the with block's terminate(): a SIGTERM that reaches a worker while it
+    # is exiting runs Paddle's signal handler inside free() at exit, and it deadlocks on malloc
+    pool = multiprocessing.get_context("spawn").Pool(2)
+    results = pool.map(serve, [1, 2])
+    pool.close()
+    pool.join()
     for x, y in results:
         np.testing.assert_array_equal(y, net(paddle.to_tensor(x)).numpy())
     assert not np.array_equal(results[0][1], results[1][1])
