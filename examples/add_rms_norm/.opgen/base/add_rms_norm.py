@@ -36,7 +36,7 @@ def _ops():
 
 
 # Where Paddle keeps its eager tracer: ``paddle.in_dynamic_mode()`` is ``_dygraph_tracer_ is not
-# None`` on both Paddle lines, and reading the attribute here skips that call (0.1-0.2 us).
+# None`` on both Paddle lines, and reading the attribute here skips that call.
 _GLOBAL_VAR = paddle.base.framework.global_var
 
 

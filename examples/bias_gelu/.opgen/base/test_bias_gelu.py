@@ -512,5 +512,6 @@ def test_inplace_saved_model_in_a_fresh_process(tmp_path):
     with ot.on_cpu():
         paddle.jit.save(ot.static_model(Model(bias_gelu_, {}), specs), prefix)
     expected = ot.to_numpy(bias_gelu(*inputs.values()))
-    (got,) = ot.run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, "jit.load", [HERE])
+    feeds = {n: t.numpy() for n, t in inputs.items()}
+    (got,) = ot.run_saved_model(prefix, feeds, "jit.load", [HERE])
     np.testing.assert_array_equal(got, expected)
