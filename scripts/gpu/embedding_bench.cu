@@ -4,7 +4,8 @@
 //     -Iexamples/embedding/csrc scripts/gpu/embedding_bench.cu -o /tmp/embedding_bench
 // First the gather and both scatter-adds against a host reference in float32, float64, float16
 // and bfloat16 with int32 and int64 ids: empty, one id, odd row sizes, misaligned tables, a
-// padding row, out-of-range ids (zero rows and the flag), every id equal; the sorted backward
+// padding row, out-of-range ids (zero rows and the id check's verdict, rows of 0 bytes
+// included), every id equal; the sorted backward
 // twice for bit-identical gradients. Then times ids [65536], D = 1024 against a device-to-device
 // copy of the same bytes in the same run. Exits 1 on any mismatch.
 #include <cuda_bf16.h>
@@ -99,15 +100,19 @@ void CheckCase(int64_t n, int64_t rows, int64_t d, int64_t padding, int64_t shif
   T* d_out = nullptr;
   CHECK(cudaMalloc(&d_out, (n * d + 1) * sizeof(T)));
   CHECK(cudaMemset(d_out, 0xFF, (n * d + 1) * sizeof(T)));
-  BadId* d_bad = nullptr;
-  CHECK(cudaMalloc(&d_bad, sizeof(BadId)));
-  CHECK(cudaMemset(d_bad, 0, sizeof(BadId)));
-  CHECK(embedding::cuda::Gather(d_ids, n, d_table_base + shift, rows, d * int64_t(sizeof(T)),
-                                padding, d_out, d_bad, 0, 0));
+  // As the op runs it: the gather checks the ids and the host waits for its verdict.
+  cudaError_t setup = cudaSuccess;
+  embedding::cuda::IdCheck* check = embedding::cuda::IdCheck::For(0, &setup);
+  CHECK(setup);
+  BadId flag{};
+  if (n > 0) {
+    const embedding::cuda::CheckArgs checked = check->Next();
+    CHECK(embedding::cuda::Gather(d_ids, n, d_table_base + shift, rows, d * int64_t(sizeof(T)),
+                                  padding, d_out, checked, 0, 0));
+    CHECK(check->Wait(checked, 0, &flag));
+  }
   CHECK(cudaDeviceSynchronize());
   std::vector<T> out = Host(d_out, n * d + 1);
-  BadId flag{};
-  CHECK(cudaMemcpy(&flag, d_bad, sizeof(BadId), cudaMemcpyDeviceToHost));
   bool ok = true;
   for (int64_t i = 0; i < n && ok; ++i) {
     const int64_t id = ids[i];
@@ -125,22 +130,21 @@ void CheckCase(int64_t n, int64_t rows, int64_t d, int64_t padding, int64_t shif
   Expect(bad ? (flag.position_plus_one == static_cast<unsigned long long>(n) &&
                 flag.id == rows + 5)
              : flag.position_plus_one == 0,
-         "bad-id flag " + what);
-  // The op's way: the ids checked on the side stream while the gather runs.
-  cudaError_t setup = cudaSuccess;
-  embedding::cuda::IdCheck* check = embedding::cuda::IdCheck::For(0, &setup);
-  CHECK(setup);
-  BadId side{};
-  if (n > 0) {
-    CHECK(check->Start(d_ids, n, rows, 0, 0));
-    CHECK(embedding::cuda::Gather(d_ids, n, d_table_base + shift, rows, d * int64_t(sizeof(T)),
-                                  padding, d_out, nullptr, 0, 0));
-    CHECK(check->Finish(&side));
+         "id check " + what);
+  // Unchecked: the same rows.
+  CHECK(cudaMemset(d_out, 0xFF, (n * d + 1) * sizeof(T)));
+  CHECK(embedding::cuda::Gather(d_ids, n, d_table_base + shift, rows, d * int64_t(sizeof(T)),
+                                padding, d_out, embedding::cuda::CheckArgs{}, 0, 0));
+  CHECK(cudaDeviceSynchronize());
+  const std::vector<T> unchecked = Host(d_out, n * d + 1);
+  Expect(std::memcmp(unchecked.data(), out.data(), (n * d + 1) * sizeof(T)) == 0,
+         "unchecked forward " + what);
+  if (d == 0) {  // the check alone (no rows to copy); the backward needs rows
+    CHECK(cudaFree(d_ids));
+    CHECK(cudaFree(d_table_base));
+    CHECK(cudaFree(d_out));
+    return;
   }
-  Expect(bad ? (side.position_plus_one == static_cast<unsigned long long>(n) &&
-                side.id == rows + 5)
-             : side.position_plus_one == 0,
-         "side-stream id check " + what);
 
   // Backward: host sums in double.
   std::vector<double> want(rows * d, 0.0);
@@ -179,7 +183,6 @@ void CheckCase(int64_t n, int64_t rows, int64_t d, int64_t padding, int64_t shif
   CHECK(cudaFree(d_ids));
   CHECK(cudaFree(d_table_base));
   CHECK(cudaFree(d_out));
-  CHECK(cudaFree(d_bad));
   CHECK(cudaFree(d_grad_out));
   CHECK(cudaFree(d_grad));
   CHECK(cudaFree(workspace));
@@ -193,6 +196,8 @@ void CheckAll() {
     CheckCase<T, Id>(1, 10, 8, -1, shift, false, false);
     CheckCase<T, Id>(1000, 37, 3, 5, shift, false, false);
     CheckCase<T, Id>(1000, 37, 1, -1, shift, true, false);
+    CheckCase<T, Id>(1000, 37, 0, -1, shift, true, false);
+    CheckCase<T, Id>(100000, 37, 2, -1, shift, true, false);
     CheckCase<T, Id>(4099, 1000, 64, 0, shift, true, false);
     CheckCase<T, Id>(2048, 500, 1027, 7, shift, false, false);
     CheckCase<T, Id>(20000, 100, 128, -1, shift, false, true);
@@ -233,10 +238,6 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
   CHECK(cudaMalloc(&d_out, n * d * sizeof(T)));
   CHECK(cudaMalloc(&d_copy, n * d * sizeof(T)));
   CHECK(cudaMalloc(&d_grad, rows * d * sizeof(T)));
-  BadId* d_bad;
-  CHECK(cudaMalloc(&d_bad, sizeof(BadId)));
-  BadId* h_bad;
-  CHECK(cudaMallocHost(&h_bad, sizeof(BadId)));
   void* workspace;
   CHECK(cudaMalloc(&workspace, embedding::cuda::SortedWorkspaceBytes(n)));
   const int64_t row_bytes = d * sizeof(T);
@@ -246,24 +247,19 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
     CHECK(cudaMemcpyAsync(d_copy, d_out, n * row_bytes, cudaMemcpyDeviceToDevice));
   }, calls);
   const float gather = TimeMs([&](int) {
-    CHECK(embedding::cuda::Gather(d_ids, n, d_table, rows, row_bytes, -1, d_out, d_bad, 0, 0));
+    CHECK(embedding::cuda::Gather(d_ids, n, d_table, rows, row_bytes, -1, d_out,
+                                  embedding::cuda::CheckArgs{}, 0, 0));
   }, calls);
-  // As the op runs it: the flag cleared, the gather, the flag read back and the stream waited on.
-  const float checked = TimeMs([&](int) {
-    CHECK(cudaMemsetAsync(d_bad, 0, sizeof(BadId), 0));
-    CHECK(embedding::cuda::Gather(d_ids, n, d_table, rows, row_bytes, -1, d_out, d_bad, 0, 0));
-    CHECK(cudaMemcpyAsync(h_bad, d_bad, sizeof(BadId), cudaMemcpyDeviceToHost, 0));
-    CHECK(cudaStreamSynchronize(0));
-  }, calls);
-  // As the op runs it now: the ids checked on a side stream while the gather runs.
+  // As the op runs it: the gather checks the ids, the host waits for the verdict at every call.
   cudaError_t setup = cudaSuccess;
   embedding::cuda::IdCheck* check = embedding::cuda::IdCheck::For(0, &setup);
   CHECK(setup);
-  const float side = TimeMs([&](int) {
-    CHECK(check->Start(d_ids, n, rows, 0, 0));
-    CHECK(embedding::cuda::Gather(d_ids, n, d_table, rows, row_bytes, -1, d_out, nullptr, 0, 0));
+  const float checked = TimeMs([&](int) {
+    const embedding::cuda::CheckArgs args = check->Next();
+    CHECK(embedding::cuda::Gather(d_ids, n, d_table, rows, row_bytes, -1, d_out, args, 0, 0));
     BadId found{};
-    CHECK(check->Finish(&found));
+    CHECK(check->Wait(args, 0, &found));
+    if (found.position_plus_one != 0) std::exit(1);
   }, calls);
   const float atomic = TimeMs([&](int) {
     CHECK((embedding::cuda::ScatterAdd<T, int64_t>(d_ids, n, d_out, rows, d, -1, d_grad, false,
@@ -279,19 +275,16 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
   std::printf("  copy of out's bytes     %8.4f ms  %6.0f GB/s\n", copy, copy_gbs);
   std::printf("  forward gather          %8.4f ms  %6.0f GB/s  %.3f x copy\n", gather,
               moved / (gather * 1e6), copy / gather);
-  std::printf("  forward + flag check    %8.4f ms  %6.0f GB/s  %.3f x copy\n", checked,
+  std::printf("  forward + id check      %8.4f ms  %6.0f GB/s  %.3f x copy\n", checked,
               moved / (checked * 1e6), copy / checked);
-  std::printf("  forward + side check    %8.4f ms  %6.0f GB/s  %.3f x copy\n", side,
-              moved / (side * 1e6), copy / side);
   std::printf("  backward default        %8.4f ms  (%s; zero fill of V*D included)\n", atomic,
               embedding::cuda::UsesSort<T>(d, false) ? "sorted" : "atomics");
   std::printf("  backward sorted         %8.4f ms  (deterministic)\n", sorted);
   std::fflush(stdout);
   for (void* p : {(void*)d_ids, (void*)d_table, (void*)d_out, (void*)d_copy, (void*)d_grad,
-                  (void*)d_bad, workspace}) {
+                  workspace}) {
     CHECK(cudaFree(p));
   }
-  CHECK(cudaFreeHost(h_bad));
 }
 
 int main(int argc, char** argv) {

@@ -61,25 +61,24 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
   const int64_t rows = args.table.shape()[0];
   const int64_t d = args.table.shape()[1];
   CheckPaddingIdx(args.padding_idx, rows);
-  // check_ids: the ids are checked on a side stream while the gather runs (cuda::IdCheck), and
-  // the call waits for that check; without it an out-of-range id reads zeros, still never
-  // outside the table, and nothing waits.
+  // check_ids: the gather's first blocks check the ids and send the host a verdict while the
+  // rest of it runs (cuda::IdCheck); the call waits for that verdict. Without it an out-of-range
+  // id reads zeros, still never outside the table, and nothing waits.
   const int64_t n = args.ids.numel();
   cuda::IdCheck* check = nullptr;
+  cuda::CheckArgs checked;
   if (args.check_ids && n > 0) {
     cudaError_t status = cudaSuccess;
     check = cuda::IdCheck::For(gpu.id, &status);
     FailOn(status, "setting up the id check failed");
-    FailOn(check->Start(args.ids.data<IdsT>(), n, rows, gpu.id, gpu.stream),
-           "the id check failed");
+    checked = check->Next();
   }
-  const cudaError_t gathered = cuda::Gather(
-      args.ids.data<IdsT>(), n, args.table.data<TableT>(), rows,
-      d * static_cast<int64_t>(sizeof(TableT)), args.padding_idx, args.out.data<TableT>(),
-      nullptr, gpu.id, gpu.stream);
+  FailOn(cuda::Gather(args.ids.data<IdsT>(), n, args.table.data<TableT>(), rows,
+                      d * static_cast<int64_t>(sizeof(TableT)), args.padding_idx,
+                      args.out.data<TableT>(), checked, gpu.id, gpu.stream),
+         "the gather failed");
   cuda::BadId bad{};
-  if (check != nullptr) FailOn(check->Finish(&bad), "the id check failed");
-  FailOn(gathered, "the gather failed");
+  if (check != nullptr) FailOn(check->Wait(checked, gpu.stream, &bad), "the id check failed");
   RaiseOnBadId(bad, rows);
 }
 

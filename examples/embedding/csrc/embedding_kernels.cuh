@@ -2,8 +2,8 @@
 // Paddle's tensors, scripts/gpu/embedding_bench.cu checks and times them on their own.
 //   forward   out[i, :] = table[ids[i], :]: a gather of whole rows in 16-byte vectors (the widest
 //             that the row size and both pointers allow); padding rows and out-of-range ids read
-//             as zeros, never read outside the table; IdCheck finds out-of-range ids on a side
-//             stream while the gather runs, for the caller to raise.
+//             as zeros, never read outside the table; with an IdCheck, the gather's first blocks
+//             check every id before they copy and send the host a verdict to raise on.
 //   backward  grad_table[v, :] = sum of grad_out[i, :] over i with ids[i] == v, two ways:
 //             atomics (float32 and float64; fast, the order of the additions varies), or sorted:
 //             ids radix-sorted with their positions, then one warp per run of equal ids sums
@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
@@ -62,13 +63,74 @@ __device__ __forceinline__ void Record(BadId* bad, int64_t position, Id id) {
   }
 }
 
+// ---- the out-of-range check -------------------------------------------------------------------
+// An out-of-range id must be an error the caller can raise, so the host has to wait for something
+// that has looked at the ids; what it waits for decides the cost. Not the gather: the GPU would
+// idle while the host prepares the next call. Not a kernel of its own on a side stream, read back
+// by an event (the design before this one): its launch, the read-back copy and the event's wake-up
+// sat on the path from one call to the next, and a 16-bit gather of 64K rows (68 us on an H200) is
+// shorter than that path through Paddle. Instead the gather's first `blocks` blocks (one per SM,
+// so all in its first wave) check every id before they copy, the last of them to finish writes
+// the verdict into pinned host memory, and the caller spins on that memory: it hears back a few
+// microseconds after the gather starts, and the next call's gather is queued before this one ends.
+
+// What the checking blocks share on the device; zero between checks (the last block resets it).
+struct CheckState {
+  BadId bad;
+  unsigned blocks_done;
+};
+
+// What the last checking block writes to the host: the first out-of-range id found ({0, 0}: none),
+// then, last, the number of the check it answers.
+struct Verdict {
+  BadId bad;
+  unsigned long long check;
+};
+
+// The kernel's part of a check; `state` null means no check.
+struct CheckArgs {
+  CheckState* state = nullptr;
+  Verdict* verdict = nullptr;  // the device's address of the host's Verdict
+  unsigned long long check = 0;
+  unsigned blocks = 0;  // the blocks that check: the first `blocks` of the grid
+};
+
+template <typename Id>
+__device__ void CheckIds(const Id* __restrict__ ids, int64_t n, int64_t rows,
+                         const CheckArgs& check) {
+  const int64_t per_block = (n + check.blocks - 1) / check.blocks;
+  const int64_t begin = per_block * blockIdx.x;
+  const int64_t end = begin + per_block < n ? begin + per_block : n;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const Id id = ids[i];
+    if (id < 0 || static_cast<int64_t>(id) >= rows) Record(&check.state->bad, i, id);
+  }
+  __threadfence();  // this block's records reach the device before it counts itself done
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  if (atomicAdd(&check.state->blocks_done, 1u) != check.blocks - 1) return;
+  // The last block: every record is in. Send the verdict, then reset the state for the next check
+  // before the host can start one.
+  __threadfence();
+  volatile BadId* bad = &check.state->bad;
+  volatile Verdict* verdict = check.verdict;
+  verdict->bad.position_plus_one = bad->position_plus_one;
+  verdict->bad.id = bad->id;
+  bad->position_plus_one = 0;
+  bad->id = 0;
+  check.state->blocks_done = 0;
+  __threadfence_system();
+  verdict->check = check.check;
+}
+
 // The threads of a block form `kThreads / lanes` rows of `lanes` threads; each row of threads
 // copies kUnroll rows of the table per pass, vector by vector, loading all before storing.
 template <typename V, typename Id>
 __global__ void __launch_bounds__(kThreads)
     GatherKernel(const Id* __restrict__ ids, int64_t n, const V* __restrict__ table, int64_t rows,
                  int64_t vectors_per_row, int64_t padding_idx, int lanes, V* __restrict__ out,
-                 BadId* bad) {
+                 CheckArgs check) {
+  if (check.state != nullptr && blockIdx.x < check.blocks) CheckIds(ids, n, rows, check);
   const int lane = threadIdx.x % lanes;
   const int row_of_block = threadIdx.x / lanes;
   const int64_t rows_per_pass = int64_t{kThreads / lanes} * kUnroll;
@@ -82,7 +144,6 @@ __global__ void __launch_bounds__(kThreads)
       if (i < n) {
         const Id id = ids[i];
         const bool in_range = id >= 0 && static_cast<int64_t>(id) < rows;
-        if (!in_range && lane == 0 && bad != nullptr) Record(bad, i, id);
         source[u] = in_range && static_cast<int64_t>(id) != padding_idx ? int64_t{id} : -1;
       }
     }
@@ -103,62 +164,53 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename V, typename Id>
 void LaunchGatherAs(const Id* ids, int64_t n, const void* table, int64_t rows, int64_t row_bytes,
-                    int64_t padding_idx, void* out, BadId* bad, int device, cudaStream_t stream) {
+                    int64_t padding_idx, void* out, CheckArgs check, int device,
+                    cudaStream_t stream) {
   const int64_t vectors = row_bytes / static_cast<int64_t>(sizeof(V));
   int lanes = 1;
   while (lanes < vectors && lanes < kThreads) lanes *= 2;
   const int64_t rows_per_block = int64_t{kThreads / lanes} * kUnroll;
   const unsigned grid = opgen::cuda::GridFor(n, kThreads, device, rows_per_block);
+  if (check.state != nullptr) {
+    const unsigned sms = static_cast<unsigned>(opgen::cuda::MultiprocessorCount(device));
+    check.blocks = grid < sms ? grid : sms;
+  }
   GatherKernel<V, Id><<<grid, kThreads, 0, stream>>>(
       ids, n, static_cast<const V*>(table), rows, vectors, padding_idx, lanes,
-      static_cast<V*>(out), bad);
+      static_cast<V*>(out), check);
 }
 
 // out[i, :] = table[ids[i], :] for i < n, rows of row_bytes bytes; padding_idx (-1: none) and
-// out-of-range ids give zero rows, and the first out-of-range id is recorded in *bad (which the
-// caller zeroes first; null: not recorded). Returns the launch's error; nothing is launched when
-// n or row_bytes is 0.
+// out-of-range ids give zero rows. With check.state set (IdCheck::Next), the kernel also checks
+// the ids, even when rows are empty, and answers on the host (IdCheck::Wait). Returns the launch's
+// error; nothing is launched when n is 0, or row_bytes is 0 and nothing is checked.
 template <typename Id>
 cudaError_t Gather(const Id* ids, int64_t n, const void* table, int64_t rows, int64_t row_bytes,
-                   int64_t padding_idx, void* out, BadId* bad, int device, cudaStream_t stream) {
-  if (n == 0 || row_bytes == 0) return cudaSuccess;
+                   int64_t padding_idx, void* out, CheckArgs check, int device,
+                   cudaStream_t stream) {
+  if (n == 0 || (row_bytes == 0 && check.state == nullptr)) return cudaSuccess;
   opgen::cuda::DeviceGuard guard(device);
   const auto address = reinterpret_cast<std::uintptr_t>(table) |
                        reinterpret_cast<std::uintptr_t>(out) |
                        static_cast<std::uintptr_t>(row_bytes);
   if (address % 16 == 0) {
-    LaunchGatherAs<uint4>(ids, n, table, rows, row_bytes, padding_idx, out, bad, device, stream);
+    LaunchGatherAs<uint4>(ids, n, table, rows, row_bytes, padding_idx, out, check, device, stream);
   } else if (address % 8 == 0) {
-    LaunchGatherAs<uint2>(ids, n, table, rows, row_bytes, padding_idx, out, bad, device, stream);
+    LaunchGatherAs<uint2>(ids, n, table, rows, row_bytes, padding_idx, out, check, device, stream);
   } else if (address % 4 == 0) {
-    LaunchGatherAs<unsigned>(ids, n, table, rows, row_bytes, padding_idx, out, bad, device,
+    LaunchGatherAs<unsigned>(ids, n, table, rows, row_bytes, padding_idx, out, check, device,
                              stream);
   } else {
-    LaunchGatherAs<unsigned short>(ids, n, table, rows, row_bytes, padding_idx, out, bad, device,
-                                   stream);
+    LaunchGatherAs<unsigned short>(ids, n, table, rows, row_bytes, padding_idx, out, check,
+                                   device, stream);
   }
   return cudaGetLastError();
 }
 
-// ---- the out-of-range check -------------------------------------------------------------------
-// An out-of-range id must be an error the caller can raise, so the host has to wait for a kernel
-// that looks at the ids. Waiting for the gather itself (which records bad ids as it reads them)
-// would leave the GPU idle while the host prepares the next call; instead IdCheck reads the ids on
-// a stream of its own, forked from the caller's after the work queued there so far, and the
-// caller waits only for that small kernel while the gather runs on its own stream.
-
-template <typename Id>
-__global__ void __launch_bounds__(kThreads)
-    FindBadIdKernel(const Id* __restrict__ ids, int64_t n, int64_t rows, BadId* bad) {
-  for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * kThreads) {
-    const Id id = ids[i];
-    if (id < 0 || static_cast<int64_t>(id) >= rows) Record(bad, i, id);
-  }
-}
-
-// One per host thread and device (its stream, events and flags are made on first use and kept
-// for the thread's life; freeing CUDA objects at exit can outlive the driver).
+// One per host thread and device: the device state and the host's pinned verdict, made on first
+// use and kept for the thread's life (freeing CUDA objects at exit can outlive the driver). A call
+// takes Next() for its gather and waits for it before the next call takes another, so one check
+// per IdCheck is in flight at a time.
 class IdCheck {
  public:
   // The check of the calling thread on `device` (current), or null with *error set.
@@ -183,65 +235,57 @@ class IdCheck {
     return checks[device];
   }
 
-  // Queues the check of ids[0, n) against [0, rows) after the work queued on `stream` so far.
-  template <typename Id>
-  cudaError_t Start(const Id* ids, int64_t n, int64_t rows, int device, cudaStream_t stream) {
-    cudaError_t status = cudaEventRecord(ready_, stream);
-    if (status == cudaSuccess) status = cudaStreamWaitEvent(side_, ready_, 0);
-    if (status != cudaSuccess) return status;
-    const unsigned grid = opgen::cuda::GridFor(n, kThreads, device, 0, 1);
-    if (grid > 0) FindBadIdKernel<Id><<<grid, kThreads, 0, side_>>>(ids, n, rows, device_flag_);
-    status = cudaGetLastError();
-    if (status == cudaSuccess) {
-      status = cudaMemcpyAsync(host_flag_, device_flag_, sizeof(BadId), cudaMemcpyDeviceToHost,
-                               side_);
-    }
-    if (status == cudaSuccess) status = cudaEventRecord(done_, side_);
-    return status;
+  // The arguments of the next gather's check.
+  CheckArgs Next() {
+    CheckArgs args;
+    args.state = state_;
+    args.verdict = device_verdict_;
+    args.check = ++checks_;
+    return args;
   }
 
-  // Waits for the check queued by Start and stores what it found ({0, 0}: every id in range).
-  // The device flag stays zero between checks: it is cleared only after one that found an id.
-  cudaError_t Finish(BadId* found) {
-    cudaError_t status = cudaEventSynchronize(done_);
-    if (status != cudaSuccess) return status;
-    *found = *host_flag_;
-    if (found->position_plus_one != 0) {
-      status = cudaMemsetAsync(device_flag_, 0, sizeof(BadId), side_);
+  // Waits until the gather launched on `stream` with `args` has sent its verdict and stores it
+  // ({0, 0}: every id in range). Spins on the host's memory, asking the stream now and then
+  // whether it failed or finished without an answer (cudaErrorUnknown: a bug in the check).
+  cudaError_t Wait(const CheckArgs& args, cudaStream_t stream, BadId* found) {
+    const volatile Verdict* verdict = host_verdict_;
+    for (unsigned spins = 1; verdict->check != args.check; ++spins) {
+      if (spins % 4096 != 0) continue;
+      const cudaError_t status = cudaStreamQuery(stream);
+      if (status == cudaErrorNotReady) continue;
+      if (status != cudaSuccess) return status;
+      if (verdict->check != args.check) return cudaErrorUnknown;
     }
-    return status;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    found->position_plus_one = verdict->bad.position_plus_one;
+    found->id = verdict->bad.id;
+    return cudaSuccess;
   }
 
  private:
   cudaError_t Init() {
-    // The highest priority: the check's blocks start as soon as the previous gather's finish,
-    // before the blocks of the gather queued after it (which the caller does not wait for).
-    int lowest = 0;
-    int highest = 0;
-    cudaError_t status = cudaDeviceGetStreamPriorityRange(&lowest, &highest);
+    cudaError_t status = cudaMalloc(&state_, sizeof(CheckState));
+    if (status == cudaSuccess) status = cudaMemset(state_, 0, sizeof(CheckState));
     if (status == cudaSuccess) {
-      status = cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, highest);
+      status = cudaHostAlloc(&host_verdict_, sizeof(Verdict),
+                             cudaHostAllocMapped | cudaHostAllocPortable);
     }
-    if (status == cudaSuccess) status = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
-    if (status == cudaSuccess) status = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
-    if (status == cudaSuccess) status = cudaMalloc(&device_flag_, sizeof(BadId));
-    if (status == cudaSuccess) status = cudaMemset(device_flag_, 0, sizeof(BadId));
-    if (status == cudaSuccess) status = cudaMallocHost(&host_flag_, sizeof(BadId));
+    if (status == cudaSuccess) {
+      *host_verdict_ = Verdict{};
+      status = cudaHostGetDevicePointer(&device_verdict_, host_verdict_, 0);
+    }
+    if (status == cudaSuccess) status = cudaDeviceSynchronize();  // the memset done
     return status;
   }
   void Release() {
-    if (host_flag_ != nullptr) cudaFreeHost(host_flag_);
-    if (device_flag_ != nullptr) cudaFree(device_flag_);
-    if (done_ != nullptr) cudaEventDestroy(done_);
-    if (ready_ != nullptr) cudaEventDestroy(ready_);
-    if (side_ != nullptr) cudaStreamDestroy(side_);
+    if (host_verdict_ != nullptr) cudaFreeHost(host_verdict_);
+    if (state_ != nullptr) cudaFree(state_);
   }
 
-  cudaStream_t side_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
-  cudaEvent_t done_ = nullptr;
-  BadId* device_flag_ = nullptr;
-  BadId* host_flag_ = nullptr;
+  CheckState* state_ = nullptr;
+  Verdict* host_verdict_ = nullptr;
+  Verdict* device_verdict_ = nullptr;
+  unsigned long long checks_ = 0;
 };
 
 // ---- backward --------------------------------------------------------------------------------
