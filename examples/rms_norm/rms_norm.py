@@ -85,24 +85,24 @@ def _float_bits(value: float) -> int:
 
 # The dtypes listed in rms_norm.yaml.
 _DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
-_DTYPE_TYPE = type(_DTYPES[0])
+_LISTED = _DTYPES  # every input takes these
 _DTYPE_CODES = frozenset(int(d) for d in _DTYPES)
-_DTYPE_PAIRS = tuple((d, int(d)) for d in _DTYPES)
+_DTYPE_TYPE = type(_LISTED[0])
+_DTYPE_PAIRS = tuple((d, int(d)) for d in _LISTED)
 
 
 def _code(dtype: paddle.dtype) -> int | None:
-    """A tensor's dtype as a number the eager checks compare, or None for a dtype the op does
-    not support. A Paddle dtype's == costs 1-3 us, and Paddle 2.6 makes a new dtype object at each
-    access, so ``x.dtype in _DTYPES`` compared a bfloat16 x with all four dtypes (~10 us an input
-    on a busy CPU, as long as a 16-bit kernel of 16M elements takes on an H200); an int compares
-    in ~0.1 us."""
+    """A tensor's dtype as a number the eager checks compare (None: a dtype of another type than
+    Paddle's own, which no check accepts). A Paddle dtype's == costs 1-3 us, and Paddle 2.6 makes
+    a new dtype object at each access, so ``x.dtype in _DTYPES`` compared a bfloat16 x with all
+    four dtypes; an int compares in ~0.1 us."""
     for known, code in _DTYPE_PAIRS:  # Paddle 3 shares its dtype objects: "is" finds them first
         if dtype is known:
             return code
     if type(dtype) is _DTYPE_TYPE:
-        code = int(dtype)
-        return code if code in _DTYPE_CODES else None
-    return int(dtype) if dtype in _DTYPES else None  # a Paddle whose tensors' dtypes differ in type
+        return int(dtype)
+    # a Paddle whose tensors' dtypes differ in type from paddle.float32's
+    return next((code for known, code in _DTYPE_PAIRS if dtype == known), None)
 
 
 def _check_inputs(x: paddle.Tensor, weight: paddle.Tensor) -> None:
@@ -113,14 +113,14 @@ def _check_inputs(x: paddle.Tensor, weight: paddle.Tensor) -> None:
         raise TypeError(f"rms_norm: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
     x_code = _code(x.dtype)
-    if x_code is None:
+    if x_code not in _DTYPE_CODES:
         raise TypeError(f"rms_norm: x is {_dtype_name(x)}; "
                         "rms_norm supports float32, float64, float16, bfloat16")
     if not isinstance(weight, paddle.Tensor):
         raise TypeError(f"rms_norm: weight must be a paddle.Tensor, "
                         f"not {type(weight).__name__}")
     weight_code = _code(weight.dtype)
-    if weight_code is None:
+    if weight_code not in _DTYPE_CODES:
         raise TypeError(f"rms_norm: weight is {_dtype_name(weight)}; "
                         "rms_norm supports float32, float64, float16, bfloat16")
     shape = list(x.shape)
