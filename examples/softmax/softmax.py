@@ -95,10 +95,7 @@ def _code(dtype: paddle.dtype) -> int | None:
     """A tensor's dtype as a number the eager checks compare (None: a dtype of another type than
     Paddle's own, which no check accepts). A Paddle dtype's == costs 1-3 us, and Paddle 2.6 makes
     a new dtype object at each access, so ``x.dtype in _DTYPES`` compared a bfloat16 x with all
-    four dtypes; an int compares in ~0.1 us."""
-    for known, code in _DTYPE_PAIRS:  # Paddle 3 shares its dtype objects: "is" finds them first
-        if dtype is known:
-            return code
+    four dtypes; the type test and ``int`` cost ~0.15 us on either Paddle line."""
     if type(dtype) is _DTYPE_TYPE:
         return int(dtype)
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
