@@ -258,8 +258,24 @@ def framework_namespace(fw: Any, like: Any, kind: str) -> dict[str, Any]:
     :func:`_adapted` wraps it. Numbers become 0-D tensors of ``like``'s dtype, so a chain like
     clip(maximum(x, 0), 0, t) launches what a model would."""
     adapted = _adapted(fw, like, kind)
-    return {name: adapted[name] if name in adapted else getattr(fw, name)
+    return {name: adapted[name] if name in adapted else _framework_function(fw, name)
             for name in BASELINE_FUNCTIONS}
+
+
+def _framework_function(fw: Any, name: str) -> Callable[..., Any]:
+    """``fw.<name>``, else ``fw.nn.functional.<name>`` (Paddle 2.6 has ``sigmoid`` only there);
+    where neither has it, a function that fails when a baseline calls it, naming what is missing,
+    so that baselines which do not call it still run."""
+    for space in (fw, fw.nn.functional):
+        function = getattr(space, name, None)
+        if function is not None:
+            return function
+
+    def missing(*args: Any) -> Any:
+        raise BenchError(f"the baseline calls {name}(), which {fw.__name__} "
+                         f"{getattr(fw, '__version__', '')} has neither as {fw.__name__}.{name} "
+                         f"nor as {fw.__name__}.nn.functional.{name}")
+    return missing
 
 
 def _adapted(fw: Any, like: Any, kind: str) -> dict[str, Any]:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from conftest import RELU6
 
 from opgen import bench
+from opgen.errors import BenchError
 from opgen.expr import BASELINE_FUNCTIONS, ExprError, check_baseline
 from opgen.spec import load, loads
 
@@ -80,6 +82,24 @@ def test_the_framework_namespace_has_exactly_the_baseline_functions():
     paddle = pytest.importorskip("paddle")
     like = paddle.zeros([3], "float32")
     assert set(bench.framework_namespace(paddle, like, "paddle")) == set(BASELINE_FUNCTIONS)
+
+
+def test_a_function_a_framework_keeps_elsewhere_or_lacks_is_found_or_named_when_called():
+    # Paddle 2.6 has sigmoid only as paddle.nn.functional.sigmoid (measured with 2.6.2)
+    def sigmoid(u):
+        return 1 / (1 + np.exp(-u))
+    fw = SimpleNamespace(__name__="fakefw", __version__="0.1", nn=SimpleNamespace(
+        functional=SimpleNamespace(sigmoid=sigmoid, softplus=None, gelu=None)),
+        clip=None, maximum=None, minimum=None, where=None, pow=None, exp=np.exp)
+    functions = bench.framework_namespace(fw, np.zeros(3), "paddle")
+    assert set(functions) == set(BASELINE_FUNCTIONS)
+    assert functions["sigmoid"] is sigmoid and functions["exp"] is np.exp
+    tree = check_baseline("sigmoid(x) * exp(x)", {"x": "num"})
+    got = bench.evaluate_baseline(bench.compile_baseline(tree), functions, {}, {"x": np.ones(2)})
+    np.testing.assert_allclose(got, np.full(2, np.e / (1 + np.exp(-1))))
+    tree = check_baseline("erf(x)", {"x": "num"})
+    with pytest.raises(BenchError, match=r"calls erf\(\), which fakefw 0.1 has neither"):
+        bench.evaluate_baseline(bench.compile_baseline(tree), functions, {}, {"x": np.ones(2)})
 
 
 def test_bench_evaluates_the_checked_tree_with_paddle():
