@@ -375,12 +375,15 @@ def static_model(model: Any, specs: list[Any]) -> Any:
 # makes a fresh one.
 
 def assert_static_matches_eager(make_model: Callable[[], Any], inputs: dict[str, Any],
-                                specs: list[Any], grad_outputs: Sequence[int] | None) -> None:
+                                specs: list[Any], grad_outputs: Sequence[int] | None,
+                                grad_inputs: Sequence[str] | None = None) -> None:
     """The outputs of a model through to_static equal eager's, bit for bit; and, unless
-    ``grad_outputs`` is None (an op without a backward), the gradients of the inputs and of the
-    model's parameter from the outputs at those indices (given gradients that vary with them)."""
+    ``grad_outputs`` is None (an op without a backward), the gradients of the inputs (those named
+    in ``grad_inputs``; default all) and of the model's parameter from the outputs at those
+    indices (given gradients that vary with them)."""
     import paddle
 
+    wrt = list(inputs) if grad_inputs is None else list(grad_inputs)
     results: list[dict[str, np.ndarray]] = []
     with on_cpu():
         for model in (make_model(), static_model(make_model(), specs)):
@@ -389,9 +392,9 @@ def assert_static_matches_eager(make_model: Callable[[], Any], inputs: dict[str,
             if grad_outputs is not None:
                 chosen = [outputs[k] for k in grad_outputs]
                 grads_out = [paddle.full_like(o, 0.5) + o.detach() * 0.25 for o in chosen]
-                grads = paddle.grad(chosen, [*inputs.values(), model.scale],
+                grads = paddle.grad(chosen, [*(inputs[n] for n in wrt), model.scale],
                                     grad_outputs=grads_out)
-                names = [*(f"grad_{n}" for n in inputs), "the parameter's gradient"]
+                names = [*(f"grad_{n}" for n in wrt), "the parameter's gradient"]
                 values.update((n, to_numpy(g)) for n, g in zip(names, grads, strict=True))
             results.append(values)
     eager, static = results

@@ -176,6 +176,66 @@ def test_backward_matches_finite_differences(device, combo, attrs, given):
                 f"give {numeric!r}"
 
 
+# Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
+# (docs/deploy.md). CPU, the first dtype combination at the typical case's shapes;
+# `opgen test embedding -- -m "not deploy"` skips these.
+DEPLOY_COMBO = next(iter(COMBOS))
+HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh process registers
+
+
+def deploy_inputs(stop_gradient=True):
+    """The deploy tests' inputs (optional ones given) and their InputSpecs, at those shapes."""
+    tensors, _ = sample_inputs(np.random.default_rng(9), "typical", DEPLOY_COMBO, "cpu",
+                               grad=() if stop_gradient else BACKWARD)
+    specs = [paddle.static.InputSpec(list(t.shape), COMBOS[DEPLOY_COMBO][0][n], n)
+             for n, t in tensors.items()]
+    return tensors, specs
+
+
+class Model(paddle.nn.Layer):
+    """A model that calls ``op`` (embedding, or a variant) with fixed attrs on table times a
+    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
+
+    def __init__(self, op, attrs):
+        super().__init__()
+        self.op = op
+        self.attrs = attrs
+        self.scale = self.create_parameter(
+            [1], default_initializer=paddle.nn.initializer.Constant(1.0))
+
+    def forward(self, ids, table):  # named: to_static maps the InputSpecs onto them
+        return self.op(ids, table * self.scale, **self.attrs)
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("attrs", ATTRS)
+def test_to_static_matches_eager(attrs):
+    """Forward and gradients through a to_static graph are eager's, bit for bit."""
+    inputs, specs = deploy_inputs(stop_gradient=False)
+    grad_outputs = [k for k, n in enumerate(OUTPUTS) if COMBOS[DEPLOY_COMBO][1][n] in FLOATS]
+    ot.assert_static_matches_eager(lambda: Model(embedding, attrs), inputs, specs, grad_outputs,
+                                   BACKWARD)
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("way", ["jit.load", "predictor"])
+def test_saved_model_in_a_fresh_process(tmp_path, way):
+    """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
+    that registers the op (opgen.register) first: eager's outputs."""
+    inputs, specs = deploy_inputs()
+    attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
+    ot.assert_saved_model_serves(lambda: Model(embedding, attrs), inputs, specs, way, HERE,
+                                 tmp_path, OUTPUTS)
+
+
+@pytest.mark.deploy
+def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
+    """A fresh process that has not registered the op is told which op and how, not crashed."""
+    _, specs = deploy_inputs()
+    ot.assert_saved_model_needs_the_op(lambda: Model(embedding, {}), specs, "custom_embedding",
+                                       tmp_path)
+
+
 @pytest.mark.parametrize("device", ot.devices())
 def test_wrong_dtype_is_a_clear_error(device):
     """An input of a dtype the spec does not list is refused, naming the input."""
