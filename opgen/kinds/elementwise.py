@@ -92,6 +92,9 @@ class DoubleGradOp:
     signature: str
     signature_cuda: str
     broadcast: bool              # the inputs broadcast: each result is summed to its target's shape
+    infer_shape: str             # the signatures of its InferShape and InferDtype (a static graph
+    infer_dtype: str             #   needs them: Paddle's default takes one input and one output)
+    shapes: list[str]            # the input whose shape each gradient has
 
 
 @dataclass(frozen=True)
@@ -346,6 +349,12 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
         signature_cuda=wrap_call(f"{vec} {camel}DoubleBackwardCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
         broadcast=broadcast,
+        infer_shape=wrap_call(f"std::vector<std::vector<int64_t>> {camel}DoubleGradInferShape",
+                              [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
+        infer_dtype=wrap_call(f"std::vector<paddle::DataType> {camel}DoubleGradInferDtype",
+                              [f"const paddle::DataType& {n}_dtype" for n in inputs]),
+        # with several inputs each target is one of its inputs; with one, all share a shape
+        shapes=targets if broadcast else [inputs[0]] * len(targets),
     )
 
 

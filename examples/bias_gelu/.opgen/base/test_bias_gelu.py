@@ -316,6 +316,43 @@ def test_double_backward_matches_finite_differences(device, attrs):
                                            "finite differences")
 
 
+@pytest.mark.deploy
+@pytest.mark.xfail(not paddle.__version__.startswith("2."), raises=TypeError, strict=True,
+                   reason="Paddle 3's static graph (PIR) gives no second-order gradient through "
+                          "a custom op: paddle.static.gradients returns None (measured, 3.3.1)")
+def test_double_backward_in_a_static_graph():
+    """paddle.static.gradients of the op's gradients in a static program (CPU, float32, the
+    default attrs): eager's second-order gradients, bit for bit."""
+    rng = np.random.default_rng(8)
+    inputs_np, grads_out_np, grad_grads_np, _ = double_backward_data(rng, "float32", "cpu")
+    with ot.on_cpu():
+        expected = second_order("cpu", "float32", {}, inputs_np, grads_out_np, grad_grads_np)
+        paddle.enable_static()
+        try:
+            program = paddle.static.Program()
+            with paddle.static.program_guard(program, paddle.static.Program()):
+                arrays = [*inputs_np, *grads_out_np, *grad_grads_np]  # float32 values, as float64
+                names = [*DOMAIN, *["grad_out"], *(f"grad_grad_{n}" for n in DOMAIN)]
+                feed = {n: a.astype(np.float32) for n, a in zip(names, arrays, strict=True)}
+                data = {n: paddle.static.data(n, list(a.shape), "float32") for n, a in feed.items()}
+                inputs = [data[n] for n in DOMAIN]
+                grads_out = [data[n] for n in ["grad_out"]]
+                for variable in [*inputs, *grads_out]:
+                    variable.stop_gradient = False
+                outputs = ot.as_tuple(bias_gelu(*inputs))
+                grads = paddle.static.gradients(list(outputs), inputs, target_gradients=grads_out)
+                second = paddle.static.gradients(grads, [*inputs, *grads_out],
+                                                 target_gradients=[data[f"grad_grad_{n}"]
+                                                                   for n in DOMAIN])
+                wanted = dict(zip(expected, second, strict=True))
+            got = paddle.static.Executor(paddle.CPUPlace()).run(
+                program, feed=feed, fetch_list=[wanted[n] for n in DOUBLE_TARGETS])
+        finally:
+            paddle.disable_static()
+    for name, value in zip(DOUBLE_TARGETS, got, strict=True):
+        np.testing.assert_array_equal(value, ot.to_numpy(expected[name]), err_msg=name)
+
+
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
 # (docs/deploy.md). CPU, float32; `opgen test bias_gelu -- -m "not deploy"` skips these.
 DEPLOY_SHAPES = {"x": (4, 67), "bias": (67,)}

@@ -83,6 +83,21 @@ std::vector<paddle::DataType> BiasGeluInferDtype(const paddle::DataType& x_dtype
   return {x_dtype};
 }
 
+// A second-order gradient has its target's shape and the op's dtype.
+std::vector<std::vector<int64_t>> BiasGeluDoubleGradInferShape(
+    const std::vector<int64_t>& x_shape, const std::vector<int64_t>& bias_shape,
+    const std::vector<int64_t>& grad_out_shape, const std::vector<int64_t>& grad_grad_x_shape,
+    const std::vector<int64_t>& grad_grad_bias_shape) {
+  return {x_shape, bias_shape, grad_out_shape};
+}
+
+std::vector<paddle::DataType> BiasGeluDoubleGradInferDtype(
+    const paddle::DataType& x_dtype, const paddle::DataType& bias_dtype,
+    const paddle::DataType& grad_out_dtype, const paddle::DataType& grad_grad_x_dtype,
+    const paddle::DataType& grad_grad_bias_dtype) {
+  return {x_dtype, x_dtype, x_dtype};
+}
+
 PD_BUILD_OP(custom_bias_gelu)
     .Inputs({"x", "bias"})
     .Outputs({"out"})
@@ -98,7 +113,9 @@ PD_BUILD_GRAD_OP(custom_bias_gelu)
 PD_BUILD_DOUBLE_GRAD_OP(custom_bias_gelu)
     .Inputs({"x", "bias", paddle::Grad("out"), paddle::Grad(paddle::Grad("x")), paddle::Grad(paddle::Grad("bias"))})
     .Outputs({paddle::Grad("x"), paddle::Grad("bias"), paddle::Grad(paddle::Grad("out"))})
-    .SetKernelFn(PD_KERNEL(BiasGeluDoubleBackward));
+    .SetKernelFn(PD_KERNEL(BiasGeluDoubleBackward))
+    .SetInferShapeFn(PD_INFER_SHAPE(BiasGeluDoubleGradInferShape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(BiasGeluDoubleGradInferDtype));
 
 PD_BUILD_OP(custom_bias_gelu_inplace)
     .Inputs({"x", "bias"})

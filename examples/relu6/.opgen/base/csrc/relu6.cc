@@ -85,6 +85,17 @@ std::vector<paddle::DataType> Relu6InferDtype(const paddle::DataType& x_dtype) {
   return {x_dtype};
 }
 
+// A second-order gradient has its target's shape and the op's dtype.
+std::vector<std::vector<int64_t>> Relu6DoubleGradInferShape(
+    const std::vector<int64_t>& out_shape, const std::vector<int64_t>& grad_grad_x_shape) {
+  return {out_shape};
+}
+
+std::vector<paddle::DataType> Relu6DoubleGradInferDtype(const paddle::DataType& out_dtype,
+                                                        const paddle::DataType& grad_grad_x_dtype) {
+  return {out_dtype};
+}
+
 PD_BUILD_OP(custom_relu6)
     .Inputs({"x"})
     .Outputs({"out"})
@@ -105,7 +116,9 @@ PD_BUILD_DOUBLE_GRAD_OP(custom_relu6)
     .Inputs({"out", paddle::Grad(paddle::Grad("x"))})
     .Outputs({paddle::Grad(paddle::Grad("out"))})
     .Attrs({"threshold: int64_t"})
-    .SetKernelFn(PD_KERNEL(Relu6DoubleBackward));
+    .SetKernelFn(PD_KERNEL(Relu6DoubleBackward))
+    .SetInferShapeFn(PD_INFER_SHAPE(Relu6DoubleGradInferShape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(Relu6DoubleGradInferDtype));
 
 PD_BUILD_OP(custom_relu6_inplace)
     .Inputs({"x"})
