@@ -41,6 +41,9 @@
 #   rowwise-kernels  the four examples' generated functors alone (no Paddle needed:
 #             scripts/gpu/rowwise_examples.sh), beside the hand-written ones and a copy, every
 #             dtype and anchor shape (about 4 minutes)
+#   rowwise-calls  each rowwise example's call per dtype at 4096 x 4096: its time and the host's
+#             time to issue it (scripts/gpu/rowwise_call_profile.py), then layer_norm's kernels
+#             under ncu (run `rowwise` first: it builds them)
 #   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
@@ -188,6 +191,14 @@ for stage in "$@"; do
       done ;;
     rowwise-kernels)
       OUT="$OUT" bash scripts/gpu/rowwise_examples.sh || status=1 ;;
+    rowwise-calls)
+      for op in softmax layer_norm rms_norm add_rms_norm; do
+        python3 scripts/gpu/rowwise_call_profile.py $op 2>&1 | tee -a "$OUT/rowwise-calls.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      done
+      ncu --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+        python3 scripts/gpu/rowwise_call_profile.py layer_norm --calls 1 2>&1 |
+        grep -v '^==PROF==' > "$OUT/rowwise-calls-ncu.txt" ;;
     rowwise-memcheck)
       for op in softmax layer_norm rms_norm add_rms_norm; do
         (cd examples/$op && OPGEN_TEST_DEVICES=gpu compute-sanitizer --tool memcheck \
