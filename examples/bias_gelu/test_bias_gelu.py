@@ -148,7 +148,8 @@ def test_backward_broadcast(device, dtype, shapes):
     grads = paddle.grad(list(outputs), [x, bias], grad_outputs=[grad_out],
                         allow_unused=True)
     expected, spread = ot.reference(reference_backward, [x_np, bias_np, grad_out_np], {}, dtype)
-    for index, (name, got, want, err) in enumerate(zip(["grad_x", "grad_bias"], grads, expected, spread, strict=True)):
+    results = zip(["grad_x", "grad_bias"], grads, expected, spread, strict=True)
+    for index, (name, got, want, err) in enumerate(results):
         if got is None and ot.no_gradient_allowed(want, shape):  # empty inputs; Paddle 2.6
             continue
         assert got is not None, f"no gradient for {name}"
@@ -168,7 +169,8 @@ def test_backward_matches_finite_differences(device, attrs):
 
     def weighted_forward(*arrays):
         """sum over outputs of grad_output * output, elementwise, through the op itself."""
-        outs = ot.as_tuple(bias_gelu(*(ot.to_paddle(a, "float64", device) for a in arrays), **attrs))
+        tensors = [ot.to_paddle(a, "float64", device) for a in arrays]
+        outs = ot.as_tuple(bias_gelu(*tensors, **attrs))
         return sum(g * ot.to_numpy(o) for g, o in zip(grads_out_np, outs, strict=True))
 
     inputs = [ot.to_paddle(a, "float64", device, stop_gradient=False) for a in inputs_np]
@@ -414,15 +416,16 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
-    ot.assert_saved_model_serves(lambda: Model(bias_gelu, attrs), inputs, specs, way, HERE, tmp_path,
-                                 ["out"])
+    ot.assert_saved_model_serves(lambda: Model(bias_gelu, attrs), inputs, specs, way, HERE,
+                                 tmp_path, ["out"])
 
 
 @pytest.mark.deploy
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
-    ot.assert_saved_model_needs_the_op(lambda: Model(bias_gelu, {}), specs, "custom_bias_gelu", tmp_path)
+    ot.assert_saved_model_needs_the_op(lambda: Model(bias_gelu, {}), specs, "custom_bias_gelu",
+                                       tmp_path)
 
 
 # AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names

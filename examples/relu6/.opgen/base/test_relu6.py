@@ -130,7 +130,8 @@ def test_backward_matches_finite_differences(device, attrs):
 
     def weighted_forward(*arrays):
         """sum over outputs of grad_output * output, elementwise, through the op itself."""
-        outs = ot.as_tuple(relu6(*(ot.to_paddle(a, "float64", device) for a in arrays), **attrs))
+        tensors = [ot.to_paddle(a, "float64", device) for a in arrays]
+        outs = ot.as_tuple(relu6(*tensors, **attrs))
         return sum(g * ot.to_numpy(o) for g, o in zip(grads_out_np, outs, strict=True))
 
     inputs = [ot.to_paddle(a, "float64", device, stop_gradient=False) for a in inputs_np]
@@ -330,15 +331,16 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
-    ot.assert_saved_model_serves(lambda: Model(relu6, attrs), inputs, specs, way, HERE, tmp_path,
-                                 ["out"])
+    ot.assert_saved_model_serves(lambda: Model(relu6, attrs), inputs, specs, way, HERE,
+                                 tmp_path, ["out"])
 
 
 @pytest.mark.deploy
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
-    ot.assert_saved_model_needs_the_op(lambda: Model(relu6, {}), specs, "custom_relu6", tmp_path)
+    ot.assert_saved_model_needs_the_op(lambda: Model(relu6, {}), specs, "custom_relu6",
+                                       tmp_path)
 
 
 # AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names

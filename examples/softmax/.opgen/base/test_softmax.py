@@ -280,12 +280,13 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
-    ot.assert_saved_model_serves(lambda: Model(softmax, attrs), inputs, specs, way, HERE, tmp_path,
-                                 ["out"])
+    ot.assert_saved_model_serves(lambda: Model(softmax, attrs), inputs, specs, way, HERE,
+                                 tmp_path, ["out"])
 
 
 @pytest.mark.deploy
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
-    ot.assert_saved_model_needs_the_op(lambda: Model(softmax, {}), specs, "custom_softmax", tmp_path)
+    ot.assert_saved_model_needs_the_op(lambda: Model(softmax, {}), specs, "custom_softmax",
+                                       tmp_path)
