@@ -20,7 +20,7 @@ def relu6_op():
 def test_generated_tests_pass_on_cpu():
     result = run_opgen("test", str(RELU6), "--device", "cpu", "--", "-q", "-p", "no:warnings")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "failed" not in result.stdout
+    assert " passed" in result.stdout and " failed" not in result.stdout
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -66,7 +66,7 @@ def test_generated_tests_pass_with_nan_one_output_gradients_and_double_backward(
         assert name in test_file
     proc = _generated_tests(pair_dir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert " passed" in proc.stdout and "failed" not in proc.stdout
+    assert " passed" in proc.stdout and " failed" not in proc.stdout
 
 
 def test_generated_tests_pass_on_paddle_2_6(pair_dir_paddle_2_6):
