@@ -1031,7 +1031,6 @@ class Context:
     test_ranges: dict[str, str]              # integer input -> (low, high) over DIMS
     wrong_dtype: tuple[str, str]             # an input, and a dtype it refuses
     inplace: InPlace | None                  # the in-place variant, where the spec asks
-    input_names: list[str]
     deploy_scaled: str | None                # the deploy tests' model scales this input by its
                                              #   parameter: the first with a gradient, else the
                                              #   first float one (None: no float input)
@@ -1294,7 +1293,6 @@ def build_context(spec: Any) -> Context:
                      for n, r in custom.ranges.items()},
         wrong_dtype=_wrong_dtype(inputs),
         inplace=_inplace(spec, camel, attrs, out_shapes, signatures),
-        input_names=list(m.inputs),
         deploy_scaled=backward[0] if backward else next(
             (n for n, d in combos[0].dtypes.items() if d in FLOAT_DTYPES), None),
     )
