@@ -17,18 +17,24 @@ import opgen
 op = opgen.load(sys.argv[1] if len(sys.argv) > 1 else "examples/embedding").embedding
 
 
-def paddle_ms(fn, calls=50):
+def wall_ms(fn, sync, calls=50):
+    """Milliseconds a call by wall clock over back-to-back calls, one sync per batch (median of
+    5 batches): how the op is timed, and PyTorch too for a like-for-like column."""
     for _ in range(3):
         fn()
-    paddle.device.cuda.synchronize()
+    sync()
     times = []
     for _ in range(5):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
-        paddle.device.cuda.synchronize()
+        sync()
         times.append((time.perf_counter() - start) * 1e3 / calls)
     return sorted(times)[2]
+
+
+def paddle_ms(fn, calls=50):
+    return wall_ms(fn, paddle.device.cuda.synchronize, calls)
 
 
 def torch_ms(fn, calls=50):
@@ -43,21 +49,6 @@ def torch_ms(fn, calls=50):
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop) / calls)
-    return sorted(times)[2]
-
-
-def torch_wall_ms(fn, calls=50):
-    """As paddle_ms times the op: wall clock over back-to-back calls, one sync per batch."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3 / calls)
     return sorted(times)[2]
 
 
@@ -97,7 +88,7 @@ def main():
         t_table = torch.from_numpy(table_np).to("cuda", tdtype).requires_grad_()
         t_grad = torch.full((n, d), 0.25, device="cuda", dtype=tdtype)
         t_fwd = torch_ms(lambda: F.embedding(t_ids, t_table))
-        t_wall = torch_wall_ms(lambda: F.embedding(t_ids, t_table))
+        t_wall = wall_ms(lambda: F.embedding(t_ids, t_table), torch.cuda.synchronize)
         t_both = torch_ms(lambda: torch.autograd.grad(F.embedding(t_ids, t_table), t_table,
                                                       t_grad), 20)
         print(f"{dtype:9} {fwd:14.4f} {unchecked:10.4f} {t_fwd:10.4f} {t_wall:10.4f} {both:11.4f} "
