@@ -21,7 +21,7 @@ i=0
 for flags in "$@"; do
   i=$((i + 1))
   # shellcheck disable=SC2086  # the knobs are separate words
-  timeout 180 nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -warn-spills -Itemplates/common/csrc \
+  timeout 300 nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -warn-spills -Itemplates/common/csrc \
     -Itemplates/rowwise/csrc $flags scripts/gpu/rowwise_bench.cu -o /tmp/rowwise/v$i \
     > "$OUT/rowwise-build-v$i.txt" 2>&1 &
 done

@@ -207,18 +207,20 @@ struct Tensors {
 template <class F, class P, class... Roles>
 std::string Schedule(const P& p, RoleList<Roles...>) {
   using S = rw::detail::Schedules<F, P, Roles...>;
-  char text[160];
+  char text[200];
   S::With(
       p,
       [&](auto cfg) {
         using Cfg = decltype(cfg);
-        const bool staged = rw::detail::kPrefetches<Cfg, typename P::Storage>;
-        const char* what = Cfg::kLanes == Cfg::kThreads ? "block/row"
-                           : Cfg::kLanes == 32          ? "warp/row"
-                                                        : "lanes/row";
+        const bool staged = rw::detail::kPrefetches<Cfg, P>;
+        const char* what = Cfg::kCluster > 1             ? "cluster/row"
+                           : Cfg::kLanes == Cfg::kThreads ? "block/row"
+                           : Cfg::kLanes == 32            ? "warp/row"
+                                                          : "lanes/row";
         const int64_t groups = rw::detail::CeilDiv(p.rows, Cfg::kGroups);
-        std::snprintf(text, sizeof text, "%-9s vec %d x %d chunks, %4d lanes, %4d threads, %s%lld%s",
-                      what, Cfg::kVec, Cfg::kChunks, Cfg::kLanes, Cfg::kThreads,
+        std::snprintf(text, sizeof text,
+                      "%-11s vec %d x %d chunks, %4d lanes, %4d threads x %d blocks, %s%lld%s",
+                      what, Cfg::kVec, Cfg::kChunks, Cfg::kLanes, Cfg::kThreads, Cfg::kCluster,
                       staged || P::kColumnSums > 0 ? "grid <= resident, " : "grid ",
                       (long long)groups, staged ? " (cp.async prefetch)" : "");
         return 0;
