@@ -12,16 +12,20 @@
 //                   in registers (every input read once), reductions by warp shuffles;
 //   medium rows     a warp per row, up to 8 vectors per lane in registers;
 //   long rows       a block per row, the row in registers, shuffles then shared memory;
-//   longer rows     a block per row looping over global memory; each reduction re-reads the
+//   longer rows     (sm_90 on) a cluster of 2 to 8 blocks per row, each block a slice of it in
+//                   registers; a reduction meets the blocks' results in distributed shared memory;
+//   longest rows    a block per row looping over global memory; each reduction re-reads the
 //                   inputs (one row at a time per block, so they come from L2 mostly).
 // Loads and stores are 16 bytes wide when every pointer is 16-byte aligned and cols is a multiple
 // of the vector, element by element otherwise. Offsets are 64-bit. Column sums: each thread keeps
 // its columns' sums over the rows its block processes (in registers, or in the block's slice of
-// the workspace for the longest rows), each block writes them to the workspace, and a second
-// kernel adds the blocks' partials in a fixed order: the same bits on every run, no atomics.
+// the workspace for the longest rows), each block writes them to the workspace (a cluster: one
+// slice, each block its columns), and a second kernel adds the partials in a fixed order: the
+// same bits on every run, no atomics.
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -79,8 +83,35 @@ namespace rowwise {
 #ifndef OPGEN_ROW_PREFETCH
 #define OPGEN_ROW_PREFETCH 1
 #endif
+// 1: block-per-row register schedules with column sums prefetch their next row too, whatever
+// their size (their blocks are resident and stride over the rows anyway).
+#ifndef OPGEN_ROW_PREFETCH_SUMS
+#define OPGEN_ROW_PREFETCH_SUMS 0
+#endif
+// Threads of a block of the block-per-row schedules with column sums (0: one row per block, the
+// block as large as the row needs; 512 or 1024: rows of 128 to 512 lanes share a block, whose
+// rows' column sums meet in shared memory, so fewer partials). 512 measured best on the H200
+// (norm backwards at 1024 and 4096 columns: +0.08 to +0.16 of a copy in most cells, one cell
+// -0.15; docs/benchmarks.md, round 9).
+#ifndef OPGEN_ROW_SUM_THREADS
+#define OPGEN_ROW_SUM_THREADS 512
+#endif
+// Threads of each block of a cluster (512 or 1024; the same speed on the H200).
+#ifndef OPGEN_ROW_CLUSTER_THREADS
+#define OPGEN_ROW_CLUSTER_THREADS 1024
+#endif
+// The most blocks of a cluster that share a row too long for one block's registers (2, 4 or 8;
+// 1: no clusters, such rows take the loop). Clusters need sm_90 and are used where the device
+// and the kernel's build have them.
+#ifndef OPGEN_ROW_MAX_CLUSTER
+#define OPGEN_ROW_MAX_CLUSTER 8
+#endif
 constexpr int kRowThreads = OPGEN_ROW_THREADS;
 constexpr bool kPrefetch = OPGEN_ROW_PREFETCH != 0;
+constexpr bool kPrefetchSums = OPGEN_ROW_PREFETCH_SUMS != 0;
+constexpr int kMaxCluster = OPGEN_ROW_MAX_CLUSTER;
+constexpr int kSumThreads = OPGEN_ROW_SUM_THREADS;
+constexpr int kClusterThreads = OPGEN_ROW_CLUSTER_THREADS;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
 constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
@@ -92,6 +123,11 @@ constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;  // blocks stride over the 
 static_assert(kRowThreads % 32 == 0 && kRowThreads <= kMaxBlockThreads, "OPGEN_ROW_THREADS");
 static_assert(kLoopThreads % 32 == 0 && kLoopThreads <= kMaxBlockThreads,
               "OPGEN_ROW_LOOP_THREADS");
+static_assert(kMaxCluster == 1 || kMaxCluster == 2 || kMaxCluster == 4 || kMaxCluster == 8,
+              "OPGEN_ROW_MAX_CLUSTER");
+static_assert(kSumThreads == 0 || kSumThreads == 512 || kSumThreads == 1024,
+              "OPGEN_ROW_SUM_THREADS");
+static_assert(kClusterThreads == 512 || kClusterThreads == 1024, "OPGEN_ROW_CLUSTER_THREADS");
 
 namespace detail {
 
@@ -177,19 +213,22 @@ __device__ __forceinline__ A WarpReduce(A v, Op op) {
   return v;
 }
 
-// Combines v over the block's threads, warps' results in warp order; every thread gets the
-// result. `slots` is [2][32] of shared memory used alternately, so one barrier per reduction.
-template <int kThreads, typename Op, typename A>
+// Combines v over each group of kLanes consecutive threads of the block (a multiple of 32; the
+// whole block when kLanes is its size), warps' results in warp order; every thread gets its
+// group's result. `slots` is [2][32] of shared memory used alternately, so one barrier per
+// reduction (every thread of the block takes part).
+template <int kLanes, typename Op, typename A>
 __device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& phase) {
-  constexpr int kWarps = kThreads / 32;
+  constexpr int kWarps = kLanes / 32;
   v = WarpReduce<32>(v, op);
   A* slot = slots + phase * 32;
   phase ^= 1;
   if (threadIdx.x % 32 == 0) slot[threadIdx.x / 32] = v;
   __syncthreads();
-  A r = slot[0];
+  const A* group = slot + threadIdx.x / kLanes * kWarps;
+  A r = group[0];
 #pragma unroll
-  for (int w = 1; w < kWarps; ++w) r = op(r, slot[w]);
+  for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
   return r;
 }
 
@@ -207,23 +246,66 @@ __device__ __forceinline__ A Identity(Min) {
 }
 
 // A schedule that holds the row in registers: kLanes threads per row (up to 32: a part of a warp;
-// kThreads: the whole block), kChunks vectors of kVec elements per thread and per element input.
-template <int kVec_, int kChunks_, int kLanes_, int kThreads_>
+// more: whole warps, up to the whole block; with kCluster > 1, the whole block of each of kCluster
+// blocks, each holding a contiguous slice of the row), kChunks vectors of kVec elements per
+// thread and per element input.
+template <int kVec_, int kChunks_, int kLanes_, int kThreads_, int kCluster_ = 1>
 struct RegisterConfig {
   static constexpr int kVec = kVec_;
   static constexpr int kChunks = kChunks_;
   static constexpr int kLanes = kLanes_;
   static constexpr int kThreads = kThreads_;
-  static constexpr int kGroups = kThreads / kLanes;  // rows a block runs at once
-  static constexpr int64_t kCapacity = int64_t{kVec} * kChunks * kLanes;
-  static_assert(kLanes <= 32 || kLanes == kThreads, "a row is part of a warp or the whole block");
+  static constexpr int kCluster = kCluster_;
+  static constexpr int kGroups = kThreads / kLanes;  // rows a block (or cluster) runs at once
+  static constexpr int64_t kCapacity = int64_t{kVec} * kChunks * kLanes;  // columns per block
+  static_assert(kLanes <= 32 || (kLanes % 32 == 0 && kThreads % kLanes == 0),
+                "a row is part of a warp or whole warps of the block");
+  static_assert(kCluster == 1 || kLanes == kThreads, "a cluster shares one row per block");
 };
 
-// Whether a configuration stages the next row in shared memory (OPGEN_ROW_PREFETCH).
-template <class Cfg, typename T>
+// Whether a configuration stages the next row in shared memory (OPGEN_ROW_PREFETCH): blocks of
+// 1024 threads and clusters, and with OPGEN_ROW_PREFETCH_SUMS any block per row with column sums
+// (measured slower in float32 and no faster in 16-bit on the H200, so off).
+template <class Cfg, class P>
 constexpr bool kPrefetches =
-    kPrefetch && Cfg::kLanes == Cfg::kThreads && Cfg::kThreads == kMaxBlockThreads &&
-    Cfg::kVec * sizeof(T) == 16;
+    kPrefetch && Cfg::kLanes == Cfg::kThreads &&
+    Cfg::kVec * sizeof(typename P::Storage) == 16 &&
+    (Cfg::kThreads == kMaxBlockThreads || Cfg::kCluster > 1 ||
+     (kPrefetchSums && P::kColumnSums > 0));
+
+// Combines the blocks' results v (the same in all of a block's threads) over a cluster of
+// kCluster blocks, in rank order; every thread of the cluster gets the result. `slot` is one
+// value of the block's shared memory, used by every other reduction (the caller alternates two),
+// so one cluster barrier per reduction: a block writes a slot again only after every block has
+// passed the next barrier, so after it read the slot.
+template <int kCluster, typename Op, typename A>
+__device__ __forceinline__ A ClusterReduce(A v, Op op, A* slot) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  if (threadIdx.x == 0) *slot = v;
+  cluster.sync();
+  A r = *cluster.map_shared_rank(slot, 0);
+#pragma unroll
+  for (int rank = 1; rank < kCluster; ++rank) r = op(r, *cluster.map_shared_rank(slot, rank));
+  return r;
+#else
+  (void)op;
+  (void)slot;
+  return v;  // never launched: clusters run only where the kernel was built for sm_90 on
+#endif
+}
+
+// Waits for every block of the cluster (before a block exits, so none exits while another may
+// still read its shared memory).
+__device__ __forceinline__ void ClusterSync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#endif
+}
+
+// The shared memory of a register kernel's reductions: two rounds of one value per warp
+// (BlockReduce), and two of the block's value for a cluster's (ClusterReduce).
+constexpr int kReduceSlots = 2 * 32 + 2;
 
 // The per-thread column sums of a functor: [kColSum][kChunks * kVec].
 template <typename A, int kColSum, int kPerThread>
@@ -241,6 +323,7 @@ class RegisterRow {
   static constexpr int kVec = Cfg::kVec;
   static constexpr int kChunks = Cfg::kChunks;
   static constexpr int kLanes = Cfg::kLanes;
+  static constexpr int kCluster = Cfg::kCluster;
   using V = Vec<T, kVec>;
   using Sums = ColumnSums<Acc, P::kColumnSums, kChunks * kVec>;
 
@@ -306,7 +389,7 @@ class RegisterRow {
   __device__ __forceinline__ void put_rows(const Values&... values) {
     static_assert(sizeof...(Values) == P::kRowOutputs,
                   "row.put_rows: a different number of values than the op has per-row outputs");
-    if (!live_ || lane_ != 0) return;
+    if (!live_ || lane_ != 0 || Rank() != 0) return;
     const Acc v[] = {static_cast<Acc>(values)...};
 #pragma unroll
     for (int k = 0; k < P::kRowOutputs; ++k) p_.row_out[k][row_] = v[k];
@@ -332,10 +415,19 @@ class RegisterRow {
     }
   }
 
-  // The first column of chunk c of this lane.
-  __device__ __forceinline__ int64_t Column(int c) const {
-    return (int64_t{c} * kLanes + lane_) * kVec;
+  // This block's rank in its cluster: the slice of the row it holds.
+  __device__ __forceinline__ static int Rank() {
+    if constexpr (kCluster > 1) {
+      return static_cast<int>(blockIdx.x % kCluster);
+    } else {
+      return 0;
+    }
   }
+  // The first column of chunk c of `lane` (of this block's slice).
+  __device__ __forceinline__ static int64_t ColumnOf(int c, int lane) {
+    return ((int64_t{Rank()} * kChunks + c) * kLanes + lane) * kVec;
+  }
+  __device__ __forceinline__ int64_t Column(int c) const { return ColumnOf(c, lane_); }
   __device__ __forceinline__ bool Valid(int c) const { return live_ && Column(c) < p_.cols; }
 
  private:
@@ -354,7 +446,7 @@ class RegisterRow {
       V* mine = staged + kElemSlot<I, Roles...> * kChunks * kLanes + lane;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        const int64_t column = (int64_t{c} * kLanes + lane) * kVec;
+        const int64_t column = ColumnOf(c, lane);
         if (column < p.cols) CopyAsync16(mine + c * kLanes, base + column);
       }
     }
@@ -435,8 +527,11 @@ class RegisterRow {
     }
     if constexpr (kLanes <= 32) {
       return WarpReduce<kLanes>(acc, op);
+    } else if constexpr (kCluster > 1) {
+      const Acc block = BlockReduce<kLanes>(acc, op, slots_, phase_);
+      return ClusterReduce<kCluster>(block, op, slots_ + 2 * 32 + (phase_ ^ 1));
     } else {
-      return BlockReduce<Cfg::kThreads>(acc, op, slots_, phase_);
+      return BlockReduce<kLanes>(acc, op, slots_, phase_);
     }
   }
 
@@ -460,8 +555,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   using Row = RegisterRow<Cfg, P, Roles...>;
   constexpr int kColSum = P::kColumnSums;
   constexpr int kPerThread = Cfg::kChunks * Cfg::kVec;
-  __shared__ Acc slots[2 * 32];
+  __shared__ Acc slots[kReduceSlots];
   int phase = 0;
+  // A cluster works as one block would: `unit` counts clusters (blocks when kCluster is 1).
+  const int64_t unit = blockIdx.x / Cfg::kCluster;
+  const int64_t units = gridDim.x / Cfg::kCluster;
   typename Row::Sums sums;
 #pragma unroll
   for (int k = 0; k < (kColSum > 0 ? kColSum : 1); ++k) {
@@ -470,30 +568,29 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   }
   const int group = threadIdx.x / Cfg::kLanes;
   const int lane = threadIdx.x % Cfg::kLanes;
-  if constexpr (kPrefetches<Cfg, typename P::Storage>) {
+  if constexpr (kPrefetches<Cfg, P>) {
     // One row per block at a time; the next one's copy to shared memory runs while this one is
     // reduced and written.
     extern __shared__ __align__(16) unsigned char staged_bytes[];
     auto* staged = reinterpret_cast<typename Row::V*>(staged_bytes);
-    int64_t row = blockIdx.x;
+    int64_t row = unit;
     if (row < p.rows) Row::Stage(p, row, lane, staged);
-    for (; row < p.rows; row += gridDim.x) {
+    for (; row < p.rows; row += units) {
       CopyAsyncWait();
       Row r(p, row, lane, true, slots, phase, sums, staged);
-      const int64_t next = row + gridDim.x;
+      const int64_t next = row + units;
       if (next < p.rows) Row::Stage(p, next, lane, staged);
       f(r);
     }
   } else {
-    for (int64_t first = int64_t{blockIdx.x} * Cfg::kGroups; first < p.rows;
-         first += int64_t{gridDim.x} * Cfg::kGroups) {
+    for (int64_t first = unit * Cfg::kGroups; first < p.rows; first += units * Cfg::kGroups) {
       const int64_t row = first + group;
       Row r(p, row, lane, row < p.rows, slots, phase, sums);
       f(r);
     }
   }
   if constexpr (kColSum > 0) {
-    Acc* mine = partials + int64_t{blockIdx.x} * kColSum * p.cols;
+    Acc* mine = partials + unit * kColSum * p.cols;
     if constexpr (Cfg::kGroups > 1) {
       // The groups' sums are added in group order in shared memory.
       extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -524,7 +621,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       for (int c = 0; c < Cfg::kChunks; ++c) {
 #pragma unroll
         for (int e = 0; e < Cfg::kVec; ++e) {
-          const int64_t j = (int64_t{c} * Cfg::kLanes + lane) * Cfg::kVec + e;
+          const int64_t j = Row::ColumnOf(c, lane) + e;
           if (j >= p.cols) continue;
 #pragma unroll
           for (int k = 0; k < kColSum; ++k) mine[k * p.cols + j] = sums.v[k][c * Cfg::kVec + e];
@@ -532,6 +629,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       }
     }
   }
+  if constexpr (Cfg::kCluster > 1) ClusterSync();
 }
 
 // One row looped over global memory by a block; each reduction and each put re-reads the inputs.
@@ -773,15 +871,73 @@ int ResidentBlocks(int threads, std::size_t shared_bytes) {
   return blocks;
 }
 
+// The config that launches `kKernel` in clusters of kCluster blocks on `stream`.
+struct ClusterLaunch {
+  cudaLaunchConfig_t config = {};
+  cudaLaunchAttribute attribute[1] = {};
+  ClusterLaunch(int64_t grid, int threads, std::size_t shared_bytes, int cluster,
+                cudaStream_t stream) {
+    config.gridDim = dim3(static_cast<unsigned>(grid));
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream;
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+};
+
+// Whether `kKernel` can run in clusters here: the device launches clusters (sm_90 on) and the
+// kernel's code was built for sm_90 on (not a JIT of an older arch's PTX, where its cluster code
+// is compiled out). Asked once per kernel.
+template <auto kKernel>
+bool ClustersRun() {
+  static const bool runs = [] {
+    int device = 0, clusters = 0;
+    cudaGetDevice(&device);
+    if (cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    cudaFuncAttributes attributes;
+    if (cudaFuncGetAttributes(&attributes, kKernel) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return clusters != 0 && attributes.ptxVersion >= 90;
+  }();
+  return runs;
+}
+
+// Clusters of kCluster blocks of `kKernel` the device holds at once (asked once per kernel).
+template <auto kKernel, int kCluster>
+int ResidentClusters(int threads, std::size_t shared_bytes) {
+  static const int clusters = [&] {
+    ClusterLaunch launch(kCluster, threads, shared_bytes, kCluster, nullptr);
+    int count = 0;
+    if (cudaOccupancyMaxActiveClusters(&count, kKernel, &launch.config) != cudaSuccess) {
+      cudaGetLastError();
+      count = 0;
+    }
+    return count > 0 ? count : 1;
+  }();
+  return clusters;
+}
+
 inline bool AlignedTo(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// A launch's shape; with column sums, `grid` is also the number of per-block partials.
+// A launch's shape; with column sums, `partials` is the number of per-block (per-cluster)
+// partial sums.
 struct Launch {
   int64_t grid = 0;
   int threads = 0;
   std::size_t shared_bytes = 0;
+  int64_t partials = 0;
 };
 
 // Whether every element and column input and every output can be read and written in vectors
@@ -825,7 +981,7 @@ struct Schedules {
   template <class Cfg>
   static Launch PlanRegister(const P& p) {
     constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
-    constexpr bool kStaged = kPrefetches<Cfg, T>;
+    constexpr bool kStaged = kPrefetches<Cfg, P>;
     Launch l;
     l.threads = Cfg::kThreads;
     if (kStaged) {
@@ -839,6 +995,18 @@ struct Schedules {
     }
     const int64_t groups = CeilDiv(p.rows, Cfg::kGroups);
     l.grid = groups;
+    if constexpr (Cfg::kCluster > 1) {  // l.grid counts clusters until the end
+      if (kStaged || kColSum > 0 || kWaves > 0) {
+        const int64_t resident =
+            ResidentClusters<kernel, Cfg::kCluster>(l.threads, l.shared_bytes);
+        const int64_t cap = kStaged || kColSum > 0 ? resident : resident * kWaves;
+        if (cap < l.grid) l.grid = cap;
+      }
+      if (l.grid > kMaxGrid / Cfg::kCluster) l.grid = kMaxGrid / Cfg::kCluster;
+      l.partials = l.grid;
+      l.grid *= Cfg::kCluster;
+      return l;
+    }
     if (kStaged) {  // resident blocks only: each goes on to its next row
       const int64_t resident =
           int64_t{MultiprocessorCount()} * ResidentBlocks<kernel>(l.threads, l.shared_bytes);
@@ -851,14 +1019,26 @@ struct Schedules {
       if (cap < l.grid) l.grid = cap;
     }
     if (l.grid > kMaxGrid) l.grid = kMaxGrid;
+    l.partials = l.grid;
     return l;
   }
   template <class Cfg>
   static cudaError_t RunRegister(const F& f, const P& p, const Launch& l, Acc* partials,
                                  cudaStream_t stream) {
     constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
-    kernel<<<static_cast<unsigned>(l.grid), l.threads, l.shared_bytes, stream>>>(f, p, partials);
-    return cudaGetLastError();
+    if constexpr (Cfg::kCluster > 1) {
+      ClusterLaunch launch(l.grid, l.threads, l.shared_bytes, Cfg::kCluster, stream);
+      return cudaLaunchKernelEx(&launch.config, kernel, f, p, partials);
+    } else {
+      kernel<<<static_cast<unsigned>(l.grid), l.threads, l.shared_bytes, stream>>>(f, p,
+                                                                                  partials);
+      return cudaGetLastError();
+    }
+  }
+  // Whether the cluster schedule Cfg can run here (see ClustersRun).
+  template <class Cfg>
+  static bool Runs() {
+    return ClustersRun<RegisterKernel<Cfg, F, P, Roles...>>();
   }
 
   // The loop's threads: with column sums, 512 (its blocks are one per SM; measured faster).
@@ -878,6 +1058,7 @@ struct Schedules {
       if (cap < l.grid) l.grid = cap;
     }
     if (l.grid > kMaxGrid) l.grid = kMaxGrid;
+    l.partials = l.grid;
     return l;
   }
   template <int kVec>
@@ -921,13 +1102,19 @@ struct Schedules {
     // threads). The scalar path goes to the loop instead (odd lengths this long are rare).
     if constexpr (kVec > 1) {
       constexpr int kChunks = kBlockVecs < kMaxChunks ? kBlockVecs : kMaxChunks;
+      // With column sums and OPGEN_ROW_SUM_THREADS, such rows share blocks of that size.
+      constexpr bool kShare = kColSum > 0 && kSumThreads > 0;
+      constexpr int kB = kSumThreads;
       if (vectors <= int64_t{128} * kChunks) {
+        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 128, kB>{});
         return on_register(RegisterConfig<kVec, kChunks, 128, 128>{});
       }
       if (vectors <= int64_t{256} * kChunks) {
+        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 256, kB>{});
         return on_register(RegisterConfig<kVec, kChunks, 256, 256>{});
       }
       if (vectors <= int64_t{512} * kChunks) {
+        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 512, kB>{});
         return on_register(RegisterConfig<kVec, kChunks, 512, 512>{});
       }
       if (vectors <= int64_t{1024} * kChunks) {
@@ -935,6 +1122,21 @@ struct Schedules {
       }
       if (vectors <= int64_t{1024} * kMaxChunks) {
         return on_register(RegisterConfig<kVec, kMaxChunks, 1024, 1024>{});
+      }
+      // Longer rows: the fewest blocks of a cluster that hold the row, kBlockVecs vectors per
+      // thread, where clusters run.
+      constexpr int kT = kClusterThreads;
+      using Pair = RegisterConfig<kVec, kChunks, kT, kT, 2>;
+      using Quad = RegisterConfig<kVec, kChunks, kT, kT, 4>;
+      using Octet = RegisterConfig<kVec, kChunks, kT, kT, 8>;
+      if constexpr (kMaxCluster >= 2) {
+        if (vectors <= int64_t{2 * kT} * kChunks && Runs<Pair>()) return on_register(Pair{});
+      }
+      if constexpr (kMaxCluster >= 4) {
+        if (vectors <= int64_t{4 * kT} * kChunks && Runs<Quad>()) return on_register(Quad{});
+      }
+      if constexpr (kMaxCluster >= 8) {
+        if (vectors <= int64_t{8 * kT} * kChunks && Runs<Octet>()) return on_register(Octet{});
       }
     }
     return on_loop(std::integral_constant<int, kVec>{});
@@ -969,7 +1171,7 @@ std::size_t WorkspaceBytes(const Pointers<T, kIn, kOut, kRowOut, kColSum>& p) {
   } else {
     if (p.rows == 0 || p.cols == 0) return 0;
     const detail::Launch l = detail::Schedules<F, P, Roles...>::Plan(p);
-    return std::size_t(l.grid) * kColSum * std::size_t(p.cols) * sizeof(OpMathT<T>);
+    return std::size_t(l.partials) * kColSum * std::size_t(p.cols) * sizeof(OpMathT<T>);
   }
 }
 
@@ -1010,7 +1212,8 @@ cudaError_t Run(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p, v
     if (p.cols > 0) {
       const int64_t tiles = detail::CeilDiv(int64_t{kColSum} * p.cols, 32);
       detail::SumPartialsKernel<T, kColSum><<<static_cast<unsigned>(tiles), dim3(32, 8), 0,
-                                              stream>>>(partials, launch.grid, p.cols, p.col_sum);
+                                              stream>>>(partials, launch.partials, p.cols,
+                                                        p.col_sum);
       return cudaGetLastError();
     }
   }

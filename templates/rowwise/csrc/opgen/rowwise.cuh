@@ -86,7 +86,19 @@ namespace rowwise {
 // 1: block-per-row register schedules with column sums prefetch their next row too, whatever
 // their size (their blocks are resident and stride over the rows anyway).
 #ifndef OPGEN_ROW_PREFETCH_SUMS
-#define OPGEN_ROW_PREFETCH_SUMS 1
+#define OPGEN_ROW_PREFETCH_SUMS 0
+#endif
+// Threads of a block of the block-per-row schedules with column sums (0: one row per block, the
+// block as large as the row needs; 512 or 1024: rows of 128 to 512 lanes share a block, whose
+// rows' column sums meet in shared memory, so fewer partials). 512 measured best on the H200
+// (norm backwards at 1024 and 4096 columns: +0.08 to +0.16 of a copy in most cells, one cell
+// -0.15; docs/benchmarks.md, round 9).
+#ifndef OPGEN_ROW_SUM_THREADS
+#define OPGEN_ROW_SUM_THREADS 512
+#endif
+// Threads of each block of a cluster (512 or 1024; the same speed on the H200).
+#ifndef OPGEN_ROW_CLUSTER_THREADS
+#define OPGEN_ROW_CLUSTER_THREADS 1024
 #endif
 // The most blocks of a cluster that share a row too long for one block's registers (2, 4 or 8;
 // 1: no clusters, such rows take the loop). Clusters need sm_90 and are used where the device
@@ -98,6 +110,8 @@ constexpr int kRowThreads = OPGEN_ROW_THREADS;
 constexpr bool kPrefetch = OPGEN_ROW_PREFETCH != 0;
 constexpr bool kPrefetchSums = OPGEN_ROW_PREFETCH_SUMS != 0;
 constexpr int kMaxCluster = OPGEN_ROW_MAX_CLUSTER;
+constexpr int kSumThreads = OPGEN_ROW_SUM_THREADS;
+constexpr int kClusterThreads = OPGEN_ROW_CLUSTER_THREADS;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
 constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
@@ -111,6 +125,9 @@ static_assert(kLoopThreads % 32 == 0 && kLoopThreads <= kMaxBlockThreads,
               "OPGEN_ROW_LOOP_THREADS");
 static_assert(kMaxCluster == 1 || kMaxCluster == 2 || kMaxCluster == 4 || kMaxCluster == 8,
               "OPGEN_ROW_MAX_CLUSTER");
+static_assert(kSumThreads == 0 || kSumThreads == 512 || kSumThreads == 1024,
+              "OPGEN_ROW_SUM_THREADS");
+static_assert(kClusterThreads == 512 || kClusterThreads == 1024, "OPGEN_ROW_CLUSTER_THREADS");
 
 namespace detail {
 
@@ -196,19 +213,22 @@ __device__ __forceinline__ A WarpReduce(A v, Op op) {
   return v;
 }
 
-// Combines v over the block's threads, warps' results in warp order; every thread gets the
-// result. `slots` is [2][32] of shared memory used alternately, so one barrier per reduction.
-template <int kThreads, typename Op, typename A>
+// Combines v over each group of kLanes consecutive threads of the block (a multiple of 32; the
+// whole block when kLanes is its size), warps' results in warp order; every thread gets its
+// group's result. `slots` is [2][32] of shared memory used alternately, so one barrier per
+// reduction (every thread of the block takes part).
+template <int kLanes, typename Op, typename A>
 __device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& phase) {
-  constexpr int kWarps = kThreads / 32;
+  constexpr int kWarps = kLanes / 32;
   v = WarpReduce<32>(v, op);
   A* slot = slots + phase * 32;
   phase ^= 1;
   if (threadIdx.x % 32 == 0) slot[threadIdx.x / 32] = v;
   __syncthreads();
-  A r = slot[0];
+  const A* group = slot + threadIdx.x / kLanes * kWarps;
+  A r = group[0];
 #pragma unroll
-  for (int w = 1; w < kWarps; ++w) r = op(r, slot[w]);
+  for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
   return r;
 }
 
@@ -226,9 +246,9 @@ __device__ __forceinline__ A Identity(Min) {
 }
 
 // A schedule that holds the row in registers: kLanes threads per row (up to 32: a part of a warp;
-// kThreads: the whole block; with kCluster > 1, the whole block of each of kCluster blocks, each
-// holding a contiguous slice of the row), kChunks vectors of kVec elements per thread and per
-// element input.
+// more: whole warps, up to the whole block; with kCluster > 1, the whole block of each of kCluster
+// blocks, each holding a contiguous slice of the row), kChunks vectors of kVec elements per
+// thread and per element input.
 template <int kVec_, int kChunks_, int kLanes_, int kThreads_, int kCluster_ = 1>
 struct RegisterConfig {
   static constexpr int kVec = kVec_;
@@ -238,17 +258,20 @@ struct RegisterConfig {
   static constexpr int kCluster = kCluster_;
   static constexpr int kGroups = kThreads / kLanes;  // rows a block (or cluster) runs at once
   static constexpr int64_t kCapacity = int64_t{kVec} * kChunks * kLanes;  // columns per block
-  static_assert(kLanes <= 32 || kLanes == kThreads, "a row is part of a warp or the whole block");
+  static_assert(kLanes <= 32 || (kLanes % 32 == 0 && kThreads % kLanes == 0),
+                "a row is part of a warp or whole warps of the block");
   static_assert(kCluster == 1 || kLanes == kThreads, "a cluster shares one row per block");
 };
 
 // Whether a configuration stages the next row in shared memory (OPGEN_ROW_PREFETCH): blocks of
-// 1024 threads, and with OPGEN_ROW_PREFETCH_SUMS any block per row with column sums.
+// 1024 threads and clusters, and with OPGEN_ROW_PREFETCH_SUMS any block per row with column sums
+// (measured slower in float32 and no faster in 16-bit on the H200, so off).
 template <class Cfg, class P>
 constexpr bool kPrefetches =
     kPrefetch && Cfg::kLanes == Cfg::kThreads &&
     Cfg::kVec * sizeof(typename P::Storage) == 16 &&
-    (Cfg::kThreads == kMaxBlockThreads || (kPrefetchSums && P::kColumnSums > 0));
+    (Cfg::kThreads == kMaxBlockThreads || Cfg::kCluster > 1 ||
+     (kPrefetchSums && P::kColumnSums > 0));
 
 // Combines the blocks' results v (the same in all of a block's threads) over a cluster of
 // kCluster blocks, in rank order; every thread of the cluster gets the result. `slot` is one
@@ -505,10 +528,10 @@ class RegisterRow {
     if constexpr (kLanes <= 32) {
       return WarpReduce<kLanes>(acc, op);
     } else if constexpr (kCluster > 1) {
-      const Acc block = BlockReduce<Cfg::kThreads>(acc, op, slots_, phase_);
+      const Acc block = BlockReduce<kLanes>(acc, op, slots_, phase_);
       return ClusterReduce<kCluster>(block, op, slots_ + 2 * 32 + (phase_ ^ 1));
     } else {
-      return BlockReduce<Cfg::kThreads>(acc, op, slots_, phase_);
+      return BlockReduce<kLanes>(acc, op, slots_, phase_);
     }
   }
 
@@ -1079,13 +1102,19 @@ struct Schedules {
     // threads). The scalar path goes to the loop instead (odd lengths this long are rare).
     if constexpr (kVec > 1) {
       constexpr int kChunks = kBlockVecs < kMaxChunks ? kBlockVecs : kMaxChunks;
+      // With column sums and OPGEN_ROW_SUM_THREADS, such rows share blocks of that size.
+      constexpr bool kShare = kColSum > 0 && kSumThreads > 0;
+      constexpr int kB = kSumThreads;
       if (vectors <= int64_t{128} * kChunks) {
+        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 128, kB>{});
         return on_register(RegisterConfig<kVec, kChunks, 128, 128>{});
       }
       if (vectors <= int64_t{256} * kChunks) {
+        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 256, kB>{});
         return on_register(RegisterConfig<kVec, kChunks, 256, 256>{});
       }
       if (vectors <= int64_t{512} * kChunks) {
+        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 512, kB>{});
         return on_register(RegisterConfig<kVec, kChunks, 512, 512>{});
       }
       if (vectors <= int64_t{1024} * kChunks) {
@@ -1096,17 +1125,18 @@ struct Schedules {
       }
       // Longer rows: the fewest blocks of a cluster that hold the row, kBlockVecs vectors per
       // thread, where clusters run.
-      using Pair = RegisterConfig<kVec, kChunks, 1024, 1024, 2>;
-      using Quad = RegisterConfig<kVec, kChunks, 1024, 1024, 4>;
-      using Octet = RegisterConfig<kVec, kChunks, 1024, 1024, 8>;
+      constexpr int kT = kClusterThreads;
+      using Pair = RegisterConfig<kVec, kChunks, kT, kT, 2>;
+      using Quad = RegisterConfig<kVec, kChunks, kT, kT, 4>;
+      using Octet = RegisterConfig<kVec, kChunks, kT, kT, 8>;
       if constexpr (kMaxCluster >= 2) {
-        if (vectors <= int64_t{2048} * kChunks && Runs<Pair>()) return on_register(Pair{});
+        if (vectors <= int64_t{2 * kT} * kChunks && Runs<Pair>()) return on_register(Pair{});
       }
       if constexpr (kMaxCluster >= 4) {
-        if (vectors <= int64_t{4096} * kChunks && Runs<Quad>()) return on_register(Quad{});
+        if (vectors <= int64_t{4 * kT} * kChunks && Runs<Quad>()) return on_register(Quad{});
       }
       if constexpr (kMaxCluster >= 8) {
-        if (vectors <= int64_t{8192} * kChunks && Runs<Octet>()) return on_register(Octet{});
+        if (vectors <= int64_t{8 * kT} * kChunks && Runs<Octet>()) return on_register(Octet{});
       }
     }
     return on_loop(std::integral_constant<int, kVec>{});
