@@ -13,6 +13,7 @@ from opgen.errors import SpecError
 from opgen.kinds.elementwise import build_context
 from opgen.names import free_op_name, identifier_problem, paddle_builtin_ops
 from opgen.probe import paddle_version
+from opgen.render import render_op
 from opgen.spec import DTYPES, AttrSpec, OpSpec, Spec, load, loads
 
 RELU6 = """\
@@ -420,8 +421,34 @@ def test_inplace_errors(inplace: str, message: str) -> None:
         spec_of(two_inputs + f"inplace: {inplace}\n")
 
 
-def test_inplace_needs_one_output() -> None:
+def test_inplace_of_an_op_with_several_outputs_writes_one_and_returns_all() -> None:
+    """x is written over the output it names, whichever it is; the variant's kernel allocates and
+    returns the others, as Paddle takes them from an in-place kernel, and NAME_ returns them all."""
     pair = MINIMAL.replace("outputs: [out]", "outputs: [out, other]").replace(
         "  out: 2 * x\n", "  out: 2 * x\n  other: 3 * x\n")
-    with pytest.raises(SpecError, match="inplace: an op with one output can be made in place"):
-        spec_of(pair + "inplace: {x: out}\n")
+    for output, index, kept in (("out", 0, ["other"]), ("other", 1, ["out"])):
+        spec = spec_of(pair + f"inplace: {{x: {output}}}\n")
+        inplace = build_context(spec).inplace
+        assert inplace is not None
+        assert (inplace.output, inplace.index, inplace.kept) == (output, index, kept)
+        assert inplace.signature == \
+            "std::vector<paddle::Tensor> TwiceForwardInPlace(paddle::Tensor& x)"
+        assert inplace.py_def == \
+            "def twice_(x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor]:"
+        files = render_op(spec).files
+        cc = files["csrc/twice.cc"].decode()
+        assert ('PD_BUILD_OP(custom_twice_inplace)\n    .Inputs({"x"})\n'
+                '    .Outputs({"out", "other"})\n'
+                f'    .SetInplaceMap({{{{"x", "{output}"}}}})\n'
+                "    .SetKernelFn(PD_KERNEL(TwiceForwardInPlace))\n"
+                "    .SetInferShapeFn(PD_INFER_SHAPE(TwiceInPlaceInferShape))\n"
+                "    .SetInferDtypeFn(PD_INFER_DTYPE(TwiceInPlaceInferDtype));") in cc
+        assert f"Elementwise<twice::Dtypes, twice::Forward, 2, /*kOver=*/{index}>(" in cc
+        assert f"ElementwiseInPlace<twice::Dtypes, twice::Forward, 2, /*kOver=*/{index}>(" in \
+            files["csrc/twice.cu"].decode()
+        empty = "x, _empty_like(x)" if index == 0 else "_empty_like(x), x"
+        assert f"    if 0 in x.shape:  # nothing to write\n        return {empty}\n" in \
+            files["twice.py"].decode()
+    single = build_context(spec_of(MINIMAL + "inplace: {x: out}\n")).inplace
+    assert single is not None and single.kept == []
+    assert single.signature == "void TwiceForwardInPlace(paddle::Tensor& x)"

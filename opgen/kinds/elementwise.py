@@ -100,15 +100,20 @@ class DoubleGradOp:
 @dataclass(frozen=True)
 class InPlace:
     """The in-place variant of the spec's ``inplace: {input: output}``: ``NAME_`` in Python,
-    registered as its own op whose output is written over ``input`` (``SetInplaceMap``)."""
+    registered as its own op whose output ``output`` is written over ``input``
+    (``SetInplaceMap``); its other outputs, if any, are new tensors, as ``NAME``'s are."""
 
     input: str
     output: str
+    index: int                   # the output's position among the op's outputs
+    kept: list[str]              # the other outputs: its kernels allocate and return them
     op_name: str                 # <op_name>_inplace
     py_name: str                 # <name>_
     py_def: str                  # its def line, wrapped
-    signature: str               # its C++ forward kernel's head (void: the result is the input)
-    signature_cuda: str
+    signature: str               # its C++ forward kernel's head (void when it has one output: the
+    signature_cuda: str          #   result is the input; else it returns the kept outputs)
+    infer_shape: str             # the heads of its InferShape and InferDtype, which give the kept
+    infer_dtype: str             #   outputs' (Paddle gives the one written over the input its own)
     differentiable: bool         # the backward reads no value the variant overwrites
     doc: list[str]               # the body of NAME_'s docstring, wrapped
     no_gradient: list[str]       # why not, where it is not: Python string literals, wrapped
@@ -364,6 +369,7 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
     if not m.inplace:
         return None
     (name, output), = m.inplace.items()
+    kept = [o for o in m.outputs if o != output]
     # The variant's backward gets the tensors the op's does; the overwritten input holds the
     # output by then, so a backward that reads its values would compute from the wrong ones (a
     # broadcast backward also takes it for its shape, which stays).
@@ -374,11 +380,13 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
     not_honoured = (f"{m.name}_: Paddle 2.6's custom-op entry writes an in-place op's result to "
                     f"new memory, leaving {name} as it was; use {m.name}() (or Paddle 3)")
     differentiable = backward.functor is not None and not reads
+    returns = (f"Returns ``{output}``, a tensor that shares that memory: use it" if not kept else
+               f"Returns what {m.name} returns ({', '.join(m.outputs)}): ``{output}`` shares "
+               f"that memory, the others are new tensors; use ``{output}``")
     doc = [
         f"{m.name} in place: ``{output}`` is written over ``{name}``'s memory (Paddle's "
-        f"convention for in-place ops: a trailing underscore). Returns ``{output}``, a tensor "
-        f"that shares that memory: use it, not {name}, in what follows, as Paddle attaches the "
-        "op's gradient to it.",
+        f"convention for in-place ops: a trailing underscore). {returns}, not {name}, in what "
+        "follows, as Paddle attaches the op's gradient to it.",
         f"{name} keeps its dtype under ``paddle.amp.auto_cast`` (a cast would be a copy)" +
         ("; the other inputs broadcast to its shape" if len(m.inputs) > 1 else "") +
         f". As with Paddle's own in-place ops, {name} may not be a leaf tensor that requires a "
@@ -386,21 +394,30 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
                       f"backward reads {name}'s value, which this overwrites."),
     ]
     tensors = [f"paddle::Tensor& {name}"] + [f"const paddle::Tensor& {i}" for i in m.inputs[1:]]
+    returned = "std::vector<paddle::Tensor>" if kept else "void"
     return InPlace(
         input=name,
         output=output,
+        index=m.outputs.index(output),
+        kept=kept,
         op_name=f"{spec.op_name}_inplace",
         py_name=f"{m.name}_",
         py_def=py_def(f"{m.name}_", [f"{n}: paddle.Tensor" for n in m.inputs] +
-                      [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs], "paddle.Tensor"),
-        signature=wrap_call(f"void {camel}ForwardInPlace",
+                      [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
+                      py_returns(len(m.outputs))),
+        signature=wrap_call(f"{returned} {camel}ForwardInPlace",
                             tensors + [a.kernel_param for a in attrs]),
-        signature_cuda=wrap_call(f"void {camel}ForwardInPlaceCUDA",
+        signature_cuda=wrap_call(f"{returned} {camel}ForwardInPlaceCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
+        infer_shape=wrap_call(f"std::vector<std::vector<int64_t>> {camel}InPlaceInferShape",
+                              [f"const std::vector<int64_t>& {n}_shape" for n in m.inputs]),
+        infer_dtype=wrap_call(f"std::vector<paddle::DataType> {camel}InPlaceInferDtype",
+                              [f"const paddle::DataType& {n}_dtype" for n in m.inputs]),
         differentiable=differentiable,
         # 96 columns after the 4 of indentation; the first line also after the opening quotes
         doc=[line.strip() for paragraph in doc
-             for line in [*textwrap.wrap(paragraph, 96, initial_indent="   "), ""]][:-1],
+             for line in [*textwrap.wrap(paragraph, 96, initial_indent="   ",
+                                           break_on_hyphens=False), ""]][:-1],
         no_gradient=string_lines(no_gradient, 66),
         not_honoured=string_lines(not_honoured, 63),
     )
@@ -448,9 +465,9 @@ def _check_amp(model: OpSpec, fail: Fail) -> None:
 
 
 def _check_inplace(model: OpSpec, fail: Fail) -> None:
-    """``inplace: {input: output}``: one pair (Paddle aliases one input of an op with its
-    output here), an input whose shape is the output's (the first input; the others
-    broadcast to it), an output not already aliased."""
+    """``inplace: {input: output}``: one pair, an input whose shape is the outputs' (the first
+    input; the others broadcast to it) and one of the outputs (the others, if any, are new
+    tensors)."""
     if not model.inplace:
         return
     if len(model.inplace) > 1:
@@ -468,9 +485,6 @@ def _check_inplace(model: OpSpec, fail: Fail) -> None:
     if output not in model.outputs:
         raise fail(("inplace", name), f"inplace: '{output}' is not an output (outputs: "
                    f"{', '.join(model.outputs)}){guess(output, model.outputs)}")
-    if len(model.outputs) > 1:
-        raise fail(("inplace", name), "inplace: an op with one output can be made in place; "
-                   f"this one has {len(model.outputs)}")
 
 
 def with_double_backward(spec: Spec) -> Spec:

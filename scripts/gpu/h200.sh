@@ -18,6 +18,11 @@
 #             out-of-range id on the GPU (scripts/gpu/embedding_op.py); about 4 minutes
 #   custom-inplace  kind: custom in-place variants (`inplace:`) on gpu:0: two generated ops'
 #             test_inplace_* tests, then under memcheck (scripts/gpu/custom_inplace.sh; ~2 min)
+#   elementwise-inplace  issue 12: an elementwise op with two outputs and `inplace:`
+#             (tests/specs/bias_relu_mask.yaml, out over x; then mask over x): its in-place
+#             CUDA kernel in a static program on gpu:0 against the host
+#             (scripts/gpu/elementwise_inplace.py), its generated test_inplace_* tests, then
+#             the check under memcheck (~4 min)
 #   custom-dynamic  kind: custom outputs sized by the data (-1): tests/data/masked_select's
 #             generated tests on gpu:0 and under memcheck, and a -1 spec's unchanged skeleton's
 #             (scripts/gpu/custom_dynamic.sh; ~4 min)
@@ -161,6 +166,22 @@ for stage in "$@"; do
       bash scripts/gpu/custom_inplace.sh || status=1 ;;
     custom-dynamic)
       bash scripts/gpu/custom_dynamic.sh || status=1 ;;
+    elementwise-inplace)
+      for over in out mask; do
+        dir=/tmp/elementwise-inplace/$over/bias_relu_mask
+        rm -rf "$dir" && mkdir -p "$dir"
+        sed "s/^inplace: {x: out}/inplace: {x: $over}/" tests/specs/bias_relu_mask.yaml > "$dir/bias_relu_mask.yaml"
+        opgen generate "$dir/bias_relu_mask.yaml" >/dev/null && opgen build "$dir" --arch 90 || { status=1; continue; }
+        python3 scripts/gpu/elementwise_inplace.py "$dir" 2>&1 | tee "$OUT/elementwise-inplace-$over.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+        OPGEN_TEST_DEVICES=gpu opgen test "$dir" --device gpu -- -q -p no:warnings -rs -k inplace 2>&1 |
+          tail -n 8 | tee "$OUT/tests-elementwise-inplace-$over.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+        compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/gpu/elementwise_inplace.py "$dir" \
+          > "$OUT/elementwise-inplace-$over-memcheck.log" 2>&1
+        [ $? = 0 ] || status=1
+        tail -n 3 "$OUT/elementwise-inplace-$over-memcheck.log"
+      done ;;
     embedding-kernels)
       NCU=0 bash scripts/gpu/embedding.sh || status=1 ;;
     deploy)

@@ -23,7 +23,7 @@ std::vector<paddle::Tensor> Relu6BackwardCUDA(const paddle::Tensor& out,
 }
 
 void Relu6ForwardInPlaceCUDA(paddle::Tensor& x, double threshold) {
-  opgen::cuda::ElementwiseInPlace<relu6::Dtypes, relu6::Forward>(
+  opgen::cuda::ElementwiseInPlace<relu6::Dtypes, relu6::Forward, 1, /*kOver=*/0>(
       kInPlaceOpName, "relu6::Forward", {x}, threshold);
 }
 

@@ -26,9 +26,10 @@ inline cudaError_t Fill(std::vector<paddle::Tensor>& tensors, int byte, cudaStre
 }
 
 // Runs `Functor<T>(attrs...)` over GPU tensors on their device and stream: checks the inputs,
-// allocates kOut outputs of their broadcast shape, dispatches over Dtypes and launches.
+// allocates kOut outputs of their broadcast shape, dispatches over Dtypes and launches. kOver >= 0:
+// output kOver is written over the first input (see cpu::Elementwise).
 template <Schedule kSchedule, typename DtypeList, template <typename> class Functor, int kOut,
-          bool kInPlace, std::size_t kIn, typename... Attrs>
+          int kOver, std::size_t kIn, typename... Attrs>
 std::vector<paddle::Tensor> Run(const char* op, const char* kernel,
                                 const paddle::Tensor (&inputs)[kIn], const Attrs&... attrs) {
   std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
@@ -37,11 +38,16 @@ std::vector<paddle::Tensor> Run(const char* op, const char* kernel,
   const int device = like.place().GetDeviceId();
   DeviceGuard guard(device);  // outputs are allocated on the inputs' device
   const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, ins, like.shape());
-  std::vector<paddle::Tensor> outs = kInPlace ? InPlaceOutput(op, ins, plan.out_shape)
-                                              : Empty<kOut>(plan.out_shape, like);
+  std::vector<paddle::Tensor> outs = kOver >= 0
+                                         ? InPlaceOutputs<kOut>(op, kOver, ins, plan.out_shape)
+                                         : Empty<kOut>(plan.out_shape, like);
   if (plan.numel == 0) return outs;
   const cudaStream_t stream = like.stream();
-  cudaError_t status = PoisonOutputs() && !kInPlace ? Fill(outs, 0xFF, stream) : cudaSuccess;
+  cudaError_t status = cudaSuccess;
+  if (PoisonOutputs()) {
+    std::vector<paddle::Tensor> allocated = kOver >= 0 ? Allocated(outs, kOver) : outs;
+    status = Fill(allocated, 0xFF, stream);
+  }
   Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = ConstData<T, int(kIn)>(ins);
@@ -112,15 +118,20 @@ template <typename DtypeList, template <typename> class Functor, int kOut, std::
 std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
                                         const paddle::Tensor (&inputs)[kIn],
                                         const Attrs&... attrs) {
-  return Run<Schedule::kVectorized, DtypeList, Functor, kOut, false>(op, kernel, inputs, attrs...);
+  return Run<Schedule::kVectorized, DtypeList, Functor, kOut, -1>(op, kernel, inputs, attrs...);
 }
 
-// The in-place variant (the spec's `inplace:`): the one output is written over inputs[0].
-template <typename DtypeList, template <typename> class Functor, std::size_t kIn,
-          typename... Attrs>
-void ElementwiseInPlace(const char* op, const char* kernel, const paddle::Tensor (&inputs)[kIn],
-                        const Attrs&... attrs) {
-  Run<Schedule::kVectorized, DtypeList, Functor, 1, true>(op, kernel, inputs, attrs...);
+// The in-place variant (the spec's `inplace:`): output kOver is written over inputs[0]. Returns
+// the other outputs, which it allocates (what Paddle takes from an in-place kernel).
+template <typename DtypeList, template <typename> class Functor, int kOut, int kOver,
+          std::size_t kIn, typename... Attrs>
+std::vector<paddle::Tensor> ElementwiseInPlace(const char* op, const char* kernel,
+                                               const paddle::Tensor (&inputs)[kIn],
+                                               const Attrs&... attrs) {
+  static_assert(0 <= kOver && kOver < kOut, "the output written over inputs[0] is an output");
+  return Allocated(Run<Schedule::kVectorized, DtypeList, Functor, kOut, kOver>(
+                       op, kernel, inputs, attrs...),
+                   kOver);
 }
 
 // The textbook one-element-per-thread kernel, for `opgen bench`'s comparison only.
@@ -129,7 +140,7 @@ template <typename DtypeList, template <typename> class Functor, int kOut, std::
 std::vector<paddle::Tensor> NaiveElementwise(const char* op, const char* kernel,
                                              const paddle::Tensor (&inputs)[kIn],
                                              const Attrs&... attrs) {
-  return Run<Schedule::kNaive, DtypeList, Functor, kOut, false>(op, kernel, inputs, attrs...);
+  return Run<Schedule::kNaive, DtypeList, Functor, kOut, -1>(op, kernel, inputs, attrs...);
 }
 
 }  // namespace cuda

@@ -24,7 +24,7 @@ std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x,
 }
 
 void BiasGeluForwardInPlaceCUDA(paddle::Tensor& x, const paddle::Tensor& bias) {
-  opgen::cuda::ElementwiseInPlace<bias_gelu::Dtypes, bias_gelu::Forward>(
+  opgen::cuda::ElementwiseInPlace<bias_gelu::Dtypes, bias_gelu::Forward, 1, /*kOver=*/0>(
       kInPlaceOpName, "bias_gelu::Forward", {x, bias});
 }
 

@@ -138,15 +138,26 @@ std::vector<paddle::Tensor> Empty(const std::vector<int64_t>& shape, const paddl
   return outputs;
 }
 
-// The output of an in-place op: its first input, which must have the output's shape.
-inline std::vector<paddle::Tensor> InPlaceOutput(const char* op,
-                                                 const std::vector<paddle::Tensor>& inputs,
-                                                 const std::vector<int64_t>& out_shape) {
+// The kOut outputs of an in-place op (the spec's `inplace:`): output `over` is its first input,
+// which must have the outputs' shape; the others are allocated, as Empty's are.
+template <std::size_t kOut>
+std::vector<paddle::Tensor> InPlaceOutputs(const char* op, int over,
+                                           const std::vector<paddle::Tensor>& inputs,
+                                           const std::vector<int64_t>& out_shape) {
   if (inputs[0].shape() != out_shape) {
     Fail(op, ": the in-place input has shape ", DimsString(inputs[0].shape()),
          " but the output's is ", DimsString(out_shape), "; the output is written over it");
   }
-  return {inputs[0]};
+  std::vector<paddle::Tensor> outputs = Empty<kOut - 1>(out_shape, inputs[0]);
+  outputs.insert(outputs.begin() + over, inputs[0]);
+  return outputs;
+}
+
+// What an in-place op's kernel returns to Paddle: the outputs it allocated, not the one written
+// over its input (Paddle binds that one itself).
+inline std::vector<paddle::Tensor> Allocated(std::vector<paddle::Tensor> outputs, int over) {
+  outputs.erase(outputs.begin() + over);
+  return outputs;
 }
 
 // The tensors a gradient functor reads, in its order: the kGrad tensors whose gradients it gives
@@ -246,23 +257,27 @@ struct StoreAs<paddle::bfloat16> {
 };
 
 // Runs `Functor<T>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
-// their broadcast shape, dispatches over Dtypes and loops. kInPlace: the one output is written
-// over the first input, which has the output's shape (the spec's `inplace:`); each element is
-// read before it is written, at the same index.
-template <typename DtypeList, template <typename> class Functor, int kOut, bool kInPlace = false,
+// their broadcast shape, dispatches over Dtypes and loops. kOver >= 0: output kOver is written over
+// the first input, which has the outputs' shape (the spec's `inplace:`), and the others are
+// allocated; each element of it is read before it is written, at the same index.
+template <typename DtypeList, template <typename> class Functor, int kOut, int kOver = -1,
           std::size_t kIn, typename... Attrs>
 std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
                                         const paddle::Tensor (&inputs)[kIn],
                                         const Attrs&... attrs) {
+  static_assert(kOver < kOut, "the output written over the first input is one of the outputs");
   std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
   const paddle::Tensor& like = FirstPresent(op, inputs);
   if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
   const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, ins, like.shape());
-  std::vector<paddle::Tensor> outs = kInPlace ? InPlaceOutput(op, ins, plan.out_shape)
-                                              : Empty<kOut>(plan.out_shape, like);
+  std::vector<paddle::Tensor> outs = kOver >= 0
+                                         ? InPlaceOutputs<kOut>(op, kOver, ins, plan.out_shape)
+                                         : Empty<kOut>(plan.out_shape, like);
   if (plan.numel == 0) return outs;
-  if (PoisonOutputs() && !kInPlace) {
-    for (paddle::Tensor& t : outs) std::memset(t.data(), 0xFF, Bytes(t));
+  if (PoisonOutputs()) {
+    for (int k = 0; k < kOut; ++k) {
+      if (k != kOver) std::memset(outs[k].data(), 0xFF, Bytes(outs[k]));
+    }
   }
   Dispatch(DtypeList{}, like.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
