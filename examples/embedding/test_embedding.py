@@ -178,7 +178,7 @@ def test_backward_matches_finite_differences(device, combo, attrs, given):
 
 
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
-# (docs/deploy.md). CPU, the first dtype combination at the typical case's shapes;
+# (docs/deploy.md). CPU, the first dtype combination at the typical case's sizes;
 # `opgen test embedding -- -m "not deploy"` skips these.
 DEPLOY_COMBO = next(iter(COMBOS))
 HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh process registers
