@@ -647,14 +647,15 @@ def free_dims(model: CustomOpSpec, custom: Custom) -> FreeDims:
     has_lead = any(d is None or d[0].ellipsis for d in custom.shapes.values())
     if has_lead and LEAD in computed:
         fixed[LEAD] = f"an output's shape computes with one: {computed[LEAD]}"
-    names = []
+    names: list[str] = []
     for name in custom.dims:
-        at = next(((n, k) for n, dims in custom.shapes.items() for k, d in enumerate(dims or ())
-                   if d.name == name and k != 0), None)
+        later = next(((f"{n} has it after '...', not first" if dims[0].ellipsis else
+                       f"{n} has it as dim {k}, not first")
+                      for n, dims in custom.shapes.items() if dims is not None
+                      for k, d in enumerate(dims) if d.name == name and k != 0), None)
         ranged = next((n for n, r in custom.ranges.items() if name in r), None)
-        if at is not None:
-            fixed[name] = f"{at[0]} has it as dim {at[1]}, not first" if not \
-                custom.shapes[at[0]][0].ellipsis else f"{at[0]} has it after '...', not first"
+        if later is not None:
+            fixed[name] = later
         elif ranged is not None:
             fixed[name] = f"it bounds the values of {ranged}: its range"
         elif name in computed:
