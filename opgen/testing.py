@@ -405,23 +405,32 @@ def assert_static_matches_eager(make_model: Callable[[], Any], inputs: dict[str,
 
 def assert_saved_model_serves(make_model: Callable[[], Any], inputs: dict[str, Any],
                               specs: list[Any], way: str, op_dir: str, tmp_path: Any,
-                              outputs: Sequence[str]) -> None:
+                              outputs: Sequence[str], other: dict[str, Any] | None = None
+                              ) -> None:
     """``paddle.jit.save`` of a model through to_static, then ``way`` ("jit.load" or
     "predictor") in a fresh process that registers the op from ``op_dir`` first
-    (:func:`run_saved_model`): eager's ``outputs``, exactly through jit.load; within float32
-    rounding through the predictor, whose passes may fuse and reorder the ops around the op."""
+    (:func:`serve_saved_model`): eager's ``outputs``, exactly through jit.load; within float32
+    rounding through the predictor, whose passes may fuse and reorder the ops around the op.
+    ``other``: inputs with other sizes of the InputSpecs' None dims, which the same loaded model
+    (the same predictor) then serves too, giving eager's outputs for them."""
     import paddle
 
     prefix = str(tmp_path / "model")
+    input_sets = [inputs] if other is None else [inputs, other]
     with on_cpu():
         paddle.jit.save(static_model(make_model(), specs), prefix)
-        expected = [o.numpy() for o in as_tuple(make_model()(*inputs.values()))]
-    got = run_saved_model(prefix, {n: t.numpy() for n, t in inputs.items()}, way, [op_dir])
-    for name, out, want in zip(outputs, got, expected, strict=True):
-        if way == "jit.load":
-            np.testing.assert_array_equal(out, want, err_msg=name)
-        else:
-            np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6, err_msg=name)
+        eager = make_model()  # to_static converts the layer it is given: a fresh one
+        expected = [[o.numpy() for o in as_tuple(eager(*i.values()))] for i in input_sets]
+    served = serve_saved_model(prefix, [{n: t.numpy() for n, t in i.items()} for i in input_sets],
+                               way, [op_dir])
+    for k, (got, want_all) in enumerate(zip(served, expected, strict=True)):
+        for name, out, want in zip(outputs, got, want_all, strict=True):
+            what = name if k == 0 else f"{name}, inputs of other sizes " + \
+                ", ".join(f"{n} {list(t.shape)}" for n, t in input_sets[k].items())
+            if way == "jit.load":
+                np.testing.assert_array_equal(out, want, err_msg=what)
+            else:
+                np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6, err_msg=what)
 
 
 def assert_saved_model_needs_the_op(make_model: Callable[[], Any], specs: list[Any],
@@ -444,17 +453,15 @@ import opgen
 import paddle
 from opgen.errors import DeployError
 
-prefix, way, inputs_file, outputs_file, *libraries = sys.argv[1:]
+prefix, way, folder, count, *libraries = sys.argv[1:]
 for library in libraries:
     opgen.register(library)
 try:
     opgen.check_model(prefix)
 except DeployError as err:
     sys.exit(f"DeployError: {err}")
-inputs = dict(np.load(inputs_file))
 if way == "jit.load":
-    outputs = paddle.jit.load(prefix)(*(paddle.to_tensor(a) for a in inputs.values()))
-    outputs = [o.numpy() for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+    layer = paddle.jit.load(prefix)
 else:
     from pathlib import Path
     from paddle import inference
@@ -462,11 +469,19 @@ else:
     config = inference.Config(model, f"{prefix}.pdiparams")
     config.disable_gpu()
     predictor = inference.create_predictor(config)
-    for name in predictor.get_input_names():
-        predictor.get_input_handle(name).copy_from_cpu(inputs[name])
-    predictor.run()
-    outputs = [predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()]
-np.savez(outputs_file, *outputs)
+for k in range(int(count)):  # one model serves each set of inputs in turn
+    inputs = dict(np.load(f"{folder}/in{k}.npz"))
+    if way == "jit.load":
+        outputs = layer(*(paddle.to_tensor(a) for a in inputs.values()))
+        outputs = [o.numpy() for o in (outputs if isinstance(outputs, (list, tuple))
+                                       else [outputs])]
+    else:
+        for name in predictor.get_input_names():
+            predictor.get_input_handle(name).copy_from_cpu(inputs[name])
+        predictor.run()
+        outputs = [predictor.get_output_handle(n).copy_to_cpu()
+                   for n in predictor.get_output_names()]
+    np.savez(f"{folder}/out{k}.npz", *outputs)
 """
 
 
@@ -485,22 +500,34 @@ def run_saved_model(prefix: str, inputs: dict[str, np.ndarray], way: str,
     registers ``libraries`` (as ``opgen.register`` takes them), then checks the model
     (``opgen.check_model``), then runs it through ``way``: "jit.load" or "predictor" (Paddle
     Inference). Fails the test with the child's last lines of output when it fails."""
+    return serve_saved_model(prefix, [inputs], way, libraries)[0]
+
+
+def serve_saved_model(prefix: str, input_sets: Sequence[dict[str, np.ndarray]], way: str,
+                      libraries: Sequence[str]) -> list[list[np.ndarray]]:
+    """:func:`run_saved_model` for each of ``input_sets`` in turn, in one fresh process, through
+    one loaded model or one predictor, as a server takes requests of several sizes: the outputs
+    for each set."""
     import subprocess
     import sys
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        inputs_file, outputs_file = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
-        np.savez(inputs_file, **inputs)
+        for k, inputs in enumerate(input_sets):
+            np.savez(os.path.join(tmp, f"in{k}.npz"), **inputs)
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GLOG_minloglevel": "2"}
-        proc = subprocess.run([sys.executable, "-c", _SAVED_MODEL_CHILD, prefix, way, inputs_file,
-                               outputs_file, *libraries], capture_output=True, text=True, env=env)
+        proc = subprocess.run([sys.executable, "-c", _SAVED_MODEL_CHILD, prefix, way, tmp,
+                               str(len(input_sets)), *libraries], capture_output=True, text=True,
+                              env=env)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise AssertionError(f"{way} of {prefix} in a fresh process failed "
                                  f"(exit {proc.returncode}):\n{tail}")
-        with np.load(outputs_file) as outputs:
-            return [outputs[f"arr_{k}"] for k in range(len(outputs.files))]
+        served = []
+        for k in range(len(input_sets)):
+            with np.load(os.path.join(tmp, f"out{k}.npz")) as outputs:
+                served.append([outputs[f"arr_{j}"] for j in range(len(outputs.files))])
+        return served
 
 
 def named_reference(fn: Callable[..., Any], arrays: dict[str, np.ndarray], attrs: dict[str, Any],

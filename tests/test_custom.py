@@ -4,6 +4,7 @@ outputs, and outputs sized by the data (-1: tests/data/masked_select, a skeleton
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from conftest import GPU_PYTHON, ROOT, run_opgen
 
 from opgen import api
 from opgen.errors import SpecError
+from opgen.kinds.custom import LEAD, FreeDims, free_dims
 from opgen.render import render_op
 from opgen.spec import loads
 from opgen.writer import Status
@@ -391,6 +393,103 @@ def test_an_optional_input_reaches_the_kernel_given_and_omitted(tmp_path):
 @pytest.mark.build
 def test_embedding_passes_its_generated_tests():
     result = run_opgen("test", str(EMBEDDING), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+# -- the deploy tests' free dims: None in their InputSpecs ----------------------------------------
+
+ROWS = """\
+name: rows
+kind: custom
+inputs:
+  x: {dtype: float types, shape: [N, D]}
+  weight: {dtype: same as x, shape: [N]}
+outputs:
+  out: {dtype: same as x, shape: "[*x.shape]"}
+backward: [x]
+sizes: {N: 4, D: 3}
+"""
+# No dim free: N and the leading dims are computed with, D is not first.
+GROW = """\
+name: grow
+kind: custom
+inputs:
+  x: {dtype: float32, shape: [N, D]}
+  ids: {dtype: int64}
+outputs:
+  out: {dtype: same as x, shape: "[N + 1, D]"}
+  picked: {dtype: same as x, shape: "[ids.shape[0] * 2]"}
+"""
+
+
+@pytest.mark.parametrize(("text", "lead", "names", "fixed"), [
+    ((EMBEDDING / "embedding.yaml").read_text(), True, (),
+     {"V": "it bounds the values of ids: its range", "D": "table has it as dim 1, not first"}),
+    (SHIFT, True, (), {"D": "x has it after '...', not first"}),
+    (ROWS, False, ("N",), {"D": "x has it as dim 1, not first"}),
+    (GROW, False, (), {LEAD: "an output's shape computes with one: picked [ids.shape[0] * 2]",
+                       "N": "an output's shape computes with it: out [N + 1, D]",
+                       "D": "x has it as dim 1, not first"}),
+], ids=["embedding", "shift", "rows", "grow"])
+def test_free_dims_follow_the_spec(text, lead, names, fixed):
+    spec = loads(text, "op.yaml", check_builtins=False)
+    assert free_dims(spec.model, spec.kind_data) == FreeDims(lead, names, fixed)
+
+
+# Imports each generated test module (the op's library loads at its first call, so nothing is
+# built) and prints its deploy InputSpecs' shapes and the inputs it serves at other sizes.
+DEPLOY_SHAPES = textwrap.dedent("""
+    import importlib, json, sys
+    shapes = {}
+    for folder in sys.argv[1:]:
+        sys.path.insert(0, folder)
+        name = folder.rsplit("/", 1)[-1]
+        test = importlib.import_module(f"test_{name}")
+        sys.path.pop(0)
+        _, specs = test.deploy_inputs()
+        other, _ = test.deploy_inputs(other=True)
+        shapes[name] = [[list(s.shape) for s in specs],
+                        [list(t.shape) for t in other.values()]]
+    print(json.dumps(shapes))
+""")
+
+
+def test_deploy_input_specs_have_none_for_the_free_dims(tmp_path):
+    """The InputSpecs the generated deploy tests trace with (-1: None), and the inputs of other
+    sizes their saved model serves: every free dim 2 larger; none where no dim is free."""
+    folders = [str(EMBEDDING)]
+    for name, text in (("rows", ROWS), ("grow", GROW)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.yaml").write_text(text)
+        api.generate(tmp_path / name / f"{name}.yaml")
+        folders.append(str(tmp_path / name))
+    env = {**os.environ, "GLOG_minloglevel": "3", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", DEPLOY_SHAPES, *folders], capture_output=True,
+                            text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {
+        "embedding": [[[-1, -1], [50, 12]], [[5, 7], [50, 12]]],  # ids: any shape
+        "rows": [[[-1, 3], [-1]], [[6, 3], [6]]],                 # N, first in x and weight
+        "grow": [[[7, 7], [3, 5]], [[7, 7], [3, 5]]],             # none: the test shapes
+    }
+    grow = (tmp_path / "grow" / "test_grow.py").read_text()
+    assert "# The spec leaves no dim free (docs/deploy.md, section 6)" in grow
+    assert "FREE_LEAD = False" in grow and "FREE_DIMS = []" in grow
+    assert "other=deploy_inputs(other=True)" not in grow  # it serves the traced shapes alone
+    assert "FREE_DIMS = ['N']" in (tmp_path / "rows" / "test_rows.py").read_text()
+
+
+@pytest.mark.build
+def test_a_named_batch_dim_is_free_in_the_deploy_tests(tmp_path):
+    """A skeleton whose inputs share a leading named dim N: its generated tests pass unchanged,
+    the deploy tests tracing with N None and serving N + 2."""
+    spec = tmp_path / "rows" / "rows.yaml"
+    spec.parent.mkdir()
+    spec.write_text(ROWS)
+    api.generate(spec)
+    result = run_opgen("test", str(spec.parent), "--device", "cpu", "--", "-q", "-p",
                        "no:warnings")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout

@@ -49,19 +49,20 @@ OPTIONAL = []
 GIVEN = ["given", "omitted"] if OPTIONAL else ["given"]
 
 
-def input_shapes(lead):
-    """Each input's shape in a case whose free dims are ``lead``."""
+def input_shapes(lead, dims=DIMS):
+    """Each input's shape in a case whose leading dims are ``lead``, its named dims ``dims``."""
     return {
         "ids": lead,
-        "table": (DIMS["V"], DIMS["D"]),
+        "table": (dims["V"], dims["D"]),
     }
 
 
-def sample_inputs(rng, case, combo, device, grad=(), given="given"):
+def sample_inputs(rng, case, combo, device, grad=(), given="given", sizes=None):
     """The inputs as Paddle tensors, and as the numpy arrays reference.py takes; optional
-    inputs are None where ``given`` is "omitted"."""
+    inputs are None where ``given`` is "omitted". ``sizes`` (leading dims, named dims) replaces
+    the case's."""
     tensors, arrays = {}, {}
-    for name, shape in input_shapes(CASES[case]).items():
+    for name, shape in input_shapes(*(sizes or (CASES[case],))).items():
         dtype = COMBOS[combo][0][name]
         if name in OPTIONAL and given == "omitted":
             tensors[name] = arrays[name] = None
@@ -177,18 +178,33 @@ def test_backward_matches_finite_differences(device, combo, attrs, given):
 
 
 # Deploy: the op inside a static graph, saved, and loaded by a fresh process as a server would
-# (docs/deploy.md). CPU, the first dtype combination at the typical case's shapes;
+# (docs/deploy.md). CPU, the first dtype combination at the typical case's sizes;
 # `opgen test embedding -- -m "not deploy"` skips these.
 DEPLOY_COMBO = next(iter(COMBOS))
 HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh process registers
+# The dims the spec leaves free are None in the InputSpecs (docs/deploy.md, section 6), and the
+# saved model also serves inputs with each of them 2 larger: the leading dims (ids). Not free: V
+# (it bounds the values of ids: its range); D (table has it as dim 1, not first).
+FREE_LEAD = True  # the leading dims of the inputs of any shape or [..., ...]
+FREE_DIMS = []
 
 
-def deploy_inputs(stop_gradient=True):
-    """The deploy tests' inputs (optional ones given) and their InputSpecs, at those shapes."""
+def deploy_sizes(free):
+    """The deploy tests' leading dims and named dims: the typical case's, each free one
+    replaced by ``free(size)``."""
+    lead = CASES["typical"]
+    return (tuple(free(n) for n in lead) if FREE_LEAD else lead,
+            {d: free(n) if d in FREE_DIMS else n for d, n in DIMS.items()})
+
+
+def deploy_inputs(stop_gradient=True, other=False):
+    """The deploy tests' inputs (optional ones given), at the typical case's sizes or (other)
+    with each free dim 2 larger, and their InputSpecs: None for the free dims."""
+    sizes = deploy_sizes((lambda n: n + 2) if other else (lambda n: n))
     tensors, _ = sample_inputs(np.random.default_rng(9), "typical", DEPLOY_COMBO, "cpu",
-                               grad=() if stop_gradient else BACKWARD)
-    specs = [paddle.static.InputSpec(list(t.shape), COMBOS[DEPLOY_COMBO][0][n], n)
-             for n, t in tensors.items()]
+                               grad=() if stop_gradient else BACKWARD, sizes=sizes)
+    specs = [paddle.static.InputSpec(list(shape), COMBOS[DEPLOY_COMBO][0][n], n)
+             for n, shape in input_shapes(*deploy_sizes(lambda n: None)).items()]
     return tensors, specs
 
 
@@ -221,11 +237,12 @@ def test_to_static_matches_eager(attrs):
 @pytest.mark.parametrize("way", ["jit.load", "predictor"])
 def test_saved_model_in_a_fresh_process(tmp_path, way):
     """paddle.jit.save, then paddle.jit.load or the Paddle Inference predictor in a new process
-    that registers the op (opgen.register) first: eager's outputs."""
+    that registers the op (opgen.register) first: eager's outputs, at the typical case's sizes
+    and with the free dims 2 larger."""
     inputs, specs = deploy_inputs()
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
     ot.assert_saved_model_serves(lambda: Model(embedding, attrs), inputs, specs, way, HERE,
-                                 tmp_path, OUTPUTS)
+                                 tmp_path, OUTPUTS, other=deploy_inputs(other=True)[0])
 
 
 @pytest.mark.deploy

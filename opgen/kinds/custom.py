@@ -601,6 +601,86 @@ def _data_dependent(item: ast.AST) -> bool:
             and item.operand.value == 1)
 
 
+# -- the deploy tests' free dims -------------------------------------------------------------------
+
+#: :class:`FreeDims`' name for the leading dims of the inputs of ``shape: any`` or ``[..., ...]``.
+LEAD = "leading dims"
+
+
+@dataclass(frozen=True)
+class FreeDims:
+    """The dims the deploy tests' InputSpecs give as ``None`` (:func:`free_dims`)."""
+
+    lead: bool                  # the leading dims (`any`, `...`): all of them, or none
+    names: tuple[str, ...]      # the named dims that are free
+    fixed: dict[str, str]       # every other candidate (LEAD or a dim name) -> why it is not
+
+
+def free_dims(model: CustomOpSpec, custom: Custom) -> FreeDims:
+    """The dims of the inputs whose size the caller may pick per call, which a saved model
+    therefore takes as ``None``; a dim the spec fixes, or one whose size means something to the
+    rest of the spec, keeps its test size.
+
+    Candidates are the leading dims (inputs of ``shape: any`` or ``[..., D]``, all of them
+    together, as the tests share them) and the named dims (``N``). A candidate is fixed when:
+
+    - (a named dim) an input has it other than first (``[V, D]``'s ``D``; ``[N, N]``): only a
+      leading, batch-like dim is free;
+    - (a named dim) a ``range:`` uses it: it bounds an integer input's values (a vocabulary);
+    - an output's shape computes with it (``N + 1``, ``x.shape[0] * k``, where ``x.shape[0]`` is
+      it): InferShape sees -1 for a ``None`` dim, which an item ``N``, ``x.shape[0]`` or
+      ``*x.shape`` passes on as unknown but arithmetic turns into a wrong size.
+
+    Sizes (``3``) are never free.
+    """
+    computed: dict[str, str] = {}  # candidate -> the first output shape computing with it
+    for output, tree in custom.out_shapes.items():
+        for item in tree.elts:
+            if isinstance(item, (ast.Starred, ast.Name, ast.Subscript)) or _data_dependent(item):
+                continue  # passed on as it is
+            for node in ast.walk(item):
+                dim = node.id if isinstance(node, ast.Name) and node.id in custom.dims else \
+                    _indexed_dim(node, custom) if isinstance(node, ast.Subscript) else None
+                if dim is not None:
+                    computed.setdefault(dim, f"{output} {ast.unparse(tree)}")
+    fixed: dict[str, str] = {}
+    has_lead = any(d is None or d[0].ellipsis for d in custom.shapes.values())
+    if has_lead and LEAD in computed:
+        fixed[LEAD] = f"an output's shape computes with one: {computed[LEAD]}"
+    names: list[str] = []
+    for name in custom.dims:
+        later = next(((f"{n} has it after '...', not first" if dims[0].ellipsis else
+                       f"{n} has it as dim {k}, not first")
+                      for n, dims in custom.shapes.items() if dims is not None
+                      for k, d in enumerate(dims) if d.name == name and k != 0), None)
+        ranged = next((n for n, r in custom.ranges.items() if name in r), None)
+        if later is not None:
+            fixed[name] = later
+        elif ranged is not None:
+            fixed[name] = f"it bounds the values of {ranged}: its range"
+        elif name in computed:
+            fixed[name] = f"an output's shape computes with it: {computed[name]}"
+        else:
+            names.append(name)
+    return FreeDims(lead=has_lead and LEAD not in fixed, names=tuple(names), fixed=fixed)
+
+
+def _indexed_dim(node: ast.Subscript, custom: Custom) -> str | None:
+    """The dim ``x.shape[i]`` is: a dim name, :data:`LEAD` (one of the leading dims), or None (a
+    size). A non-negative index into ``[..., D]`` counts as a leading dim."""
+    source = node.value.value.id  # type: ignore[attr-defined]
+    index = ast.literal_eval(node.slice)
+    dims = custom.shapes[source]
+    if dims is None:
+        return LEAD
+    if dims[0].ellipsis:
+        fixed = dims[1:]
+        if index >= 0 or -index > len(fixed):
+            return LEAD
+        return fixed[index].name
+    return dims[index].name if -len(dims) <= index < len(dims) else None
+
+
 # -- code generation -------------------------------------------------------------------------------
 
 def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str,
@@ -1027,7 +1107,10 @@ class Context:
     reference_copies: dict[str, str | None]  # output -> input it copies (the skeleton's reference)
     grad_copies: dict[str, str | None]       # input -> output whose gradient it is, or None
     dtype_names: dict[str, str]              # tensor -> "int32 or int64" for messages
-    test_shapes: dict[str, str]              # input -> its test shape, over `lead` and DIMS
+    test_shapes: dict[str, str]              # input -> its test shape, over `lead` and `dims`
+    free_lead: bool                          # the deploy tests' InputSpecs: the leading dims
+    free_dims: list[str]                     #   and these named dims are None (free_dims())
+    free_comment: list[str]                  # which are free and why the others are not: lines
     test_ranges: dict[str, str]              # integer input -> (low, high) over DIMS
     wrong_dtype: tuple[str, str]             # an input, and a dtype it refuses
     inplace: InPlace | None                  # the in-place variant, where the spec asks
@@ -1204,6 +1287,7 @@ def build_context(spec: Any) -> Context:
                             out_dtypes=out_dtypes,
                             float64=bool(floats) and all(d == "float64" for d in floats)))
     first = next(iter(m.inputs))
+    free = free_dims(m, custom)
     spec_file = Path(spec.path).name
     summary = m.summary.strip() or f"The {m.name} custom op."
     return Context(
@@ -1289,6 +1373,9 @@ def build_context(spec: Any) -> Context:
         grad_copies=grad_copies,
         dtype_names={t.name: t.dtype_text for t in [*inputs.values(), *outputs.values()]},
         test_shapes={n: _test_shape(custom.shapes[n]) for n in m.inputs},
+        free_lead=free.lead,
+        free_dims=list(free.names),
+        free_comment=_free_comment(free, custom),
         test_ranges={n: "(" + ", ".join(_test_bound(b, custom) for b in r) + ")"
                      for n, r in custom.ranges.items()},
         wrong_dtype=_wrong_dtype(inputs),
@@ -1300,12 +1387,32 @@ def build_context(spec: Any) -> Context:
 
 def _test_shape(dims: tuple[Dim, ...] | None) -> str:
     """An input's shape in the generated tests: the case's leading dims where the spec allows any
-    (``lead``), the spec's dims at their test sizes (``DIMS``)."""
+    (``lead``), the spec's named dims at their test sizes (``dims``)."""
     if dims is None:
         return "lead"
     items = ["*lead" if d.ellipsis else str(d.size) if d.size is not None else
-             f'DIMS["{d.name}"]' for d in dims]
+             f'dims["{d.name}"]' for d in dims]
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _free_comment(free: FreeDims, custom: Custom) -> list[str]:
+    """The generated deploy tests' comment: which dims their InputSpecs give as None, and why
+    each other candidate keeps its test size."""
+    lead_inputs = [n for n, d in custom.shapes.items() if d is None or d[0].ellipsis]
+    free_text = ([f"the leading dims ({', '.join(lead_inputs)})"] if free.lead else []) + \
+        list(free.names)
+    if free_text:
+        text = ("The dims the spec leaves free are None in the InputSpecs (docs/deploy.md, "
+                "section 6), and the saved model also serves inputs with each of them 2 larger: "
+                f"{', '.join(free_text)}.")
+    else:
+        text = ("The spec leaves no dim free (docs/deploy.md, section 6): the InputSpecs have "
+                "the typical case's shapes, and the saved model serves those alone.")
+    if free.fixed:
+        text += " Not free: " + "; ".join(f"{'the ' if n == LEAD else ''}{n} ({why})"
+                                          for n, why in free.fixed.items()) + "."
+    return textwrap.wrap(text, 98, initial_indent="# ", subsequent_indent="# ",
+                         break_on_hyphens=False)
 
 
 def _test_bound(bound: str, custom: Custom) -> str:
