@@ -62,6 +62,47 @@ RUN = textwrap.dedent("""
 """)
 
 
+# float16 results bit for bit against numpy: x + bias is exact in float64 and rounded once, so
+# only a conversion that does not round to nearest even differs (Paddle 2.6.2's host float16
+# conversion did, by 1 ulp in places); bfloat16 against the same rounding of the float32 sum.
+EXACT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import paddle
+    sys.path.insert(0, sys.argv[1])
+    from bias_relu_mask import bias_relu_mask
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-3, 3, (4, 4099)).astype("float16")
+    bias = rng.uniform(-1, 1, 4099).astype("float16")
+    out, mask = bias_relu_mask(paddle.to_tensor(x), paddle.to_tensor(bias))
+    u = x.astype(np.float64) + bias
+    np.testing.assert_array_equal(out.numpy(), np.where(u > 0, u, 0).astype(np.float16))
+    np.testing.assert_array_equal(mask.numpy(), (u > 0).astype(np.float16))
+
+    def bf16(values):  # float32 -> bfloat16 bits, to nearest even
+        bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+    xb = paddle.to_tensor(x.astype(np.float32)).astype("bfloat16")
+    bb = paddle.to_tensor(bias.astype(np.float32)).astype("bfloat16")
+    out, _ = bias_relu_mask(xb, bb)
+    xs = xb.astype("float32").numpy().astype(np.float64)
+    u = xs + bb.astype("float32").numpy()
+    want = bf16(np.where(u > 0, u, 0).astype(np.float32))
+    np.testing.assert_array_equal(out.numpy(), want)  # a bfloat16 tensor's numpy(): its bits
+    print("ok")
+""")
+
+
+def _exact(op: Path, python: str | Path = sys.executable) -> None:
+    env = {**os.environ, "GLOG_minloglevel": "3", "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([str(python), "-c", EXACT, str(op)], capture_output=True, text=True,
+                         env=env, check=False)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), \
+        run.stdout[-2000:] + run.stderr[-3000:]
+
+
 def test_out_over_x_mask_new_and_the_generated_tests_pass_on_cpu(tmp_path):
     op = _generate(tmp_path)
     result = run_opgen("test", str(op), "--device", "cpu", "--", "-v", "-p", "no:warnings")
@@ -74,6 +115,7 @@ def test_out_over_x_mask_new_and_the_generated_tests_pass_on_cpu(tmp_path):
                          env=env, check=False)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), \
         run.stdout[-2000:] + run.stderr[-3000:]
+    _exact(op)
 
 
 def test_the_second_output_over_x(tmp_path):
@@ -104,3 +146,4 @@ def test_cuda_build_and_inplace_tests_on_paddle_2_6(tmp_path):
                  "test_inplace_saved_model_in_a_fresh_process"):
         assert f"{test} PASSED" in result.stdout, test
     assert "test_inplace_autograd[cpu] SKIPPED" in result.stdout
+    _exact(op, GPU_PYTHON)  # its CPU kernels' 16-bit results, on Paddle 2.6.2's types

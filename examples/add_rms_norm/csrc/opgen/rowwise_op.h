@@ -22,6 +22,16 @@
 namespace opgen {
 namespace rowwise {
 
+// The CPU loop (opgen/rowwise.h) stores 16-bit results rounded to nearest even (opgen/paddle.h).
+template <>
+struct cpu::StoreAs<paddle::float16> {
+  static paddle::float16 From(float r) { return ToFloat16(r); }
+};
+template <>
+struct cpu::StoreAs<paddle::bfloat16> {
+  static paddle::bfloat16 From(float r) { return ToBFloat16(r); }
+};
+
 // The roles of an op's inputs, in spec order (Elem, Col, RowIn, RowStat of opgen/rowwise.h).
 template <typename... Roles>
 struct RoleList {

@@ -164,6 +164,14 @@ OPGEN_HD AccT Infinity() {
 // ---- the CPU loop ------------------------------------------------------------------------------
 namespace cpu {
 
+// How the CPU loop stores a result as T: a plain conversion. The Paddle side (opgen/rowwise_op.h)
+// specializes it for Paddle's 16-bit types before any loop is instantiated: rounded to nearest
+// even by opgen, not by Paddle's host conversions (see opgen/paddle.h).
+template <typename T>
+struct StoreAs {
+  static T From(OpMathT<T> r) { return static_cast<T>(r); }
+};
+
 // One row on the CPU: plain loops over the row, sums in 8 interleaved lanes added as a tree (the
 // same rounding as a vectorized loop, and a better one than a single running sum).
 template <typename P, typename... Roles>
@@ -213,7 +221,7 @@ class Row {
     for (int64_t j = 0; j < p_.cols; ++j) {
       const R r = Call(f, j, Indices{});
       for (int k = 0; k < P::kOutputs; ++k) {
-        p_.out[k][row_ * p_.cols + j] = static_cast<T>(detail::Part<Acc>(r, k));
+        p_.out[k][row_ * p_.cols + j] = StoreAs<T>::From(detail::Part<Acc>(r, k));
       }
     }
   }
@@ -320,7 +328,7 @@ void RunCpu(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p) {
     }
 #endif
     for (int k = 0; k < kColSum; ++k) {
-      for (int64_t j = 0; j < cols; ++j) p.col_sum[k][j] = static_cast<T>(total[k * cols + j]);
+      for (int64_t j = 0; j < cols; ++j) p.col_sum[k][j] = StoreAs<T>::From(total[k * cols + j]);
     }
   }
 }

@@ -270,9 +270,9 @@ void ParallelFor(int64_t blocks, const Body& body) {
   for (std::thread& helper : helpers) helper.join();
 }
 
-// How the CPU loops store a result as T: a plain conversion. The Paddle side specializes it for
-// paddle::float16, whose software conversion mishandles tiny values (cpu::Store in
-// opgen/elementwise.h), before any loop is instantiated.
+// How the CPU loops store a result as T: a plain conversion. The Paddle side (opgen/elementwise.h)
+// specializes it for Paddle's 16-bit types, before any loop is instantiated: rounded to nearest
+// even by opgen, not by Paddle's host conversions (see opgen/paddle.h).
 template <typename T>
 struct StoreAs {
   static T From(OpMathT<T> r) { return static_cast<T>(r); }

@@ -222,38 +222,14 @@ std::vector<paddle::Tensor> EmptyGradients(const std::vector<int64_t> (&shapes)[
 
 namespace cpu {
 
-// A result as the output dtype stores it. Paddle's software float -> float16 conversion (used
-// without F16C) shifts a 64-bit mantissa by 64 or more bits for |r| below about 2^-64 and returns
-// garbage (3.6e-26 becomes 6.6e-07); every |r| <= 2^-25 rounds to a signed zero in float16, so
-// those are rounded here.
-template <typename T, typename MT>
-inline T Store(MT r) {
-  if constexpr (std::is_same_v<T, paddle::float16>) {
-    if (std::fabs(r) <= MT(0x1p-25)) return static_cast<T>(std::copysign(MT(0), r));
-  }
-  return static_cast<T>(r);
-}
-
-// The loops (opgen/broadcast.h) store results the same way.
+// The loops (opgen/broadcast.h) store 16-bit results rounded to nearest even (opgen/paddle.h).
 template <>
 struct StoreAs<paddle::float16> {
-  static paddle::float16 From(float r) { return Store<paddle::float16>(r); }
+  static paddle::float16 From(float r) { return ToFloat16(r); }
 };
-
-// Paddle's float -> bfloat16 (round to nearest even; NaN becomes 0x7FFF) without its switch over
-// std::fpclassify, which keeps the store loops from vectorizing; zeros and infinities come out of
-// the rounding unchanged, as in Paddle.
 template <>
 struct StoreAs<paddle::bfloat16> {
-  static paddle::bfloat16 From(float r) {
-    uint32_t bits;
-    std::memcpy(&bits, &r, sizeof bits);
-    const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-    const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-    paddle::bfloat16 value;
-    value.x = static_cast<uint16_t>(nan ? 0x7FFFu : rounded);
-    return value;
-  }
+  static paddle::bfloat16 From(float r) { return ToBFloat16(r); }
 };
 
 // Runs `Functor<T>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
