@@ -328,7 +328,9 @@ void RunCpu(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p) {
     }
 #endif
     for (int k = 0; k < kColSum; ++k) {
-      for (int64_t j = 0; j < cols; ++j) p.col_sum[k][j] = StoreAs<T>::From(total[k * cols + j]);
+      for (int64_t j = 0; j < cols; ++j) {
+        p.col_sum[k][j] = cpu::StoreAs<T>::From(total[k * cols + j]);
+      }
     }
   }
 }
