@@ -7,11 +7,13 @@
 //   cudaError_t e = opgen::rowwise::Run<Functor<T>, Elem, Col>(functor, p, workspace, stream);
 //
 // Both run on the current device; `workspace` (256-byte aligned, `bytes` long; null when bytes is
-// 0) holds the column sums' per-block partials. The schedule depends on the row length:
+// 0) holds the column sums' per-block (per-cluster) partials. The schedule depends on the row
+// length:
 //   short rows      a group of 1 to 32 lanes of a warp per row, several rows per block, the row
 //                   in registers (every input read once), reductions by warp shuffles;
 //   medium rows     a warp per row, up to 8 vectors per lane in registers;
-//   long rows       a block per row, the row in registers, shuffles then shared memory;
+//   long rows       a block per row, the row in registers, shuffles then shared memory (with
+//                   column sums, rows of up to 512 lanes share blocks of OPGEN_ROW_SUM_THREADS);
 //   longer rows     (sm_90 on) a cluster of 2 to 8 blocks per row, each block a slice of it in
 //                   registers; a reduction meets the blocks' results in distributed shared memory;
 //   longest rows    a block per row looping over global memory; each reduction re-reads the
@@ -76,15 +78,17 @@ namespace rowwise {
 #ifndef OPGEN_ROW_SUM_BLOCKS
 #define OPGEN_ROW_SUM_BLOCKS 0
 #endif
-// 1: the block-per-row register schedule with 1024 threads (the longest rows: one block per SM)
-// keeps its blocks resident and copies the next row into shared memory (cp.async) while it works
-// on the current one. It pays for the longest rows and costs smaller blocks, so they never
-// prefetch (figures: opgen's docs/benchmarks.md, "Row-wise launcher on its own").
+// 1: the block-per-row register schedule with 1024 threads (the longest rows a block holds: one
+// block per SM) and the cluster schedules keep their blocks resident and copy the next row into
+// shared memory (cp.async) while they work on the current one. It pays for the longest rows and
+// costs smaller blocks, so they do not prefetch (figures: opgen's docs/benchmarks.md, "Row-wise
+// launcher on its own").
 #ifndef OPGEN_ROW_PREFETCH
 #define OPGEN_ROW_PREFETCH 1
 #endif
-// 1: block-per-row register schedules with column sums prefetch their next row too, whatever
-// their size (their blocks are resident and stride over the rows anyway).
+// 1: block-per-row register schedules with column sums (one row per block, 16-byte vectors)
+// prefetch their next row too, whatever their size (their blocks are resident and stride over
+// the rows anyway).
 #ifndef OPGEN_ROW_PREFETCH_SUMS
 #define OPGEN_ROW_PREFETCH_SUMS 0
 #endif
@@ -106,6 +110,14 @@ namespace rowwise {
 #ifndef OPGEN_ROW_MAX_CLUSTER
 #define OPGEN_ROW_MAX_CLUSTER 8
 #endif
+// Clusters need CUDA 11.8's runtime API (cudaLaunchKernelEx, cluster occupancy); with an older
+// toolkit such rows take the loop.
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 11080
+#define OPGEN_ROW_HAS_CLUSTERS 1
+#else
+#define OPGEN_ROW_HAS_CLUSTERS 0
+#endif
+
 constexpr int kRowThreads = OPGEN_ROW_THREADS;
 constexpr bool kPrefetch = OPGEN_ROW_PREFETCH != 0;
 constexpr bool kPrefetchSums = OPGEN_ROW_PREFETCH_SUMS != 0;
@@ -288,10 +300,15 @@ __device__ __forceinline__ A ClusterReduce(A v, Op op, A* slot) {
 #pragma unroll
   for (int rank = 1; rank < kCluster; ++rank) r = op(r, *cluster.map_shared_rank(slot, rank));
   return r;
+#elif defined(__CUDA_ARCH__)
+  (void)op;
+  (void)slot;
+  __trap();  // never launched: clusters run only where the kernel was built for sm_90 on
+  return v;
 #else
   (void)op;
   (void)slot;
-  return v;  // never launched: clusters run only where the kernel was built for sm_90 on
+  return v;  // the host pass
 #endif
 }
 
@@ -546,8 +563,9 @@ class RegisterRow {
   Acc row_value_[kIn];    // the per-row inputs
 };
 
-// Rows of the block are groups of kLanes threads; the block strides over row groups. With column
-// sums, each block's sums over its rows go to partials[blockIdx.x][k][cols].
+// Rows of the block are groups of kLanes threads; the block (a cluster: its blocks together)
+// strides over row groups. With column sums, each block's (cluster's) sums over its rows go to
+// partials[unit][k][cols].
 template <class Cfg, class F, class P, class... Roles>
 __global__ void __launch_bounds__(Cfg::kThreads)
     RegisterKernel(F f, P p, typename P::Acc* partials) {
@@ -871,7 +889,9 @@ int ResidentBlocks(int threads, std::size_t shared_bytes) {
   return blocks;
 }
 
-// The config that launches `kKernel` in clusters of kCluster blocks on `stream`.
+#if OPGEN_ROW_HAS_CLUSTERS
+// The config that launches a kernel in clusters of `cluster` blocks on `stream` (it points into
+// itself: not copied).
 struct ClusterLaunch {
   cudaLaunchConfig_t config = {};
   cudaLaunchAttribute attribute[1] = {};
@@ -888,43 +908,43 @@ struct ClusterLaunch {
     config.attrs = attribute;
     config.numAttrs = 1;
   }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
 };
+#endif
 
-// Whether `kKernel` can run in clusters here: the device launches clusters (sm_90 on) and the
-// kernel's code was built for sm_90 on (not a JIT of an older arch's PTX, where its cluster code
-// is compiled out). Asked once per kernel.
-template <auto kKernel>
-bool ClustersRun() {
-  static const bool runs = [] {
-    int device = 0, clusters = 0;
-    cudaGetDevice(&device);
-    if (cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    cudaFuncAttributes attributes;
-    if (cudaFuncGetAttributes(&attributes, kKernel) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return clusters != 0 && attributes.ptxVersion >= 90;
-  }();
-  return runs;
-}
-
-// Clusters of kCluster blocks of `kKernel` the device holds at once (asked once per kernel).
+// Clusters of kCluster blocks of `kKernel` (with `threads` and `shared_bytes` each) the current
+// device holds at once: 0 where it launches no clusters (before sm_90, or a toolkit before CUDA
+// 11.8) or where the kernel's code was not built for sm_90 on (a JIT of an older arch's PTX,
+// whose cluster code is compiled out). Asked once per kernel and device.
 template <auto kKernel, int kCluster>
 int ResidentClusters(int threads, std::size_t shared_bytes) {
-  static const int clusters = [&] {
-    ClusterLaunch launch(kCluster, threads, shared_bytes, kCluster, nullptr);
+  int device = 0;
+  cudaGetDevice(&device);
+  constexpr int kMaxDevices = 64;
+  static int cache[kMaxDevices] = {};  // the count + 1; 0: not asked yet
+  if (device < 0 || device >= kMaxDevices) return 0;
+  if (cache[device] == 0) {
     int count = 0;
-    if (cudaOccupancyMaxActiveClusters(&count, kKernel, &launch.config) != cudaSuccess) {
-      cudaGetLastError();
-      count = 0;
+#if OPGEN_ROW_HAS_CLUSTERS
+    int launches = 0;
+    cudaFuncAttributes attributes;
+    if (cudaDeviceGetAttribute(&launches, cudaDevAttrClusterLaunch, device) == cudaSuccess &&
+        launches != 0 && cudaFuncGetAttributes(&attributes, kKernel) == cudaSuccess &&
+        attributes.ptxVersion >= 90) {
+      ClusterLaunch launch(kCluster, threads, shared_bytes, kCluster, nullptr);
+      if (cudaOccupancyMaxActiveClusters(&count, kKernel, &launch.config) != cudaSuccess) {
+        count = 0;
+      }
     }
-    return count > 0 ? count : 1;
-  }();
-  return clusters;
+    cudaGetLastError();  // a failed query leaves no error behind for the next launch
+#else
+    (void)threads;
+    (void)shared_bytes;
+#endif
+    cache[device] = (count > 0 ? count : 0) + 1;
+  }
+  return cache[device] - 1;
 }
 
 inline bool AlignedTo(const void* p, std::size_t bytes) {
@@ -978,25 +998,36 @@ struct Schedules {
     return p;
   }
 
+  // The dynamic shared memory of a block of register schedule Cfg: the staged next row, or the
+  // groups' column sums; the kernel is allowed it (once more than the default 48 KiB).
+  template <class Cfg>
+  static std::size_t SharedBytes() {
+    constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
+    std::size_t bytes = 0;
+    if (kPrefetches<Cfg, P>) {
+      bytes = std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
+    } else if (kColSum > 0 && Cfg::kGroups > 1) {
+      bytes = std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
+    }
+    if (bytes > 48 * 1024) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
+    }
+    return bytes;
+  }
+
   template <class Cfg>
   static Launch PlanRegister(const P& p) {
     constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
     constexpr bool kStaged = kPrefetches<Cfg, P>;
     Launch l;
     l.threads = Cfg::kThreads;
-    if (kStaged) {
-      l.shared_bytes = std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
-    } else if (kColSum > 0 && Cfg::kGroups > 1) {
-      l.shared_bytes = std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
-    }
-    if (l.shared_bytes > 48 * 1024) {
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(l.shared_bytes));
-    }
+    l.shared_bytes = SharedBytes<Cfg>();
     const int64_t groups = CeilDiv(p.rows, Cfg::kGroups);
     l.grid = groups;
     if constexpr (Cfg::kCluster > 1) {  // l.grid counts clusters until the end
       if (kStaged || kColSum > 0 || kWaves > 0) {
+        // Runs<Cfg> chose this schedule only where the count is above 0.
         const int64_t resident =
             ResidentClusters<kernel, Cfg::kCluster>(l.threads, l.shared_bytes);
         const int64_t cap = kStaged || kColSum > 0 ? resident : resident * kWaves;
@@ -1027,18 +1058,25 @@ struct Schedules {
                                  cudaStream_t stream) {
     constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
     if constexpr (Cfg::kCluster > 1) {
+#if OPGEN_ROW_HAS_CLUSTERS
       ClusterLaunch launch(l.grid, l.threads, l.shared_bytes, Cfg::kCluster, stream);
-      return cudaLaunchKernelEx(&launch.config, kernel, f, p, partials);
+      const cudaError_t launched = cudaLaunchKernelEx(&launch.config, kernel, f, p, partials);
+      const cudaError_t last = cudaGetLastError();  // and clears it, as after <<<>>>
+      return launched != cudaSuccess ? launched : last;
+#else
+      return cudaErrorNotSupported;  // Runs<Cfg> never chooses it
+#endif
     } else {
       kernel<<<static_cast<unsigned>(l.grid), l.threads, l.shared_bytes, stream>>>(f, p,
                                                                                   partials);
       return cudaGetLastError();
     }
   }
-  // Whether the cluster schedule Cfg can run here (see ClustersRun).
+  // Whether the cluster schedule Cfg runs on the current device (see ResidentClusters).
   template <class Cfg>
   static bool Runs() {
-    return ClustersRun<RegisterKernel<Cfg, F, P, Roles...>>();
+    constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
+    return ResidentClusters<kernel, Cfg::kCluster>(Cfg::kThreads, SharedBytes<Cfg>()) > 0;
   }
 
   // The loop's threads: with column sums, 512 (its blocks are one per SM; measured faster).
@@ -1099,7 +1137,8 @@ struct Schedules {
       }
     }
     // Long rows: a block per row, kBlockVecs vectors per thread (up to kMaxChunks with 1024
-    // threads). The scalar path goes to the loop instead (odd lengths this long are rare).
+    // threads); with column sums and OPGEN_ROW_SUM_THREADS, rows share blocks of that size. The
+    // scalar path goes to the loop instead (odd lengths this long are rare).
     if constexpr (kVec > 1) {
       constexpr int kChunks = kBlockVecs < kMaxChunks ? kBlockVecs : kMaxChunks;
       // With column sums and OPGEN_ROW_SUM_THREADS, such rows share blocks of that size.
@@ -1123,8 +1162,9 @@ struct Schedules {
       if (vectors <= int64_t{1024} * kMaxChunks) {
         return on_register(RegisterConfig<kVec, kMaxChunks, 1024, 1024>{});
       }
-      // Longer rows: the fewest blocks of a cluster that hold the row, kBlockVecs vectors per
-      // thread, where clusters run.
+      // Longer rows: the smallest cluster of 2, 4 or 8 blocks that holds the row with kBlockVecs
+      // vectors per thread, where clusters run (where kBlockVecs is half of kMaxChunks, a pair
+      // holds what one block above does, so such rows start at four blocks).
       constexpr int kT = kClusterThreads;
       using Pair = RegisterConfig<kVec, kChunks, kT, kT, 2>;
       using Quad = RegisterConfig<kVec, kChunks, kT, kT, 4>;
@@ -1160,7 +1200,7 @@ struct Schedules {
 }  // namespace detail
 
 // Bytes of workspace Run needs for `p` on the current device: the column sums' per-block
-// partials (0 for a functor without column sums). Depends on rows, cols and the pointers'
+// (per-cluster) partials (0 for a functor without column sums). Depends on rows, cols and the pointers'
 // alignment.
 template <class F, class... Roles, typename T, int kIn, int kOut, int kRowOut, int kColSum>
 std::size_t WorkspaceBytes(const Pointers<T, kIn, kOut, kRowOut, kColSum>& p) {

@@ -22,15 +22,17 @@
 namespace opgen {
 namespace rowwise {
 
+namespace cpu {
 // The CPU loop (opgen/rowwise.h) stores 16-bit results rounded to nearest even (opgen/paddle.h).
 template <>
-struct cpu::StoreAs<paddle::float16> {
+struct StoreAs<paddle::float16> {
   static paddle::float16 From(float r) { return ToFloat16(r); }
 };
 template <>
-struct cpu::StoreAs<paddle::bfloat16> {
+struct StoreAs<paddle::bfloat16> {
   static paddle::bfloat16 From(float r) { return ToBFloat16(r); }
 };
+}  // namespace cpu
 
 // The roles of an op's inputs, in spec order (Elem, Col, RowIn, RowStat of opgen/rowwise.h).
 template <typename... Roles>

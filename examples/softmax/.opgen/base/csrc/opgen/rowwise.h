@@ -44,6 +44,8 @@
 //                           two runs give the same bits); all zeros when rows == 0.
 // A functor calls put, put_rows and put_column_sums at most once each, after its reductions.
 // Every reduction returns the same value to every thread of a row, so code after it is uniform.
+// Every row makes the same reductions in the same order (no reduction behind a branch on the
+// data): rows that share a block or a cluster on the GPU meet at the same barriers.
 // The functor runs once per row even when cols == 0 (its per-row outputs are still written).
 //
 // Inputs by role (the tag pack's order is the inputs' order, and the lambdas' parameters'):
