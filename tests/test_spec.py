@@ -443,9 +443,10 @@ def test_inplace_of_an_op_with_several_outputs_writes_one_and_returns_all() -> N
                 "    .SetKernelFn(PD_KERNEL(TwiceForwardInPlace))\n"
                 "    .SetInferShapeFn(PD_INFER_SHAPE(TwiceInPlaceInferShape))\n"
                 "    .SetInferDtypeFn(PD_INFER_DTYPE(TwiceInPlaceInferDtype));") in cc
-        assert f"Elementwise<twice::Dtypes, twice::Forward, 2, /*kOver=*/{index}>(" in cc
-        assert f"ElementwiseInPlace<twice::Dtypes, twice::Forward, 2, /*kOver=*/{index}>(" in \
-            files["csrc/twice.cu"].decode()
+        assert (f"return opgen::cpu::ElementwiseInPlace<twice::Dtypes, twice::Forward, 2, "
+                f"/*kOver=*/{index}>(") in cc
+        assert (f"return opgen::cuda::ElementwiseInPlace<twice::Dtypes, twice::Forward, 2, "
+                f"/*kOver=*/{index}>(") in files["csrc/twice.cu"].decode()
         empty = "x, _empty_like(x)" if index == 0 else "_empty_like(x), x"
         assert f"    if 0 in x.shape:  # nothing to write\n        return {empty}\n" in \
             files["twice.py"].decode()

@@ -37,7 +37,7 @@ void BiasGeluForwardInPlace(paddle::Tensor& x, const paddle::Tensor& bias) {
 #ifdef PADDLE_WITH_CUDA
   if (x.is_gpu()) return BiasGeluForwardInPlaceCUDA(x, bias);
 #endif
-  opgen::cpu::Elementwise<bias_gelu::Dtypes, bias_gelu::Forward, 1, /*kOver=*/0>(
+  opgen::cpu::ElementwiseInPlace<bias_gelu::Dtypes, bias_gelu::Forward, 1, /*kOver=*/0>(
       kInPlaceOpName, "bias_gelu::Forward", {x, bias});
 }
 

@@ -36,7 +36,7 @@ void Relu6ForwardInPlace(paddle::Tensor& x, int64_t threshold_bits) {
 #ifdef PADDLE_WITH_CUDA
   if (x.is_gpu()) return Relu6ForwardInPlaceCUDA(x, threshold);
 #endif
-  opgen::cpu::Elementwise<relu6::Dtypes, relu6::Forward, 1, /*kOver=*/0>(
+  opgen::cpu::ElementwiseInPlace<relu6::Dtypes, relu6::Forward, 1, /*kOver=*/0>(
       kInPlaceOpName, "relu6::Forward", {x}, threshold);
 }
 

@@ -265,6 +265,19 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   return outs;
 }
 
+// The in-place variant (the spec's `inplace:`): output kOver is written over inputs[0]. Returns
+// the other outputs, which it allocates (what Paddle takes from an in-place kernel); the twin of
+// cuda::ElementwiseInPlace.
+template <typename DtypeList, template <typename> class Functor, int kOut, int kOver,
+          std::size_t kIn, typename... Attrs>
+std::vector<paddle::Tensor> ElementwiseInPlace(const char* op, const char* kernel,
+                                               const paddle::Tensor (&inputs)[kIn],
+                                               const Attrs&... attrs) {
+  static_assert(0 <= kOver && kOver < kOut, "the output written over inputs[0] is an output");
+  return Allocated(Elementwise<DtypeList, Functor, kOut, kOver>(op, kernel, inputs, attrs...),
+                   kOver);
+}
+
 // The gradients of tensors that broadcast: runs `Functor<T>(attrs...)` over `targets` (those
 // `reads` marks) and `rest` (see GradInputs), and returns the gradient of each target, shaped
 // like it: where the target was broadcast, its elementwise gradient summed over those dims. The
