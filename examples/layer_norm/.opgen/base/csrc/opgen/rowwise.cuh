@@ -889,6 +889,15 @@ int ResidentBlocks(int threads, std::size_t shared_bytes) {
   return blocks;
 }
 
+// Lets `kKernel` have `bytes` of dynamic shared memory where that is more than the default 48 KiB.
+template <auto kKernel>
+void AllowSharedBytes(std::size_t bytes) {
+  if (bytes > 48 * 1024) {
+    cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(bytes));
+  }
+}
+
 #if OPGEN_ROW_HAS_CLUSTERS
 // The config that launches a kernel in clusters of `cluster` blocks on `stream` (it points into
 // itself: not copied).
@@ -932,6 +941,7 @@ int ResidentClusters(int threads, std::size_t shared_bytes) {
     if (cudaDeviceGetAttribute(&launches, cudaDevAttrClusterLaunch, device) == cudaSuccess &&
         launches != 0 && cudaFuncGetAttributes(&attributes, kKernel) == cudaSuccess &&
         attributes.ptxVersion >= 90) {
+      AllowSharedBytes<kKernel>(shared_bytes);  // as the launch will
       ClusterLaunch launch(kCluster, threads, shared_bytes, kCluster, nullptr);
       if (cudaOccupancyMaxActiveClusters(&count, kKernel, &launch.config) != cudaSuccess) {
         count = 0;
@@ -999,21 +1009,16 @@ struct Schedules {
   }
 
   // The dynamic shared memory of a block of register schedule Cfg: the staged next row, or the
-  // groups' column sums; the kernel is allowed it (once more than the default 48 KiB).
+  // groups' column sums.
   template <class Cfg>
-  static std::size_t SharedBytes() {
-    constexpr auto kernel = RegisterKernel<Cfg, F, P, Roles...>;
-    std::size_t bytes = 0;
+  static constexpr std::size_t SharedBytes() {
     if (kPrefetches<Cfg, P>) {
-      bytes = std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
-    } else if (kColSum > 0 && Cfg::kGroups > 1) {
-      bytes = std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
+      return std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
     }
-    if (bytes > 48 * 1024) {
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes));
+    if (kColSum > 0 && Cfg::kGroups > 1) {
+      return std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
     }
-    return bytes;
+    return 0;
   }
 
   template <class Cfg>
@@ -1023,6 +1028,7 @@ struct Schedules {
     Launch l;
     l.threads = Cfg::kThreads;
     l.shared_bytes = SharedBytes<Cfg>();
+    AllowSharedBytes<kernel>(l.shared_bytes);
     const int64_t groups = CeilDiv(p.rows, Cfg::kGroups);
     l.grid = groups;
     if constexpr (Cfg::kCluster > 1) {  // l.grid counts clusters until the end
@@ -1141,20 +1147,15 @@ struct Schedules {
     // scalar path goes to the loop instead (odd lengths this long are rare).
     if constexpr (kVec > 1) {
       constexpr int kChunks = kBlockVecs < kMaxChunks ? kBlockVecs : kMaxChunks;
-      // With column sums and OPGEN_ROW_SUM_THREADS, such rows share blocks of that size.
       constexpr bool kShare = kColSum > 0 && kSumThreads > 0;
-      constexpr int kB = kSumThreads;
       if (vectors <= int64_t{128} * kChunks) {
-        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 128, kB>{});
-        return on_register(RegisterConfig<kVec, kChunks, 128, 128>{});
+        return on_register(RegisterConfig<kVec, kChunks, 128, kShare ? kSumThreads : 128>{});
       }
       if (vectors <= int64_t{256} * kChunks) {
-        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 256, kB>{});
-        return on_register(RegisterConfig<kVec, kChunks, 256, 256>{});
+        return on_register(RegisterConfig<kVec, kChunks, 256, kShare ? kSumThreads : 256>{});
       }
       if (vectors <= int64_t{512} * kChunks) {
-        if constexpr (kShare) return on_register(RegisterConfig<kVec, kChunks, 512, kB>{});
-        return on_register(RegisterConfig<kVec, kChunks, 512, 512>{});
+        return on_register(RegisterConfig<kVec, kChunks, 512, kShare ? kSumThreads : 512>{});
       }
       if (vectors <= int64_t{1024} * kChunks) {
         return on_register(RegisterConfig<kVec, kChunks, 1024, 1024>{});
@@ -1200,8 +1201,8 @@ struct Schedules {
 }  // namespace detail
 
 // Bytes of workspace Run needs for `p` on the current device: the column sums' per-block
-// (per-cluster) partials (0 for a functor without column sums). Depends on rows, cols and the pointers'
-// alignment.
+// (per-cluster) partials (0 for a functor without column sums). Depends on rows, cols and the
+// pointers' alignment.
 template <class F, class... Roles, typename T, int kIn, int kOut, int kRowOut, int kColSum>
 std::size_t WorkspaceBytes(const Pointers<T, kIn, kOut, kRowOut, kColSum>& p) {
   using P = Pointers<T, kIn, kOut, kRowOut, kColSum>;
