@@ -91,21 +91,29 @@ def _code(dtype: paddle.dtype) -> int | None:
 
 
 def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> list[int]:
-    """Refuses what the kernels would refuse, naming the input and the rule: checked here
-    because an error raised inside an op's C++ code kills the process on some machines.
-    Returns the output's shape: numpy's broadcast of the inputs' shapes.
-    Each check is one of the cheapest Python can make on a Paddle tensor (docs/benchmarks.md,
-    "Per-call overhead"): this runs on every call."""
+    """What is checked before every call: the inputs are Paddle tensors and their shapes broadcast
+    (numpy's rules); returns the output's shape. Dtypes and devices are left to the kernels, which
+    refuse them with an error Python catches on every machine (opgen/error.h): reading a dtype
+    next to Paddle's custom-op entry costs 1-2 us (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"bias_gelu: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
+    if not isinstance(bias, paddle.Tensor):
+        raise TypeError(f"bias_gelu: bias must be a paddle.Tensor, "
+                        f"not {type(bias).__name__}")
+    shape = x.shape
+    if bias.shape != shape:
+        shape = _broadcast_shape(("x", x.shape), ("bias", bias.shape))
+    return shape
+
+
+def _check_dtypes(x: paddle.Tensor, bias: paddle.Tensor) -> None:
+    """Refuses what the kernels refuse, naming the input and the rule: run where the op's call
+    failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
         raise TypeError(f"bias_gelu: x is {_dtype_name(x)}; "
                         "bias_gelu supports float32, float64, float16, bfloat16")
-    if not isinstance(bias, paddle.Tensor):
-        raise TypeError(f"bias_gelu: bias must be a paddle.Tensor, "
-                        f"not {type(bias).__name__}")
     bias_code = _code(bias.dtype)
     if bias_code not in _DTYPE_CODES:
         raise TypeError(f"bias_gelu: bias is {_dtype_name(bias)}; "
@@ -116,10 +124,15 @@ def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> list[int]:
     if not bias.place._equals(x.place):
         raise ValueError(f"bias_gelu: bias is on {bias.place} but x is on "
                          f"{x.place}; the inputs must be on one device")
-    shape = x.shape
-    if bias.shape != shape:
-        shape = _broadcast_shape(("x", x.shape), ("bias", bias.shape))
-    return shape
+
+
+def _explain_failure(x: paddle.Tensor, bias: paddle.Tensor) -> None:
+    """Raises _check_dtypes' error, without the kernel's, where the inputs explain why the op's
+    call failed; returns otherwise (the caller re-raises the kernel's error)."""
+    try:
+        _check_dtypes(x, bias)
+    except (TypeError, ValueError) as error:
+        raise error from None
 
 
 def _broadcast_shape(*named_shapes: tuple[str, list[int]]) -> list[int]:
@@ -277,8 +290,13 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     if 0 in shape:
         # Paddle 2.6 rejects empty outputs of custom ops; an empty result needs no kernel, and
         # this keeps the inputs in the autograd graph.
+        _check_dtypes(x, bias)
         return _empty_result(shape, x, bias)
-    outs = (_run or _load_run())("custom_bias_gelu", x, bias)
+    try:
+        outs = (_run or _load_run())("custom_bias_gelu", x, bias)
+    except Exception:
+        _explain_failure(x, bias)
+        raise
     return outs[0]
 
 
@@ -302,6 +320,7 @@ def bias_gelu_(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu_inplace(x, bias)
     shape = _check_inputs(x, bias)
+    _check_dtypes(x, bias)  # before anything is written over x
     if shape != x.shape:
         raise ValueError(f"bias_gelu_: x has shape {x.shape} but the result's is {shape}; "
                          "in place, the other inputs must broadcast to x's shape")

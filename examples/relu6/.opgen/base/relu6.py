@@ -107,17 +107,31 @@ def _code(dtype: paddle.dtype) -> int | None:
 
 
 def _check_inputs(x: paddle.Tensor) -> None:
-    """Refuses what the kernels would refuse, naming the input and the rule: checked here
-    because an error raised inside an op's C++ code kills the process on some machines.
-    Each check is one of the cheapest Python can make on a Paddle tensor (docs/benchmarks.md,
-    "Per-call overhead"): this runs on every call."""
+    """What is checked before every call: x is a Paddle tensor. Its dtype is left to the
+    kernels, which refuse it with an error Python catches on every machine (opgen/error.h):
+    reading a dtype next to Paddle's custom-op entry costs 1-2 us (docs/benchmarks.md, "Per-call
+    overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"relu6: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
+
+
+def _check_dtypes(x: paddle.Tensor) -> None:
+    """Refuses what the kernels refuse, naming the input and the rule: run where the op's call
+    failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
         raise TypeError(f"relu6: x is {_dtype_name(x)}; "
                         "relu6 supports float32, float64, float16, bfloat16")
+
+
+def _explain_failure(x: paddle.Tensor) -> None:
+    """Raises _check_dtypes' error, without the kernel's, where the inputs explain why the op's
+    call failed; returns otherwise (the caller re-raises the kernel's error)."""
+    try:
+        _check_dtypes(x)
+    except (TypeError, ValueError) as error:
+        raise error from None
 
 
 def _check_static_inputs(x) -> None:
@@ -223,8 +237,13 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     if 0 in x.shape:  # not .size == 0: Paddle 3.3's .size costs 5 us
         # Paddle 2.6 rejects empty outputs of custom ops; an empty result needs no kernel, and
         # this keeps the inputs in the autograd graph.
+        _check_dtypes(x)
         return _empty_like(x)
-    outs = (_run or _load_run())("custom_relu6", x, _float_bits(threshold))
+    try:
+        outs = (_run or _load_run())("custom_relu6", x, _float_bits(threshold))
+    except Exception:
+        _explain_failure(x)
+        raise
     return outs[0]
 
 
@@ -246,6 +265,7 @@ def relu6_(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         _check_static_inputs(x)
         return _ops().custom_relu6_inplace(x, _float_bits(threshold))
     _check_inputs(x)
+    _check_dtypes(x)  # before anything is written over x
     if not x.is_contiguous():
         raise ValueError("relu6_: x is a view that is not dense in memory; in place, "
                          "the op writes its memory: call .contiguous() first, or relu6()")
