@@ -103,52 +103,68 @@ def _code(dtype: paddle.dtype) -> int | None:
 
 
 def _check_inputs(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tensor) -> None:
-    """Refuses what the kernels would refuse, naming the input, its role and the shapes: checked
-    here because an error raised inside an op's C++ code kills the process on some machines.
-    x [*, C] is the op's shape: its last axis is the row."""
+    """What is checked before every call: the inputs are Paddle tensors of the shapes their roles
+    need (x [*, C] is the op's shape: its last axis is the row). Dtypes and devices are
+    left to the kernels, which refuse them with an error Python catches on every machine
+    (opgen/error.h): reading a dtype next to Paddle's custom-op entry costs 1-2 us
+    (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"add_rms_norm: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
+    if not isinstance(residual, paddle.Tensor):
+        raise TypeError(f"add_rms_norm: residual must be a paddle.Tensor, "
+                        f"not {type(residual).__name__}")
+    if not isinstance(weight, paddle.Tensor):
+        raise TypeError(f"add_rms_norm: weight must be a paddle.Tensor, "
+                        f"not {type(weight).__name__}")
+    shape = list(x.shape)
+    if not shape:
+        raise ValueError("add_rms_norm: x is 0-D; it needs at least one dim, the row")
+    if list(residual.shape) != shape:
+        raise ValueError(f"add_rms_norm: residual has shape {list(residual.shape)}, but as a "
+                         f"per-element input it must be x's shape {shape}")
+    if list(weight.shape) != shape[-1:]:
+        raise ValueError(f"add_rms_norm: weight has shape {list(weight.shape)}, but as a "
+                         f"per-column input it must be [{shape[-1]}] (the last dim of "
+                         f"x {shape})")
+
+
+def _check_dtypes(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tensor) -> None:
+    """Refuses what the kernels refuse, naming the input and the rule: run where the op's call
+    failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
         raise TypeError(f"add_rms_norm: x is {_dtype_name(x)}; "
                         "add_rms_norm supports float32, float64, float16, bfloat16")
-    if not isinstance(residual, paddle.Tensor):
-        raise TypeError(f"add_rms_norm: residual must be a paddle.Tensor, "
-                        f"not {type(residual).__name__}")
     residual_code = _code(residual.dtype)
     if residual_code not in _DTYPE_CODES:
         raise TypeError(f"add_rms_norm: residual is {_dtype_name(residual)}; "
                         "add_rms_norm supports float32, float64, float16, bfloat16")
-    if not isinstance(weight, paddle.Tensor):
-        raise TypeError(f"add_rms_norm: weight must be a paddle.Tensor, "
-                        f"not {type(weight).__name__}")
     weight_code = _code(weight.dtype)
     if weight_code not in _DTYPE_CODES:
         raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)}; "
                         "add_rms_norm supports float32, float64, float16, bfloat16")
-    shape = list(x.shape)
-    if not shape:
-        raise ValueError("add_rms_norm: x is 0-D; it needs at least one dim, the row")
     if residual_code != x_code:
         raise TypeError(f"add_rms_norm: residual is {_dtype_name(residual)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not residual.place._equals(x.place):
         raise ValueError(f"add_rms_norm: residual is on {residual.place} but x is on "
                          f"{x.place}; the inputs must be on one device")
-    if list(residual.shape) != shape:
-        raise ValueError(f"add_rms_norm: residual has shape {list(residual.shape)}, but as a "
-                         f"per-element input it must be x's shape {shape}")
     if weight_code != x_code:
         raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not weight.place._equals(x.place):
         raise ValueError(f"add_rms_norm: weight is on {weight.place} but x is on "
                          f"{x.place}; the inputs must be on one device")
-    if list(weight.shape) != shape[-1:]:
-        raise ValueError(f"add_rms_norm: weight has shape {list(weight.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+
+
+def _explain_failure(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tensor) -> None:
+    """Raises _check_dtypes' error, without the kernel's, where the inputs explain why the op's
+    call failed; returns otherwise (the caller re-raises the kernel's error)."""
+    try:
+        _check_dtypes(x, residual, weight)
+    except (TypeError, ValueError) as error:
+        raise error from None
 
 
 def _check_static_inputs(x, residual, weight) -> None:
@@ -252,8 +268,13 @@ def add_rms_norm(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tenso
     if not weight.is_contiguous():  # kernels read dense memory; views are copied first
         weight = weight.contiguous()
     if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:
+        _check_dtypes(x, residual, weight)
         return _empty_outputs(x)
-    outs = (_run or _load_run())("custom_add_rms_norm", x, residual, weight, _float_bits(eps))
+    try:
+        outs = (_run or _load_run())("custom_add_rms_norm", x, residual, weight, _float_bits(eps))
+    except Exception:
+        _explain_failure(x, residual, weight)
+        raise
     return tuple(outs)
 
 

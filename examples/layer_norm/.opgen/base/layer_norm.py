@@ -103,53 +103,69 @@ def _code(dtype: paddle.dtype) -> int | None:
 
 
 def _check_inputs(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) -> None:
-    """Refuses what the kernels would refuse, naming the input, its role and the shapes: checked
-    here because an error raised inside an op's C++ code kills the process on some machines.
-    x [*, C] is the op's shape: its last axis is the row."""
+    """What is checked before every call: the inputs are Paddle tensors of the shapes their roles
+    need (x [*, C] is the op's shape: its last axis is the row). Dtypes and devices are
+    left to the kernels, which refuse them with an error Python catches on every machine
+    (opgen/error.h): reading a dtype next to Paddle's custom-op entry costs 1-2 us
+    (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"layer_norm: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
+    if not isinstance(weight, paddle.Tensor):
+        raise TypeError(f"layer_norm: weight must be a paddle.Tensor, "
+                        f"not {type(weight).__name__}")
+    if not isinstance(bias, paddle.Tensor):
+        raise TypeError(f"layer_norm: bias must be a paddle.Tensor, "
+                        f"not {type(bias).__name__}")
+    shape = list(x.shape)
+    if not shape:
+        raise ValueError("layer_norm: x is 0-D; it needs at least one dim, the row")
+    if list(weight.shape) != shape[-1:]:
+        raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a "
+                         f"per-column input it must be [{shape[-1]}] (the last dim of "
+                         f"x {shape})")
+    if list(bias.shape) != shape[-1:]:
+        raise ValueError(f"layer_norm: bias has shape {list(bias.shape)}, but as a "
+                         f"per-column input it must be [{shape[-1]}] (the last dim of "
+                         f"x {shape})")
+
+
+def _check_dtypes(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) -> None:
+    """Refuses what the kernels refuse, naming the input and the rule: run where the op's call
+    failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
         raise TypeError(f"layer_norm: x is {_dtype_name(x)}; "
                         "layer_norm supports float32, float64, float16, bfloat16")
-    if not isinstance(weight, paddle.Tensor):
-        raise TypeError(f"layer_norm: weight must be a paddle.Tensor, "
-                        f"not {type(weight).__name__}")
     weight_code = _code(weight.dtype)
     if weight_code not in _DTYPE_CODES:
         raise TypeError(f"layer_norm: weight is {_dtype_name(weight)}; "
                         "layer_norm supports float32, float64, float16, bfloat16")
-    if not isinstance(bias, paddle.Tensor):
-        raise TypeError(f"layer_norm: bias must be a paddle.Tensor, "
-                        f"not {type(bias).__name__}")
     bias_code = _code(bias.dtype)
     if bias_code not in _DTYPE_CODES:
         raise TypeError(f"layer_norm: bias is {_dtype_name(bias)}; "
                         "layer_norm supports float32, float64, float16, bfloat16")
-    shape = list(x.shape)
-    if not shape:
-        raise ValueError("layer_norm: x is 0-D; it needs at least one dim, the row")
     if weight_code != x_code:
         raise TypeError(f"layer_norm: weight is {_dtype_name(weight)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not weight.place._equals(x.place):
         raise ValueError(f"layer_norm: weight is on {weight.place} but x is on "
                          f"{x.place}; the inputs must be on one device")
-    if list(weight.shape) != shape[-1:]:
-        raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
     if bias_code != x_code:
         raise TypeError(f"layer_norm: bias is {_dtype_name(bias)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not bias.place._equals(x.place):
         raise ValueError(f"layer_norm: bias is on {bias.place} but x is on "
                          f"{x.place}; the inputs must be on one device")
-    if list(bias.shape) != shape[-1:]:
-        raise ValueError(f"layer_norm: bias has shape {list(bias.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+
+
+def _explain_failure(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) -> None:
+    """Raises _check_dtypes' error, without the kernel's, where the inputs explain why the op's
+    call failed; returns otherwise (the caller re-raises the kernel's error)."""
+    try:
+        _check_dtypes(x, weight, bias)
+    except (TypeError, ValueError) as error:
+        raise error from None
 
 
 def _check_static_inputs(x, weight, bias) -> None:
@@ -262,8 +278,13 @@ def layer_norm(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor,
     if not bias.is_contiguous():  # kernels read dense memory; views are copied first
         bias = bias.contiguous()
     if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:
+        _check_dtypes(x, weight, bias)
         return _empty_outputs(x)
-    outs = (_run or _load_run())("custom_layer_norm", x, weight, bias, _float_bits(eps))
+    try:
+        outs = (_run or _load_run())("custom_layer_norm", x, weight, bias, _float_bits(eps))
+    except Exception:
+        _explain_failure(x, weight, bias)
+        raise
     return tuple(outs)
 
 

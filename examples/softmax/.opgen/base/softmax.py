@@ -103,19 +103,35 @@ def _code(dtype: paddle.dtype) -> int | None:
 
 
 def _check_inputs(x: paddle.Tensor) -> None:
-    """Refuses what the kernels would refuse, naming the input, its role and the shapes: checked
-    here because an error raised inside an op's C++ code kills the process on some machines.
-    x [*, C] is the op's shape: its last axis is the row."""
+    """What is checked before every call: the inputs are Paddle tensors of the shapes their roles
+    need (x [*, C] is the op's shape: its last axis is the row). Dtypes and devices are
+    left to the kernels, which refuse them with an error Python catches on every machine
+    (opgen/error.h): reading a dtype next to Paddle's custom-op entry costs 1-2 us
+    (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"softmax: x must be a paddle.Tensor, "
                         f"not {type(x).__name__}")
+    shape = list(x.shape)
+    if not shape:
+        raise ValueError("softmax: x is 0-D; it needs at least one dim, the row")
+
+
+def _check_dtypes(x: paddle.Tensor) -> None:
+    """Refuses what the kernels refuse, naming the input and the rule: run where the op's call
+    failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
         raise TypeError(f"softmax: x is {_dtype_name(x)}; "
                         "softmax supports float32, float64, float16, bfloat16")
-    shape = list(x.shape)
-    if not shape:
-        raise ValueError("softmax: x is 0-D; it needs at least one dim, the row")
+
+
+def _explain_failure(x: paddle.Tensor) -> None:
+    """Raises _check_dtypes' error, without the kernel's, where the inputs explain why the op's
+    call failed; returns otherwise (the caller re-raises the kernel's error)."""
+    try:
+        _check_dtypes(x)
+    except (TypeError, ValueError) as error:
+        raise error from None
 
 
 def _check_static_inputs(x) -> None:
@@ -193,8 +209,13 @@ def softmax(x: paddle.Tensor, scale: float = 1.0) -> paddle.Tensor:
     if not x.is_contiguous():  # kernels read dense memory; views are copied first
         x = x.contiguous()
     if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:
+        _check_dtypes(x)
         return _empty_outputs(x)
-    outs = (_run or _load_run())("custom_softmax", x, _float_bits(scale))
+    try:
+        outs = (_run or _load_run())("custom_softmax", x, _float_bits(scale))
+    except Exception:
+        _explain_failure(x)
+        raise
     return outs[0]
 
 

@@ -183,7 +183,7 @@ std::vector<paddle::Tensor> Allocate(const View& view, const paddle::Tensor& lik
                                                            : std::vector<int64_t>{view.cols};
     paddle::DataType dtype = o.role == OutRole::kRow ? AccDtype(like.dtype()) : like.dtype();
     if (o.like >= 0) shape = inputs[o.like].shape();  // a gradient: its input's shape
-    tensors.push_back(paddle::empty(shape, dtype, like.place()));
+    tensors.push_back(EmptyOutput(shape, dtype, like.place()));
   }
   return tensors;
 }

@@ -133,7 +133,7 @@ std::vector<paddle::Tensor> Empty(const std::vector<int64_t>& shape, const paddl
   std::vector<paddle::Tensor> outputs;
   outputs.reserve(kOut);
   for (std::size_t i = 0; i < kOut; ++i) {
-    outputs.push_back(paddle::empty(shape, like.dtype(), like.place()));
+    outputs.push_back(EmptyOutput(shape, like.dtype(), like.place()));
   }
   return outputs;
 }
@@ -215,7 +215,7 @@ std::vector<paddle::Tensor> EmptyGradients(const std::vector<int64_t> (&shapes)[
   std::vector<paddle::Tensor> grads;
   grads.reserve(kGrad);
   for (std::size_t k = 0; k < kGrad; ++k) {
-    grads.push_back(paddle::empty(shapes[k], like.dtype(), like.place()));
+    grads.push_back(EmptyOutput(shapes[k], like.dtype(), like.place()));
   }
   return grads;
 }
