@@ -277,8 +277,8 @@ __device__ __forceinline__ A WarpReduce(A v, Op op) {
 }
 
 // Combines v over each group of kLanes consecutive threads of the block (a multiple of 32; the
-// whole block when kLanes is its size), warps' results in warp order; every thread gets its
-// group's result. `slots` is [2][32] of shared memory used alternately, so one barrier per
+// whole block when kLanes is its size), then the warps' results (in a fixed tree); every thread
+// gets its group's result. `slots` is [2][32] of shared memory used alternately, so one barrier per
 // reduction (every thread of the block takes part); `count` counts the reductions.
 template <int kLanes, typename Op, typename A>
 __device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& count) {
@@ -289,10 +289,16 @@ __device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& count) {
   if (threadIdx.x % 32 == 0) slot[threadIdx.x / 32] = v;
   __syncthreads();
   const A* group = slot + threadIdx.x / kLanes * kWarps;
-  A r = group[0];
+  if constexpr ((kWarps & (kWarps - 1)) == 0) {
+    // Lane l takes warp l % kWarps's value, and shuffles combine each kWarps lanes: a few
+    // instructions where a loop over the warps takes two per warp.
+    return WarpReduce<kWarps>(group[threadIdx.x % kWarps], op);
+  } else {
+    A r = group[0];
 #pragma unroll
-  for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
-  return r;
+    for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
+    return r;
+  }
 }
 
 template <typename A>
