@@ -365,11 +365,12 @@ constexpr bool kKeepsColumnsInRegisters = kKeepCols == 2 && Cfg::kCluster > 1;
 // (st.async), and `bar[n % 2]` (an mbarrier) completes once all kCluster values have landed.
 // A block pushes round n + 2 into a set only after it has every block's round n + 1, which each
 // block sends after all its threads read round n (the block's barrier of round n + 1 lies
-// between), so a set is rewritten only after it was read. Nothing else is ordered: a plain
-// cluster barrier (`barrier.cluster.arrive` has release semantics) waits for every write and
-// copy the thread has in flight, the outputs just stored and the next row being staged, and its
-// wait empties the L1 cache; this costs neither. With OPGEN_ROW_CLUSTER_PUSH=0 (or before CUDA
-// 12.1, which has no st.async) a reduction is that barrier and reads of the other blocks' `mine`.
+// between), so a set is rewritten only after it was read. Nothing else is ordered: a cluster
+// barrier's arrive (release semantics) is a MEMBAR.ALL.GPU, which waits for the writes the thread
+// has in flight (the outputs just stored, perhaps the next row's copies too); the push waits for
+// none. Both waits (acquire semantics) empty the L1 cache, hence OPGEN_ROW_KEEP_COLS. With
+// OPGEN_ROW_CLUSTER_PUSH=0 (or before CUDA 12.1, which has no st.async) a reduction is such a
+// barrier and loads of the other blocks' `mine`.
 template <typename A, int kCluster>
 struct ClusterSlots {
   alignas(8) unsigned long long bar[2];
@@ -528,8 +529,8 @@ class RegisterRow {
   };
 
   // `staged`: the row's element inputs already in shared memory (see Stage) where the schedule
-  // prefetches (kPrefetches), else null. The per-row inputs are loaded here, the first reduction
-  // (which does not wait for them) hides their latency.
+  // prefetches (kPrefetches), else null. The per-row inputs are loaded here, early: their
+  // latency hides behind the work before their first use.
   __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live,
                                          State& state, const V* staged = nullptr)
       : p_(p), row_(row), lane_(lane), live_(live), state_(state) {
@@ -826,8 +827,10 @@ constexpr std::size_t RegisterSharedBytes() {
 // Rows of the block are groups of kLanes threads; the block (a cluster: its blocks together)
 // strides over row groups. With column sums, each block's (cluster's) sums over its rows go to
 // partials[unit][k][cols].
+// A cluster's blocks of 512 threads are held to 64 registers, so two share a multiprocessor.
 template <class Cfg, class F, class P, class... Roles>
-__global__ void __launch_bounds__(Cfg::kThreads)
+__global__ void __launch_bounds__(Cfg::kThreads,
+                                  Cfg::kCluster > 1 ? kMaxBlockThreads / Cfg::kThreads : 1)
     RegisterKernel(F f, P p, typename P::Acc* partials) {
   using Acc = typename P::Acc;
   using Row = RegisterRow<Cfg, P, Roles...>;
