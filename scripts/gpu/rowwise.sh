@@ -7,8 +7,6 @@
 # Output under $OUT; exits non-zero when any variant finds a mismatch or memcheck an error.
 #   bash scripts/gpu/rowwise.sh                              # the default knobs
 #   bash scripts/gpu/rowwise.sh "" "-DOPGEN_ROW_LANE_VECS=2" "-DOPGEN_ROW_THREADS=128"
-#   bash scripts/gpu/rowwise.sh "" "-DOPGEN_ROW_CLUSTER_PUSH=0 -DOPGEN_ROW_KEEP_COLS=0 \
-#     -DOPGEN_ROW_STAGES=1"     # the clusters as before the push (a cluster barrier a reduction)
 # MEMCHECK=0 skips compute-sanitizer, TORCH=0 the PyTorch baseline. Each stage has a timeout, so
 # the whole stays under about 4 minutes with up to 4 variants on a 16-core machine.
 set -uo pipefail

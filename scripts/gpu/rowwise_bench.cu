@@ -642,13 +642,11 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, L2 %d MB; knobs threads=%d lane_vecs=%d reg_bytes=%d "
-              "block_vecs=%d loop_threads=%d waves=%d sum_blocks=%d cluster_push=%d "
-              "keep_cols=%d stages=%d\n",
+              "block_vecs=%d loop_threads=%d waves=%d sum_blocks=%d\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
               opgen::rowwise::kRowThreads, opgen::rowwise::kLaneVecs, opgen::rowwise::kRegBytes,
               opgen::rowwise::kBlockVecs, opgen::rowwise::kLoopThreads, opgen::rowwise::kWaves,
-              opgen::rowwise::kSumBlocks, OPGEN_ROW_PUSH, opgen::rowwise::kKeepCols,
-              opgen::rowwise::kStagesKnob);
+              opgen::rowwise::kSumBlocks);
   // ROWWISE_BENCH_FLOAT_ONLY: float32 only, for a quicker build (tests/test_rowwise_runtime.py).
   if (float_only) std::printf("float32 only\n");
   if (check) {

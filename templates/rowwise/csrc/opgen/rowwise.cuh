@@ -15,8 +15,7 @@
 //   long rows       a block per row, the row in registers, shuffles then shared memory (with
 //                   column sums, rows of up to 512 lanes share blocks of OPGEN_ROW_SUM_THREADS);
 //   longer rows     (sm_90 on) a cluster of 2 to 8 blocks per row, each block a slice of it in
-//                   registers; a reduction pushes each block's result into every block's shared
-//                   memory (no cluster barrier); the column inputs stay in shared memory;
+//                   registers; a reduction meets the blocks' results in distributed shared memory;
 //   longest rows    a block per row looping over global memory; each reduction re-reads the
 //                   inputs (one row at a time per block, so they come from L2 mostly).
 // Loads and stores are 16 bytes wide when every pointer is 16-byte aligned and cols is a multiple
@@ -81,8 +80,7 @@ namespace rowwise {
 #endif
 // 1: the block-per-row register schedule with 1024 threads (the longest rows a block holds: one
 // block per SM) and the cluster schedules keep their blocks resident and copy the next row into
-// shared memory (cp.async; two rows ahead where a block's slice is small, OPGEN_ROW_STAGES)
-// while they work on the current one. It pays for the longest rows and
+// shared memory (cp.async) while they work on the current one. It pays for the longest rows and
 // costs smaller blocks, so they do not prefetch (figures: opgen's docs/benchmarks.md, "Row-wise
 // launcher on its own").
 #ifndef OPGEN_ROW_PREFETCH
@@ -93,13 +91,6 @@ namespace rowwise {
 // the rows anyway).
 #ifndef OPGEN_ROW_PREFETCH_SUMS
 #define OPGEN_ROW_PREFETCH_SUMS 0
-#endif
-// Rows a prefetching block stages ahead: 1; 2 where a block's slice of a row is at most 64 KiB
-// (else 1); 0 for 2 where it is at most 32 KiB (a cluster of four 1024-thread blocks holding one
-// vector of each 16-bit input per thread: one row in flight moves too few bytes to cover the
-// memory's latency), else 1.
-#ifndef OPGEN_ROW_STAGES
-#define OPGEN_ROW_STAGES 0
 #endif
 // Threads of a block of the block-per-row schedules with column sums (0: one row per block, the
 // block as large as the row needs; 512 or 1024: rows of 128 to 512 lanes share a block, whose
@@ -126,27 +117,6 @@ namespace rowwise {
 #else
 #define OPGEN_ROW_HAS_CLUSTERS 0
 #endif
-// 1: a cluster's reduction pushes each block's value into every block's shared memory
-// (st.async, completing an mbarrier there); 0: a cluster barrier, then each block reads the
-// others' values (see ClusterSlots). Pushing needs CUDA 12.1's PTX; before that it is 0.
-#ifndef OPGEN_ROW_CLUSTER_PUSH
-#define OPGEN_ROW_CLUSTER_PUSH 1
-#endif
-#if OPGEN_ROW_CLUSTER_PUSH && defined(__CUDACC_VER_MAJOR__) && \
-    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 1))
-#define OPGEN_ROW_PUSH 1
-#else
-#define OPGEN_ROW_PUSH 0
-#endif
-// Whether the cluster schedules keep their column inputs (a norm's weight) from row to row,
-// loaded once per kernel (a thread's columns are the same in every row it takes), instead of
-// loading them from global memory at each reduction and put (every cluster reduction's wait
-// empties the L1 cache they would come from): 0 no, 1 in shared memory (each thread its own
-// vectors), 2 in registers (16 bytes per column input and vector a thread holds: some of the
-// clusters' kernels spill at 64 registers).
-#ifndef OPGEN_ROW_KEEP_COLS
-#define OPGEN_ROW_KEEP_COLS 1
-#endif
 
 constexpr int kRowThreads = OPGEN_ROW_THREADS;
 constexpr bool kPrefetch = OPGEN_ROW_PREFETCH != 0;
@@ -160,8 +130,6 @@ constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
 constexpr int kBlockVecs = OPGEN_ROW_BLOCK_VECS;
 constexpr int kLoopThreads = OPGEN_ROW_LOOP_THREADS;
 constexpr int kWaves = OPGEN_ROW_WAVES;
-constexpr int kKeepCols = OPGEN_ROW_KEEP_COLS;
-constexpr int kStagesKnob = OPGEN_ROW_STAGES;
 constexpr int kMaxBlockThreads = 1024;
 constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;  // blocks stride over the rest
 static_assert(kRowThreads % 32 == 0 && kRowThreads <= kMaxBlockThreads, "OPGEN_ROW_THREADS");
@@ -172,8 +140,6 @@ static_assert(kMaxCluster == 1 || kMaxCluster == 2 || kMaxCluster == 4 || kMaxCl
 static_assert(kSumThreads == 0 || kSumThreads == 512 || kSumThreads == 1024,
               "OPGEN_ROW_SUM_THREADS");
 static_assert(kClusterThreads == 512 || kClusterThreads == 1024, "OPGEN_ROW_CLUSTER_THREADS");
-static_assert(kKeepCols >= 0 && kKeepCols <= 2, "OPGEN_ROW_KEEP_COLS");
-static_assert(kStagesKnob >= 0 && kStagesKnob <= 2, "OPGEN_ROW_STAGES");
 
 namespace detail {
 
@@ -201,21 +167,6 @@ constexpr int ElemSlotOf(int i) {
 template <int I, typename... Roles>
 constexpr int kElemSlot = ElemSlotOf<Roles...>(I);
 
-template <typename... Roles>
-constexpr int CountCol() {
-  return (0 + ... + int(std::is_same_v<Roles, Col>));
-}
-// The position of input I among the column inputs.
-template <typename... Roles>
-constexpr int ColSlotOf(int i) {
-  constexpr bool is_col[] = {std::is_same_v<Roles, Col>..., false};
-  int slot = 0;
-  for (int k = 0; k < i; ++k) slot += is_col[k] ? 1 : 0;
-  return slot;
-}
-template <int I, typename... Roles>
-constexpr int kColSlot = ColSlotOf<Roles...>(I);
-
 // 16 bytes from global to shared memory without a trip through registers (sm_80 on), and the
 // wait for this thread's copies.
 __device__ __forceinline__ void CopyAsync16(void* shared, const void* global) {
@@ -232,11 +183,9 @@ __device__ __forceinline__ void CopyAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
-// Waits until at most kPending of this thread's latest groups of copies are still in flight.
-template <int kPending = 0>
 __device__ __forceinline__ void CopyAsyncWait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 #endif
 }
 
@@ -277,28 +226,22 @@ __device__ __forceinline__ A WarpReduce(A v, Op op) {
 }
 
 // Combines v over each group of kLanes consecutive threads of the block (a multiple of 32; the
-// whole block when kLanes is its size), then the warps' results (in a fixed tree); every thread
-// gets its group's result. `slots` is [2][32] of shared memory used alternately, so one barrier per
-// reduction (every thread of the block takes part); `count` counts the reductions.
+// whole block when kLanes is its size), warps' results in warp order; every thread gets its
+// group's result. `slots` is [2][32] of shared memory used alternately, so one barrier per
+// reduction (every thread of the block takes part).
 template <int kLanes, typename Op, typename A>
-__device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& count) {
+__device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& phase) {
   constexpr int kWarps = kLanes / 32;
   v = WarpReduce<32>(v, op);
-  A* slot = slots + (count & 1) * 32;
-  ++count;
+  A* slot = slots + phase * 32;
+  phase ^= 1;
   if (threadIdx.x % 32 == 0) slot[threadIdx.x / 32] = v;
   __syncthreads();
   const A* group = slot + threadIdx.x / kLanes * kWarps;
-  if constexpr ((kWarps & (kWarps - 1)) == 0) {
-    // Lane l takes warp l % kWarps's value, and shuffles combine each kWarps lanes: a few
-    // instructions where a loop over the warps takes two per warp.
-    return WarpReduce<kWarps>(group[threadIdx.x % kWarps], op);
-  } else {
-    A r = group[0];
+  A r = group[0];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
-    return r;
-  }
+  for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
+  return r;
 }
 
 template <typename A>
@@ -342,157 +285,44 @@ constexpr bool kPrefetches =
     (Cfg::kThreads == kMaxBlockThreads || Cfg::kCluster > 1 ||
      (kPrefetchSums && P::kColumnSums > 0));
 
-// The bytes of one row a prefetching block stages, and how many rows it stages ahead
-// (OPGEN_ROW_STAGES).
-template <class Cfg, class P, class... Roles>
-constexpr std::size_t kStagedBytes =
-    std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(typename P::Storage);
-template <class Cfg, class P, class... Roles>
-constexpr int kStages =
-    !kPrefetches<Cfg, P> ? 0
-    : kStagedBytes<Cfg, P, Roles...> <= (kStagesKnob == 2 ? 64 : kStagesKnob == 1 ? 0 : 32) * 1024
-        ? 2
-        : 1;
-
-// Whether a configuration keeps its column inputs (OPGEN_ROW_KEEP_COLS), and where.
-template <class Cfg>
-constexpr bool kKeepsColumns = kKeepCols > 0 && Cfg::kCluster > 1;
-template <class Cfg>
-constexpr bool kKeepsColumnsInRegisters = kKeepCols == 2 && Cfg::kCluster > 1;
-
-// The shared state of a cluster's reductions in each of its blocks. Two rounds used alternately;
-// round n's `value[n % 2][rank]` receives block `rank`'s value, pushed there by that block
-// (st.async), and `bar[n % 2]` (an mbarrier) completes once all kCluster values have landed.
-// A block pushes round n + 2 into a set only after it has every block's round n + 1, which each
-// block sends after all its threads read round n (the block's barrier of round n + 1 lies
-// between), so a set is rewritten only after it was read. Nothing else is ordered: a cluster
-// barrier's arrive (release semantics) is a MEMBAR.ALL.GPU, which waits for the writes the thread
-// has in flight (the outputs just stored, perhaps the next row's copies too); the push waits for
-// none. Both waits (acquire semantics) empty the L1 cache, hence OPGEN_ROW_KEEP_COLS. With
-// OPGEN_ROW_CLUSTER_PUSH=0 (or before CUDA 12.1, which has no st.async) a reduction is such a
-// barrier and loads of the other blocks' `mine`.
-template <typename A, int kCluster>
-struct ClusterSlots {
-  alignas(8) unsigned long long bar[2];
-  A value[2][kCluster];
-  A mine[2];
-};
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ unsigned SharedAddress(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-// The address of the same shared variable in block `rank` of the cluster.
-__device__ __forceinline__ unsigned RemoteAddress(unsigned address, unsigned rank) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
-  return remote;
-}
-__device__ __forceinline__ void PushAsync(unsigned remote, float v, unsigned remote_bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
-                   remote),
-               "r"(__float_as_uint(v)), "r"(remote_bar)
-               : "memory");
-}
-__device__ __forceinline__ void PushAsync(unsigned remote, double v, unsigned remote_bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(
-                   remote),
-               "l"(__double_as_longlong(v)), "r"(remote_bar)
-               : "memory");
-}
-#endif
-
-// Before any reduction: the mbarriers set up in every block of the cluster.
-template <int kCluster, typename A>
-__device__ __forceinline__ void ClusterSetUp(ClusterSlots<A, kCluster>& s) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#if OPGEN_ROW_PUSH
-  if (threadIdx.x == 0) {
-    for (int set = 0; set < 2; ++set) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SharedAddress(&s.bar[set]))
-                   : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-#endif
-  cooperative_groups::this_cluster().sync();
-#else
-  (void)s;
-#endif
-}
-
-// Combines the blocks' results `block` (the same bits in all of a block's threads) over a
-// cluster of kCluster blocks, in rank order; every thread of the cluster gets the same bits.
-// `round` counts the kernel's reductions (the same in every thread of the cluster).
+// Combines the blocks' results v (the same in all of a block's threads) over a cluster of
+// kCluster blocks, in rank order; every thread of the cluster gets the result. `slot` is one
+// value of the block's shared memory, used by every other reduction (the caller alternates two),
+// so one cluster barrier per reduction: a block writes a slot again only after every block has
+// passed the next barrier, so after it read the slot.
 template <int kCluster, typename Op, typename A>
-__device__ __forceinline__ A ClusterReduce(A block, Op op, ClusterSlots<A, kCluster>& s,
-                                           int round) {
+__device__ __forceinline__ A ClusterReduce(A v, Op op, A* slot) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int set = round & 1;
-#if OPGEN_ROW_PUSH
-  const unsigned bar = SharedAddress(&s.bar[set]);
-  if (threadIdx.x == 0) {
-    unsigned long long state;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
-                 : "=l"(state)
-                 : "r"(bar), "r"(unsigned(kCluster * sizeof(A)))
-                 : "memory");
-    (void)state;
-  }
-  if (threadIdx.x < kCluster) {  // lane `rank` of warp 0 pushes the block's value to block `rank`
-    const unsigned rank = threadIdx.x;
-    const unsigned mine = SharedAddress(&s.value[set][blockIdx.x % kCluster]);
-    PushAsync(RemoteAddress(mine, rank), block, RemoteAddress(bar, rank));
-  }
-  const unsigned parity = (round >> 1) & 1;
-  unsigned done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
-        "%2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  }
-  A r = s.value[set][0];
-#pragma unroll
-  for (int rank = 1; rank < kCluster; ++rank) r = op(r, s.value[set][rank]);
-  return r;
-#else
   cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  if (threadIdx.x == 0) s.mine[set] = block;
+  if (threadIdx.x == 0) *slot = v;
   cluster.sync();
-  A r = *cluster.map_shared_rank(&s.mine[set], 0);
+  A r = *cluster.map_shared_rank(slot, 0);
 #pragma unroll
-  for (int rank = 1; rank < kCluster; ++rank) {
-    r = op(r, *cluster.map_shared_rank(&s.mine[set], rank));
-  }
+  for (int rank = 1; rank < kCluster; ++rank) r = op(r, *cluster.map_shared_rank(slot, rank));
   return r;
-#endif
 #elif defined(__CUDA_ARCH__)
   (void)op;
-  (void)s;
-  (void)round;
+  (void)slot;
   __trap();  // never launched: clusters run only where the kernel was built for sm_90 on
-  return block;
+  return v;
 #else
   (void)op;
-  (void)s;
-  (void)round;
-  return block;  // the host pass
+  (void)slot;
+  return v;  // the host pass
 #endif
 }
 
 // Waits for every block of the cluster (before a block exits, so none exits while another may
-// still read or write its shared memory).
+// still read its shared memory).
 __device__ __forceinline__ void ClusterSync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cooperative_groups::this_cluster().sync();
 #endif
 }
 
-// The shared memory of a register kernel's block reductions: two rounds of one value per warp.
-constexpr int kReduceSlots = 2 * 32;
+// The shared memory of a register kernel's reductions: two rounds of one value per warp
+// (BlockReduce), and two of the block's value for a cluster's (ClusterReduce).
+constexpr int kReduceSlots = 2 * 32 + 2;
 
 // The per-thread column sums of a functor: [kColSum][kChunks * kVec].
 template <typename A, int kColSum, int kPerThread>
@@ -513,41 +343,19 @@ class RegisterRow {
   static constexpr int kCluster = Cfg::kCluster;
   using V = Vec<T, kVec>;
   using Sums = ColumnSums<Acc, P::kColumnSums, kChunks * kVec>;
-  static constexpr bool kKeeps = kKeepsColumns<Cfg>;
-  static constexpr bool kInRegisters = kKeepsColumnsInRegisters<Cfg>;
 
-  // What a thread keeps from row to row: the reductions' shared memory and their count, its
-  // column sums, and (kKeeps) its vectors of the column inputs: in registers (the other roles'
-  // slots go unused), or in shared memory ([column input][chunk][lane], each thread its own).
-  struct State {
-    Acc* slots;                            // [kReduceSlots]
-    ClusterSlots<Acc, kCluster>* cluster;  // clusters only
-    int count;                             // reductions so far
-    Sums sums;
-    V columns[kInRegisters ? kIn : 1][kInRegisters ? kChunks : 1];
-    V* kept;  // kKeeps && !kInRegisters
-  };
-
-  // `staged`: the row's element inputs already in shared memory (see Stage) where the schedule
-  // prefetches (kPrefetches), else null. The per-row inputs are loaded here, early: their
-  // latency hides behind the work before their first use.
-  __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live,
-                                         State& state, const V* staged = nullptr)
-      : p_(p), row_(row), lane_(lane), live_(live), state_(state) {
+  // `staged`: the row's element inputs already in shared memory (see Stage), or null.
+  __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live, Acc* slots,
+                                         int& phase, Sums& sums, const V* staged = nullptr)
+      : p_(p), row_(row), lane_(lane), live_(live), slots_(slots), phase_(phase), sums_(sums) {
     Load(staged, std::make_index_sequence<kIn>{});
-    LoadRowValues(std::make_index_sequence<kIn>{});
-  }
-
-  // Loads this thread's vectors of the column inputs into state.columns or state.kept (kKeeps).
-  __device__ __forceinline__ static void KeepColumns(const P& p, int lane, State& state) {
-    if constexpr (kKeeps) KeepColumnsOf(p, lane, state, std::make_index_sequence<kIn>{});
   }
 
   // Starts copying row `row`'s element inputs to `staged` ([element input][chunk][lane]), each
   // thread its own vectors, so only the copying thread reads them back.
-  // The caller commits the group.
   __device__ __forceinline__ static void Stage(const P& p, int64_t row, int lane, V* staged) {
     StageInputs(p, row, lane, staged, std::make_index_sequence<kIn>{});
+    CopyAsyncCommit();
   }
 
   __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
@@ -619,9 +427,7 @@ class RegisterRow {
       for (int e = 0; e < kVec; ++e) {
         const R r = Call(f, c, e, cols, Indices{});
 #pragma unroll
-        for (int k = 0; k < P::kColumnSums; ++k) {
-          state_.sums.v[k][c * kVec + e] += Part<Acc>(r, k);
-        }
+        for (int k = 0; k < P::kColumnSums; ++k) sums_.v[k][c * kVec + e] += Part<Acc>(r, k);
       }
     }
   }
@@ -678,71 +484,24 @@ class RegisterRow {
       for (int c = 0; c < kChunks; ++c) {
         if (ptr == nullptr || !Valid(c)) {
           data_[I][c] = V{};
-        } else if (kPrefetches<Cfg, P>) {  // (a null test of a shared address costs registers)
+        } else if (staged != nullptr) {
           data_[I][c] = mine[c * kLanes];
         } else {
           data_[I][c] = *reinterpret_cast<const V*>(base + Column(c));
         }
       }
+    } else if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
+      (void)staged;
+      using S = typename Stored<Role, T>::type;
+      row_value_[I] = (ptr != nullptr && live_) ? static_cast<Acc>(static_cast<const S*>(ptr)[row_])
+                                                : Acc(0);
     } else {
       (void)staged;
     }
   }
 
   template <std::size_t... I>
-  __device__ __forceinline__ void LoadRowValues(std::index_sequence<I...>) {
-    (LoadRowValue<int(I)>(), ...);
-  }
-  template <int I>
-  __device__ __forceinline__ void LoadRowValue() {
-    using Role = RoleAt<I, Roles...>;
-    if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
-      using S = typename Stored<Role, T>::type;
-      const void* ptr = p_.in[I];
-      row_value_[I] = (ptr != nullptr && live_)
-                          ? static_cast<Acc>(static_cast<const S*>(ptr)[row_])
-                          : Acc(0);
-    }
-  }
-
-  template <std::size_t... I>
-  __device__ __forceinline__ static void KeepColumnsOf(const P& p, int lane, State& state,
-                                                       std::index_sequence<I...>) {
-    (KeepColumn<int(I)>(p, lane, state), ...);
-  }
-  template <int I>
-  __device__ __forceinline__ static void KeepColumn(const P& p, int lane, State& state) {
-    if constexpr (std::is_same_v<RoleAt<I, Roles...>, Col>) {
-      const T* ptr = static_cast<const T*>(p.in[I]);
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const int64_t column = ColumnOf(c, lane);
-        const V v = ptr != nullptr && column < p.cols ? *reinterpret_cast<const V*>(ptr + column)
-                                                      : V{};
-        if constexpr (kInRegisters) {
-          state.columns[I][c] = v;
-        } else {
-          state.kept[(kColSlot<I, Roles...> * kChunks + c) * kLanes + lane] = v;
-        }
-      }
-    }
-  }
-
-  template <std::size_t... I>
   __device__ __forceinline__ void LoadColumns(int c, V* cols, std::index_sequence<I...>) const {
-    if constexpr (kInRegisters) {
-      ((std::is_same_v<RoleAt<int(I), Roles...>, Col> ? (void)(cols[I] = state_.columns[I][c])
-                                                       : (void)0),
-       ...);
-      return;
-    } else if constexpr (kKeeps) {
-      ((std::is_same_v<RoleAt<int(I), Roles...>, Col>
-            ? (void)(cols[I] = state_.kept[(kColSlot<int(I), Roles...> * kChunks + c) * kLanes +
-                                           lane_])
-            : (void)0),
-       ...);
-      return;
-    }
     ((std::is_same_v<RoleAt<int(I), Roles...>, Col>
           ? (void)(cols[I] = p_.in[I] != nullptr
                                  ? *reinterpret_cast<const V*>(static_cast<const T*>(p_.in[I]) +
@@ -786,10 +545,10 @@ class RegisterRow {
     if constexpr (kLanes <= 32) {
       return WarpReduce<kLanes>(acc, op);
     } else if constexpr (kCluster > 1) {
-      const Acc block = BlockReduce<kLanes>(acc, op, state_.slots, state_.count);
-      return ClusterReduce<kCluster>(block, op, *state_.cluster, state_.count - 1);
+      const Acc block = BlockReduce<kLanes>(acc, op, slots_, phase_);
+      return ClusterReduce<kCluster>(block, op, slots_ + 2 * 32 + (phase_ ^ 1));
     } else {
-      return BlockReduce<kLanes>(acc, op, state_.slots, state_.count);
+      return BlockReduce<kLanes>(acc, op, slots_, phase_);
     }
   }
 
@@ -797,99 +556,58 @@ class RegisterRow {
   int64_t row_;
   int lane_;
   bool live_;
-  State& state_;  // the kernel's
+  Acc* slots_;
+  int& phase_;  // the kernel's, so consecutive rows alternate too
+  Sums& sums_;
   V data_[kIn][kChunks];  // the element inputs' vectors (the other roles' slots go unused)
   Acc row_value_[kIn];    // the per-row inputs
 };
 
-// The dynamic shared memory of a block of register schedule Cfg: the staged next row, or the
-// groups' column sums (never both), then the kept column inputs (KeptOffset on).
-template <class Cfg, class P, class... Roles>
-constexpr std::size_t KeptOffset() {
-  using T = typename P::Storage;
-  std::size_t bytes = kStages<Cfg, P, Roles...> * kStagedBytes<Cfg, P, Roles...>;
-  if (P::kColumnSums > 0 && Cfg::kGroups > 1) {
-    bytes = std::size_t(P::kColumnSums) * Cfg::kCapacity * sizeof(typename P::Acc);
-  }
-  return (bytes + 15) / 16 * 16;
-}
-template <class Cfg, class P, class... Roles>
-constexpr std::size_t kKeptOffset = KeptOffset<Cfg, P, Roles...>();
-template <class Cfg, class P, class... Roles>
-constexpr std::size_t RegisterSharedBytes() {
-  const std::size_t kept = kKeepsColumns<Cfg> && !kKeepsColumnsInRegisters<Cfg>
-                               ? std::size_t(CountCol<Roles...>()) * Cfg::kCapacity *
-                                     sizeof(typename P::Storage)
-                               : 0;
-  return KeptOffset<Cfg, P, Roles...>() + kept;
-}
-
 // Rows of the block are groups of kLanes threads; the block (a cluster: its blocks together)
 // strides over row groups. With column sums, each block's (cluster's) sums over its rows go to
 // partials[unit][k][cols].
-// A cluster's blocks of 512 threads are held to 64 registers, so two share a multiprocessor.
 template <class Cfg, class F, class P, class... Roles>
-__global__ void __launch_bounds__(Cfg::kThreads,
-                                  Cfg::kCluster > 1 ? kMaxBlockThreads / Cfg::kThreads : 1)
+__global__ void __launch_bounds__(Cfg::kThreads)
     RegisterKernel(F f, P p, typename P::Acc* partials) {
   using Acc = typename P::Acc;
   using Row = RegisterRow<Cfg, P, Roles...>;
   constexpr int kColSum = P::kColumnSums;
   constexpr int kPerThread = Cfg::kChunks * Cfg::kVec;
   __shared__ Acc slots[kReduceSlots];
-  __shared__ ClusterSlots<Acc, Cfg::kCluster> cluster;
+  int phase = 0;
   // A cluster works as one block would: `unit` counts clusters (blocks when kCluster is 1).
   const int64_t unit = blockIdx.x / Cfg::kCluster;
   const int64_t units = gridDim.x / Cfg::kCluster;
-  const int group = threadIdx.x / Cfg::kLanes;
-  const int lane = threadIdx.x % Cfg::kLanes;
-  typename Row::State state;
-  state.slots = slots;
-  state.cluster = &cluster;
-  state.count = 0;
-  {
-    extern __shared__ __align__(16) unsigned char kept_bytes[];
-    state.kept = reinterpret_cast<typename Row::V*>(kept_bytes + kKeptOffset<Cfg, P, Roles...>);
-  }
+  typename Row::Sums sums;
 #pragma unroll
   for (int k = 0; k < (kColSum > 0 ? kColSum : 1); ++k) {
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) state.sums.v[k][i] = Acc(0);
+    for (int i = 0; i < kPerThread; ++i) sums.v[k][i] = Acc(0);
   }
-  Row::KeepColumns(p, lane, state);
-  if constexpr (Cfg::kCluster > 1) ClusterSetUp(cluster);
+  const int group = threadIdx.x / Cfg::kLanes;
+  const int lane = threadIdx.x % Cfg::kLanes;
   if constexpr (kPrefetches<Cfg, P>) {
-    // One row per block at a time; the copies of the next kStages rows to shared memory run
-    // while this one is reduced and written (each stage a group of copies, empty past the end).
-    constexpr int kStaged = kStages<Cfg, P, Roles...>;
-    constexpr std::size_t kStride = kStagedBytes<Cfg, P, Roles...> / sizeof(typename Row::V);
+    // One row per block at a time; the next one's copy to shared memory runs while this one is
+    // reduced and written.
     extern __shared__ __align__(16) unsigned char staged_bytes[];
     auto* staged = reinterpret_cast<typename Row::V*>(staged_bytes);
-#pragma unroll
-    for (int k = 0; k < kStaged; ++k) {
-      const int64_t ahead = unit + k * units;
-      if (ahead < p.rows) Row::Stage(p, ahead, lane, staged + k * kStride);
-      CopyAsyncCommit();
-    }
-    int stage = 0;
-    for (int64_t row = unit; row < p.rows; row += units) {
-      CopyAsyncWait<kStaged - 1>();
-      Row r(p, row, lane, true, state, staged + stage * kStride);
-      const int64_t ahead = row + kStaged * units;
-      if (ahead < p.rows) Row::Stage(p, ahead, lane, staged + stage * kStride);
-      CopyAsyncCommit();
-      stage = stage + 1 == kStaged ? 0 : stage + 1;
+    int64_t row = unit;
+    if (row < p.rows) Row::Stage(p, row, lane, staged);
+    for (; row < p.rows; row += units) {
+      CopyAsyncWait();
+      Row r(p, row, lane, true, slots, phase, sums, staged);
+      const int64_t next = row + units;
+      if (next < p.rows) Row::Stage(p, next, lane, staged);
       f(r);
     }
   } else {
     for (int64_t first = unit * Cfg::kGroups; first < p.rows; first += units * Cfg::kGroups) {
       const int64_t row = first + group;
-      Row r(p, row, lane, row < p.rows, state);
+      Row r(p, row, lane, row < p.rows, slots, phase, sums);
       f(r);
     }
   }
   if constexpr (kColSum > 0) {
-    const typename Row::Sums& sums = state.sums;
     Acc* mine = partials + unit * kColSum * p.cols;
     if constexpr (Cfg::kGroups > 1) {
       // The groups' sums are added in group order in shared memory.
@@ -1294,7 +1012,13 @@ struct Schedules {
   // groups' column sums.
   template <class Cfg>
   static constexpr std::size_t SharedBytes() {
-    return RegisterSharedBytes<Cfg, P, Roles...>();
+    if (kPrefetches<Cfg, P>) {
+      return std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
+    }
+    if (kColSum > 0 && Cfg::kGroups > 1) {
+      return std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
+    }
+    return 0;
   }
 
   template <class Cfg>
