@@ -56,6 +56,10 @@ def test_a_baseline_paddle_cannot_run_is_skipped_with_one_line(tanh_op, tmp_path
                                                 " baseline skipped for bfloat16"], notes
     assert "`tanh` is not registered" in notes[0] and "Paddle cannot run it on the CPU" \
         in notes[0]
+    # not a terminal: each step is logged as it starts (a bar would draw nothing in a log)
+    steps = [line for line in result.stderr.splitlines() if line.startswith("bench [")]
+    assert steps[0] == f"bench [1/{len(steps)}] building the op", steps
+    assert any(line.endswith("float32 n=1024") for line in steps), steps
     data = json.loads(out.read_text())
     kernels = {(r["dtype"], r["kernel"]) for r in data["rows"]}
     assert kernels == {("float32", "op"), ("float32", "copy"), ("float32", "baseline"),
