@@ -402,6 +402,36 @@ inline void RunChunk(const F& f, const Pointers<const T, kIn>& in, const int64_t
   ApplyChunk(f, args, results, m);
 }
 
+// Where T is what the math runs in (float, double) and every input of a row piece is present and
+// contiguous along it, the functor reads and writes the tensors' own memory: nothing is staged,
+// so the piece goes to ApplyChunk in chunks of kInPlaceChunk, not kChunk (each call of the
+// cloned ApplyChunk, through the loader's dispatch, costs about what 256 elements do).
+constexpr int kInPlaceChunk = 1 << 16;
+
+template <typename T, int kIn>
+inline bool ReadsInPlace(const Pointers<const T, kIn>& in, const int64_t* strides) {
+  static_assert(std::is_same_v<T, OpMathT<T>>, "16-bit inputs are converted, never read in place");
+  for (int k = 0; k < kIn; ++k) {
+    if (in.at[k] == nullptr || strides[k] != 1) return false;
+  }
+  return true;
+}
+
+// The functor over elements [i, i + count) of the outputs, input k's from offsets[k] on: the case
+// ReadsInPlace accepts.
+template <typename T, typename F, int kIn, int kOut>
+inline void ApplyInPlace(const F& f, const Pointers<const T, kIn>& in, const int64_t* offsets,
+                         T* const (&out)[kOut], int64_t i, int64_t count) {
+  for (int64_t j0 = 0; j0 < count; j0 += kInPlaceChunk) {
+    const int m = static_cast<int>(std::min<int64_t>(kInPlaceChunk, count - j0));
+    const T* args[kIn];
+    T* results[kOut];
+    for (int k = 0; k < kIn; ++k) args[k] = in.at[k] + offsets[k] + j0;
+    for (int k = 0; k < kOut; ++k) results[k] = out[k] + i + j0;
+    ApplyChunk(f, args, results, m);
+  }
+}
+
 // The sum of m values in a fixed order: 8 running sums (vectorized), then added pairwise.
 template <typename MT>
 inline MT SumChunk(const MT* values, int m) {
@@ -471,6 +501,9 @@ void BroadcastLoop(const F& f, const BroadcastPlan<kIn>& plan, Pointers<const T,
     const int64_t end = BlockBegin(plan.numel, blocks, b + 1);
     ForEachRowPiece(plan, begin, end, [&](int64_t i, const int64_t* offsets,
                                           const int64_t* strides, int64_t count) {
+      if constexpr (std::is_same_v<T, MT>) {
+        if (ReadsInPlace(in, strides)) return ApplyInPlace(f, in, offsets, out.at, i, count);
+      }
       for (int64_t j0 = 0; j0 < count; j0 += kChunk) {
         const int m = static_cast<int>(std::min<int64_t>(kChunk, count - j0));
         T* direct[kOut];
@@ -507,6 +540,8 @@ void BroadcastBackwardLoop(const F& f, const BroadcastPlan<kIn>& plan,
     if (reduced[g]) limit = std::min(limit, plan.numel / std::max<int64_t>(plan.in_numel[g], 1));
   }
   const int64_t blocks = BlocksOf(plan.numel, limit);
+  bool any_reduced = false;
+  for (int g = 0; g < kOut; ++g) any_reduced = any_reduced || reduced[g];
   std::vector<MT> sums[kOut];  // block b's sums for input g at b * in_numel[g]
   for (int g = 0; g < kOut; ++g) {
     if (reduced[g]) sums[g].assign(static_cast<std::size_t>(blocks * plan.in_numel[g]), MT(0));
@@ -520,6 +555,11 @@ void BroadcastBackwardLoop(const F& f, const BroadcastPlan<kIn>& plan,
     const int64_t end = BlockBegin(plan.numel, blocks, b + 1);
     ForEachRowPiece(plan, begin, end, [&](int64_t i, const int64_t* offsets,
                                           const int64_t* strides, int64_t count) {
+      if constexpr (std::is_same_v<T, MT>) {
+        if (!any_reduced && ReadsInPlace(in, strides)) {
+          return ApplyInPlace(f, in, offsets, grads.at, i, count);
+        }
+      }
       for (int64_t j0 = 0; j0 < count; j0 += kChunk) {
         const int m = static_cast<int>(std::min<int64_t>(kChunk, count - j0));
         T* direct[kOut];
