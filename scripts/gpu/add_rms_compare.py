@@ -5,6 +5,10 @@ time of a call of each (forward; forward + backward with paddle.grad and explici
 best of 7 rounds of back-to-back calls with one synchronization, and the fused op's share of the
 pair's time. The fusion saves one pass (the pair writes h and reads it back: 5 passes over a
 [rows, cols] tensor against 4) and one launch, so about 0.8 is the bandwidth bound.
+Before the timings, both are checked against numpy (float64, from the inputs as the GPU holds
+them) and against each other, read on the host (opgen.tensors.to_numpy): Paddle's own GPU kernels
+(`astype` is one, even to the same dtype) leave their outputs unwritten on an H200, which round 11
+read as a disagreement of the two.
   python3 scripts/gpu/add_rms_compare.py [--shapes 4096x4096,16384x1024,1024x32768] [--arch 90]
 """
 
@@ -20,6 +24,7 @@ import numpy as np
 import paddle
 
 import opgen
+from opgen.tensors import to_numpy
 
 ADD_SPEC = """\
 name: residual_add
@@ -81,11 +86,21 @@ def compare(ops, shape: str, dtype: str, rng: np.random.Generator) -> None:
     def fused_both():
         return paddle.grad([fused_fwd()], [x, r, w], grad_outputs=[g])
 
-    # the two agree before they are timed
-    a = pair_fwd().astype("float32").cpu().numpy()
-    b = fused_fwd().astype("float32").cpu().numpy()
+    # the two agree with numpy and with each other before they are timed; everything is read
+    # on the host (to_numpy), never through a Paddle kernel
+    xs, rs, ws = (to_numpy(t) for t in (x, r, w))
+    h_ref = xs + rs
+    out_ref = h_ref / np.sqrt(np.mean(h_ref * h_ref, axis=-1, keepdims=True) + 1e-6) * ws
+    a = to_numpy(pair_fwd())
+    fused_out, fused_h = add_rms_norm(x, r, w)
+    b, h = to_numpy(fused_out), to_numpy(fused_h)
     tol = 1e-5 if dtype == "float32" else 2e-2
-    assert np.allclose(a, b, rtol=tol, atol=tol), (shape, dtype)
+    for name, got, want in (("add + rms_norm", a, out_ref), ("add_rms_norm", b, out_ref),
+                            ("add_rms_norm.h", h, h_ref), ("fused vs pair", b, a)):
+        if not np.allclose(got, want, rtol=tol, atol=tol):
+            worst = int(np.argmax(np.abs(got - want)))
+            raise AssertionError(f"{shape} {dtype} {name}: at {np.unravel_index(worst, got.shape)} "
+                                 f"got {got.flat[worst]!r}, want {want.flat[worst]!r}")
     passes = (("forward", pair_fwd, fused_fwd), ("fwd+bwd", pair_both, fused_both))
     for label, pair, fused in passes:
         tp, tf = best_us(pair), best_us(fused)

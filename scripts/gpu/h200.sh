@@ -49,6 +49,12 @@
 #   rowwise-calls  each rowwise example's call per dtype at 4096 x 4096: its time and the host's
 #             time to issue it (scripts/gpu/rowwise_call_profile.py), then layer_norm's kernels
 #             under ncu (run `rowwise` first: it builds them)
+#   rowwise-launcher  the row-wise launcher alone (scripts/gpu/rowwise.sh, default knobs, no
+#             PyTorch): memcheck, every check against the host reference in double (softmax,
+#             rms_norm, layer_norm, add_rms_norm; all dtypes), timings; about 4 minutes
+#   add-rms   examples/add_rms_norm against a generated add followed by examples/rms_norm and
+#             against numpy, read on the host, then timed (scripts/gpu/add_rms_compare.py;
+#             builds both; about 3 minutes)
 #   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
@@ -219,6 +225,16 @@ for stage in "$@"; do
       done ;;
     rowwise-kernels)
       OUT="$OUT" bash scripts/gpu/rowwise_examples.sh || status=1 ;;
+    rowwise-launcher)
+      OUT="$OUT" TORCH=0 bash scripts/gpu/rowwise.sh || status=1 ;;
+    add-rms)
+      for op in rms_norm add_rms_norm; do
+        opgen build examples/$op --arch 90 > "$OUT/build-$op.txt" 2>&1 &
+      done
+      wait
+      python3 scripts/gpu/add_rms_compare.py --shapes 4096x4096,16384x1024,1024x32768 \
+        --dtypes float32,bfloat16,float16 2>&1 | tee "$OUT/add-rms.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     rowwise-calls)
       for op in softmax layer_norm rms_norm add_rms_norm; do
         python3 scripts/gpu/rowwise_call_profile.py $op 2>&1 | tee -a "$OUT/rowwise-calls.txt"
