@@ -53,7 +53,9 @@
 //   Col      [cols] in T, the same for every row (layer norm's weight)
 //   RowIn    [rows] in T, one value per row, passed at every j
 //   RowStat  [rows] in Acc: a per-row output of the forward (mean, rstd) read by the backward
-// A null input pointer reads as zeros (an absent output gradient) and is never loaded.
+// A null input pointer reads as zeros (an absent output gradient) and is never loaded. RunCpu may
+// be told which inputs the functor reads (Reads<...>, from the op's kReads): when each of those is
+// present, the rows run without a check per element; otherwise with one.
 // All tensors are contiguous; pointers of any alignment work (the GPU picks its vector width at
 // run time).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
@@ -63,10 +65,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "opgen/cpu.h"
 #include "opgen/math.h"
 
 namespace opgen {
@@ -118,21 +122,6 @@ constexpr bool KnownRoles() {
            std::is_same_v<Roles, RowIn> || std::is_same_v<Roles, RowStat>) && ...);
 }
 
-// Input of role `Role` at row `row`, column j, as Acc; null reads as zero.
-template <typename Role, typename T>
-OPGEN_HD OpMathT<T> Load(const void* p, int64_t row, int64_t cols, int64_t j) {
-  using S = typename Stored<Role, T>::type;
-  if (p == nullptr) return OpMathT<T>(0);
-  const S* s = static_cast<const S*>(p);
-  if constexpr (std::is_same_v<Role, Elem>) {
-    return static_cast<OpMathT<T>>(s[row * cols + j]);
-  } else if constexpr (std::is_same_v<Role, Col>) {
-    return static_cast<OpMathT<T>>(s[j]);
-  } else {
-    return static_cast<OpMathT<T>>(s[row]);
-  }
-}
-
 // How many values a lambda's result holds: an opgen::Array's size, else 1.
 template <typename R>
 struct ResultSize {
@@ -164,6 +153,12 @@ OPGEN_HD AccT Infinity() {
 }  // namespace detail
 
 // ---- the CPU loop ------------------------------------------------------------------------------
+// Which of a functor's inputs it reads, in spec order (Reads<true, false, true>): the CPU loop
+// never loads the others, which read as zeros (the Paddle side passes them as null). Reads<>, the
+// default, means every input.
+template <bool... kRead>
+struct Reads {};
+
 namespace cpu {
 
 // How the CPU loop stores a result as T: a plain conversion. The Paddle side (opgen/rowwise_op.h)
@@ -174,28 +169,75 @@ struct StoreAs {
   static T From(OpMathT<T> r) { return static_cast<T>(r); }
 };
 
-// One row on the CPU: plain loops over the row, sums in 8 interleaved lanes added as a tree (the
-// same rounding as a vectorized loop, and a better one than a single running sum).
-template <typename P, typename... Roles>
-class Row {
+// The CPU row's reductions: of two values (Of), and of two vectors of values lane by lane, into
+// the first (Into: GCC's vectors, with opgen::max's and min's selects written out, as GCC notes
+// that a function taking vectors by value has another ABI without AVX).
+struct Add {
+  template <typename A>
+  static A Of(A a, A b) {
+    return a + b;
+  }
+  template <typename V>
+  static void Into(V& a, const V& b) {
+    a += b;
+  }
+};
+struct Max {
+  template <typename A>
+  static A Of(A a, A b) {
+    return opgen::max(a, b);
+  }
+  template <typename V>
+  static void Into(V& a, const V& b) {
+    const V larger = a > b ? a : b;
+    a = a != a ? a + b : larger;
+  }
+};
+struct Min {
+  template <typename A>
+  static A Of(A a, A b) {
+    return opgen::min(a, b);
+  }
+  template <typename V>
+  static void Into(V& a, const V& b) {
+    const V smaller = a < b ? a : b;
+    a = a != a ? a + b : smaller;
+  }
+};
+
+// One row on the CPU: plain loops over the row, which GCC vectorizes. Reductions run in 8
+// interleaved lanes combined as a tree, fixed by the source, so every vector width gives the same
+// bits (and sums a better rounding than a single running sum). `Read` is a Reads<...> with one
+// flag per input: an input that is not read is the constant 0. In a dense row (kDense) every read
+// input is present and loaded without a check; otherwise a null one reads as zeros (an absent
+// output gradient), at the cost of a branch per element that keeps the loops scalar. Per-row
+// inputs are loaded once, when the row is made.
+template <typename P, bool kDense, typename Read, typename... Roles>
+class Row;
+
+template <typename P, bool kDense, bool... kRead, typename... Roles>
+class Row<P, kDense, Reads<kRead...>, Roles...> {
  public:
   using T = typename P::Storage;
   using Acc = OpMathT<T>;
 
-  Row(const P& p, int64_t row, Acc* column_sums) : p_(p), row_(row), column_sums_(column_sums) {}
+  Row(const P& p, int64_t row, Acc* column_sums)
+      : p_(p), row_(row), cols_(p.cols), column_sums_(column_sums) {
+    for (int i = 0; i < P::kInputs; ++i) {
+      const bool per_element = kElementwise[i];
+      const char* base = static_cast<const char*>(p.in[i]);
+      base_[i] = base != nullptr && per_element && kRowMajor[i]
+                     ? base + kBytes[i] * static_cast<std::size_t>(row * p.cols)
+                     : base;
+    }
+    LoadRowValues(std::index_sequence_for<Roles...>{});
+  }
 
-  Acc size() const { return static_cast<Acc>(p_.cols); }
+  Acc size() const { return static_cast<Acc>(cols_); }
 
   template <typename F>
   Acc sum(const F& f) const {
-    constexpr int kLanes = 8;
-    Acc lane[kLanes] = {};
-    int64_t j = 0;
-    for (; j + kLanes <= p_.cols; j += kLanes) {
-      for (int l = 0; l < kLanes; ++l) lane[l] += Value(f, j + l);
-    }
-    for (int l = 0; j < p_.cols; ++j, ++l) lane[l] += Value(f, j);
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    return Reduce<Add>(f, Acc(0));
   }
   template <typename F>
   Acc mean(const F& f) const {
@@ -203,15 +245,11 @@ class Row {
   }
   template <typename F>
   Acc max(const F& f) const {
-    Acc m = -detail::Infinity<Acc>();
-    for (int64_t j = 0; j < p_.cols; ++j) m = opgen::max(m, Value(f, j));
-    return m;
+    return Reduce<Max>(f, -detail::Infinity<Acc>());
   }
   template <typename F>
   Acc min(const F& f) const {
-    Acc m = detail::Infinity<Acc>();
-    for (int64_t j = 0; j < p_.cols; ++j) m = opgen::min(m, Value(f, j));
-    return m;
+    return Reduce<Min>(f, detail::Infinity<Acc>());
   }
 
   template <typename F>
@@ -220,11 +258,11 @@ class Row {
     static_assert(detail::ResultSize<R>::value == P::kOutputs,
                   "row.put: the lambda returns a different number of values than the op has "
                   "per-element outputs");
-    for (int64_t j = 0; j < p_.cols; ++j) {
+    T* out[P::kOutputs > 0 ? P::kOutputs : 1];
+    for (int k = 0; k < P::kOutputs; ++k) out[k] = p_.out[k] + row_ * cols_;
+    for (int64_t j = 0; j < cols_; ++j) {
       const R r = Call(f, j, Indices{});
-      for (int k = 0; k < P::kOutputs; ++k) {
-        p_.out[k][row_ * p_.cols + j] = StoreAs<T>::From(detail::Part<Acc>(r, k));
-      }
+      for (int k = 0; k < P::kOutputs; ++k) out[k][j] = StoreAs<T>::From(detail::Part<Acc>(r, k));
     }
   }
 
@@ -242,33 +280,119 @@ class Row {
     static_assert(detail::ResultSize<R>::value == P::kColumnSums,
                   "row.put_column_sums: the lambda returns a different number of values than "
                   "the op has column sums");
-    for (int64_t j = 0; j < p_.cols; ++j) {
+    Acc* sums = column_sums_;
+    for (int64_t j = 0; j < cols_; ++j) {
       const R r = Call(f, j, Indices{});
-      for (int k = 0; k < P::kColumnSums; ++k) {
-        column_sums_[k * p_.cols + j] += detail::Part<Acc>(r, k);
-      }
+      for (int k = 0; k < P::kColumnSums; ++k) sums[k * cols_ + j] += detail::Part<Acc>(r, k);
     }
   }
 
  private:
   using Indices = std::index_sequence_for<Roles...>;
+  static constexpr int kLanes = 8;
+  static constexpr int kChunk = 256;  // a multiple of kLanes
+  static constexpr int kSlots = P::kInputs > 0 ? P::kInputs : 1;
+  static constexpr bool kReadAt[kSlots] = {kRead...};
+  static constexpr bool kElementwise[kSlots] = {(std::is_same_v<Roles, Elem> ||
+                                                 std::is_same_v<Roles, Col>)...};
+  static constexpr bool kRowMajor[kSlots] = {std::is_same_v<Roles, Elem>...};
+  static constexpr std::size_t kBytes[kSlots] = {sizeof(typename Stored<Roles, T>::type)...};
+
+  template <std::size_t... I>
+  void LoadRowValues(std::index_sequence<I...>) {
+    ((row_value_[I] = RowValue<I, Roles>()), ...);
+  }
+  template <std::size_t I, typename Role>
+  Acc RowValue() const {
+    if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
+      using S = typename Stored<Role, T>::type;
+      const S* s = static_cast<const S*>(p_.in[int(I)]);
+      return kReadAt[I] && s != nullptr ? static_cast<Acc>(s[row_]) : Acc(0);
+    } else {
+      return Acc(0);
+    }
+  }
+
+  // Input I at column j, as Acc.
+  template <std::size_t I, typename Role>
+  Acc In(int64_t j) const {
+    if constexpr (!kReadAt[I]) {
+      return Acc(0);
+    } else if constexpr (std::is_same_v<Role, Elem> || std::is_same_v<Role, Col>) {
+      const T* s = static_cast<const T*>(base_[I]);
+      if constexpr (kDense) {
+        return static_cast<Acc>(s[j]);
+      } else {
+        return s != nullptr ? static_cast<Acc>(s[j]) : Acc(0);
+      }
+    } else {
+      return row_value_[I];
+    }
+  }
 
   template <typename F, std::size_t... I>
   auto Call(const F& f, int64_t j, std::index_sequence<I...>) const {
-    return f(detail::Load<Roles, T>(p_.in[int(I)], row_, p_.cols, j)...);
+    return f(In<I, Roles>(j)...);
   }
   template <typename F>
   Acc Value(const F& f, int64_t j) const {
     return static_cast<Acc>(Call(f, j, Indices{}));
   }
 
+  // `f` over the row combined by `Op` (Add, Max, Min), starting from `start`: column j goes to
+  // lane j % kLanes, and the lanes are combined as a tree. f's values are computed a chunk at a
+  // time into a buffer, in a loop of their own (which GCC vectorizes however much math f holds),
+  // then combined into the lanes kLanes at a time, as one vector (GCC's vector extension, lane by
+  // lane in every clone). The last chunk is padded with `start`, which changes no lane (lanes are
+  // never -0).
+  template <typename Op, typename F>
+  Acc Reduce(const F& f, Acc start) const {
+    Acc lane[kLanes];
+    for (int l = 0; l < kLanes; ++l) lane[l] = start;
+    Lanes lanes;
+    std::memcpy(&lanes, lane, sizeof lanes);
+    Acc v[kChunk];
+    for (int64_t j = 0; j < cols_; j += kChunk) {
+      const int m = cols_ - j < kChunk ? static_cast<int>(cols_ - j) : kChunk;
+      for (int i = 0; i < m; ++i) v[i] = Value(f, j + i);
+      const int padded = (m + kLanes - 1) / kLanes * kLanes;
+      for (int i = m; i < padded; ++i) v[i] = start;
+      for (int i = 0; i < padded; i += kLanes) {
+        Lanes x;
+        std::memcpy(&x, v + i, sizeof x);
+        Combine<Op>(lanes, x);
+      }
+    }
+    std::memcpy(lane, &lanes, sizeof lane);
+    return Op::Of(Op::Of(Op::Of(lane[0], lane[1]), Op::Of(lane[2], lane[3])),
+                  Op::Of(Op::Of(lane[4], lane[5]), Op::Of(lane[6], lane[7])));
+  }
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+  typedef Acc Lanes __attribute__((vector_size(kLanes * sizeof(Acc))));
+  template <typename Op>
+  static void Combine(Lanes& a, const Lanes& b) {
+    Op::Into(a, b);
+  }
+#else
+  struct Lanes {
+    Acc v[kLanes];
+  };
+  template <typename Op>
+  static void Combine(Lanes& a, const Lanes& b) {
+    for (int l = 0; l < kLanes; ++l) a.v[l] = Op::Of(a.v[l], b.v[l]);
+  }
+#endif
+
   const P& p_;
   int64_t row_;
+  int64_t cols_;
   Acc* column_sums_;
+  const void* base_[kSlots];  // per-element inputs: this row's start (Elem) or column 0 (Col)
+  Acc row_value_[kSlots];     // per-row inputs: this row's value
 };
 
 // Rows per chunk of the column sums: each chunk sums its rows in order, then the chunks' sums
-// are added in order, so the result depends on rows and cols only (with or without OpenMP).
+// are added in order, so the result depends on rows and cols only (not on the thread count).
 inline int64_t ChunkRows(int64_t rows) {
   constexpr int64_t kMinChunk = 256;
   constexpr int64_t kMaxChunks = 64;
@@ -276,62 +400,107 @@ inline int64_t ChunkRows(int64_t rows) {
   return even > kMinChunk ? even : kMinChunk;
 }
 
+// Rows per block of a launch without column sums: blocks of at least 2^16 elements, the least
+// work worth a thread.
+inline int64_t BlockRows(int64_t cols) {
+  constexpr int64_t kBlock = int64_t(1) << 16;
+  return cols >= kBlock ? 1 : kBlock / (cols > 0 ? cols : 1);
+}
+
+// Runs f over rows [begin, end) with a copy of f (whose attrs then cannot alias the outputs, so
+// the loops vectorize), adding the column sums to `column_sums`.
+template <bool kDense, typename Read, typename... Roles, typename F, typename P>
+inline void Rows(const F& f, const P& p, int64_t begin, int64_t end,
+                 OpMathT<typename P::Storage>* column_sums) {
+  const F local = f;
+  for (int64_t r = begin; r < end; ++r) {
+    Row<P, kDense, Read, Roles...> row(p, r, column_sums);
+    local(row);
+  }
+}
+// Rows whose read inputs are all present: cloned for AVX-512 and AVX2 (opgen/cpu.h), with every
+// call inlined (flatten), the functor's and the Row's, so that all of it is compiled per clone.
+template <typename Read, typename... Roles, typename F, typename P>
+OPGEN_CPU_CLONES __attribute__((flatten)) void DenseRows(const F& f, const P& p, int64_t begin, int64_t end,
+                                OpMathT<typename P::Storage>* column_sums) {
+  Rows<true, Read, Roles...>(f, p, begin, end, column_sums);
+}
+// Rows where a read input is null (an absent output gradient): checked loads, not cloned.
+template <typename Read, typename... Roles, typename F, typename P>
+__attribute__((noinline)) void CheckedRows(const F& f, const P& p, int64_t begin, int64_t end,
+                                           OpMathT<typename P::Storage>* column_sums) {
+  Rows<false, Read, Roles...>(f, p, begin, end, column_sums);
+}
+
+template <int kIn, std::size_t... I>
+Reads<(I < std::size_t(kIn))...> AllRead(std::index_sequence<I...>) {
+  return {};
+}
+
 }  // namespace cpu
 
-// Runs `f` over every row of `p` on the CPU. Rows run in parallel when the op is built with
-// OpenMP (-fopenmp), serially otherwise; the results are the same bits either way.
-template <typename F, typename... Roles, typename T, int kIn, int kOut, int kRowOut, int kColSum>
-void RunCpu(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p) {
+// Runs `f` over every row of `p` on the CPU, reading the inputs `reads` says (every input by
+// default). Rows run on Paddle's CPU thread count (opgen/cpu.h) in blocks fixed by the shape; the
+// results are the same bits on any thread count.
+template <typename F, typename... Roles, typename T, int kIn, int kOut, int kRowOut, int kColSum,
+          bool... kRead>
+void RunCpu(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p,
+            Reads<kRead...> reads = {}) {
   static_assert(sizeof...(Roles) == kIn, "RunCpu: one role tag per input");
   static_assert(detail::KnownRoles<Roles...>(), "RunCpu: roles are Elem, Col, RowIn, RowStat");
-  using P = Pointers<T, kIn, kOut, kRowOut, kColSum>;
-  using AccT = OpMathT<T>;
-  using RowT = cpu::Row<P, Roles...>;
-  const int64_t rows = p.rows;
-  const int64_t cols = p.cols;
-  if constexpr (kColSum == 0) {
-#if defined(_OPENMP)
-    _Pragma("omp parallel for schedule(static)")
-#endif
-    for (int64_t r = 0; r < rows; ++r) {
-      RowT row(p, r, nullptr);
-      f(row);
-    }
+  static_assert(sizeof...(kRead) == 0 || int(sizeof...(kRead)) == kIn,
+                "RunCpu: one Reads flag per input");
+  if constexpr (sizeof...(kRead) == 0 && kIn > 0) {
+    RunCpu<F, Roles...>(f, p, cpu::AllRead<kIn>(std::make_index_sequence<kIn>{}));
   } else {
-    const int64_t chunk_rows = cpu::ChunkRows(rows);
-    const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-    const std::size_t width = static_cast<std::size_t>(kColSum * cols);
-    std::vector<AccT> total(width, AccT(0));
-#if defined(_OPENMP)
-    std::vector<AccT> partials(width * static_cast<std::size_t>(chunks), AccT(0));
-    _Pragma("omp parallel for schedule(static)")
-    for (int64_t c = 0; c < chunks; ++c) {
-      AccT* partial = partials.data() + width * static_cast<std::size_t>(c);
-      const int64_t end = (c + 1) * chunk_rows < rows ? (c + 1) * chunk_rows : rows;
-      for (int64_t r = c * chunk_rows; r < end; ++r) {
-        RowT row(p, r, partial);
-        f(row);
+    (void)reads;
+    using Read = Reads<kRead...>;
+    using AccT = OpMathT<T>;
+    constexpr bool kReadAt[kIn > 0 ? kIn : 1] = {kRead...};
+    bool dense = true;
+    for (int i = 0; i < kIn; ++i) dense = dense && !(kReadAt[i] && p.in[i] == nullptr);
+    auto rows = [&](int64_t begin, int64_t end, AccT* column_sums) {
+      if (dense) {
+        cpu::DenseRows<Read, Roles...>(f, p, begin, end, column_sums);
+      } else {
+        cpu::CheckedRows<Read, Roles...>(f, p, begin, end, column_sums);
       }
-    }
-    for (int64_t c = 0; c < chunks; ++c) {
-      const AccT* partial = partials.data() + width * static_cast<std::size_t>(c);
-      for (std::size_t i = 0; i < width; ++i) total[i] += partial[i];
-    }
-#else
-    std::vector<AccT> partial(width);
-    for (int64_t c = 0; c < chunks; ++c) {
-      std::fill(partial.begin(), partial.end(), AccT(0));
-      const int64_t end = (c + 1) * chunk_rows < rows ? (c + 1) * chunk_rows : rows;
-      for (int64_t r = c * chunk_rows; r < end; ++r) {
-        RowT row(p, r, partial.data());
-        f(row);
+    };
+    const int64_t n = p.rows;
+    const int64_t cols = p.cols;
+    if constexpr (kColSum == 0) {
+      const int64_t block = cpu::BlockRows(cols);
+      opgen::cpu::ParallelFor((n + block - 1) / block, [&](int64_t b) {
+        rows(b * block, std::min(n, (b + 1) * block), nullptr);
+      });
+    } else {
+      const int64_t chunk_rows = cpu::ChunkRows(n);
+      const int64_t chunks = (n + chunk_rows - 1) / chunk_rows;
+      const std::size_t width = static_cast<std::size_t>(kColSum * cols);
+      // One partial sum per chunk, each summed in row order, then added in chunk order; one
+      // thread reuses one buffer for every chunk, which adds the same values in the same order.
+      const bool parallel = opgen::cpu::CpuThreads() > 1 && chunks > 1;
+      std::vector<AccT> total(width, AccT(0));
+      std::vector<AccT> partials(width * static_cast<std::size_t>(parallel ? chunks : 1));
+      auto chunk = [&](int64_t c) {
+        AccT* partial = partials.data() + (parallel ? width * static_cast<std::size_t>(c) : 0);
+        std::fill(partial, partial + width, AccT(0));
+        rows(c * chunk_rows, std::min(n, (c + 1) * chunk_rows), partial);
+      };
+      auto add = [&](int64_t c) {
+        const AccT* partial = partials.data() + (parallel ? width * static_cast<std::size_t>(c) : 0);
+        for (std::size_t i = 0; i < width; ++i) total[i] += partial[i];
+      };
+      if (parallel) {
+        opgen::cpu::ParallelFor(chunks, chunk);
+        for (int64_t c = 0; c < chunks; ++c) add(c);
+      } else {
+        for (int64_t c = 0; c < chunks; ++c) chunk(c), add(c);
       }
-      for (std::size_t i = 0; i < width; ++i) total[i] += partial[i];
-    }
-#endif
-    for (int k = 0; k < kColSum; ++k) {
-      for (int64_t j = 0; j < cols; ++j) {
-        p.col_sum[k][j] = cpu::StoreAs<T>::From(total[k * cols + j]);
+      for (int k = 0; k < kColSum; ++k) {
+        for (int64_t j = 0; j < cols; ++j) {
+          p.col_sum[k][j] = cpu::StoreAs<T>::From(total[k * cols + j]);
+        }
       }
     }
   }
