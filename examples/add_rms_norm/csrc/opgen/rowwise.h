@@ -42,6 +42,13 @@
 //   row.put_column_sums(f)  f returns Acc or opgen::Array<Acc, kColSum>: col_sum[k][j] is the sum
 //                           over all rows, in Acc, in an order fixed by rows and cols (no atomics;
 //                           two runs give the same bits); all zeros when rows == 0.
+//   row.keep(f)             f at every column, computed once, for the lambdas after it to take:
+//                           pass it after the lambda, which takes the inputs, then the kept
+//                           values in that order: `const auto e = row.keep(g);
+//                           row.put([&](MT x, MT e) { ... }, e);`. Every call above (but
+//                           put_rows) and keep itself take kept values. The CPU computes f into
+//                           a scratch row; the GPU computes it again where a lambda takes it.
+//                           For a value that costs more than reading it (softmax's exp).
 // A functor calls put, put_rows and put_column_sums at most once each, after its reductions.
 // Every reduction returns the same value to every thread of a row, so code after it is uniform.
 // Every row makes the same reductions in the same order (no reduction behind a branch on the
@@ -145,6 +152,15 @@ OPGEN_HD AccT Part(const R& result, int k) {
   }
 }
 
+// A kept value (row.keep) on a schedule that recomputes it where a lambda takes it, as the GPU's
+// do (the row is in registers or in cache there, and the math is cheap next to its memory): f of
+// the inputs at a column, and of the kept values f itself takes. A lambda called with kept values
+// becomes one lambda of the inputs the same way.
+template <typename F, typename... K>
+OPGEN_HD auto Recompute(const F& f, const K&... kept) {
+  return [f, kept...](const auto&... in) { return f(in..., kept(in...)...); };
+}
+
 template <typename AccT>
 OPGEN_HD AccT Infinity() {
   return static_cast<AccT>(HUGE_VALF);  // std::numeric_limits is host-only in CUDA
@@ -167,6 +183,28 @@ namespace cpu {
 template <typename T>
 struct StoreAs {
   static T From(OpMathT<T> r) { return static_cast<T>(r); }
+};
+
+// A value row.keep computed at every column of a row, which later lambdas take.
+template <typename Acc>
+struct Kept {
+  const Acc* values;
+};
+
+// The rows that one thread runs keep their values here: slot k holds the k-th row.keep's (every
+// row makes the same calls, so the slots are allocated by the first row and reused).
+template <typename Acc>
+class Scratch {
+ public:
+  Acc* Slot(int k, int64_t cols) {
+    if (slots_.size() <= static_cast<std::size_t>(k)) slots_.resize(k + 1);
+    std::vector<Acc>& slot = slots_[k];  // moving slots_ keeps each slot's memory where it is
+    if (slot.size() < static_cast<std::size_t>(cols)) slot.resize(cols);
+    return slot.data();
+  }
+
+ private:
+  std::vector<std::vector<Acc>> slots_;
 };
 
 // The CPU row's reductions: of two values (Of), and of two vectors of values lane by lane, into
@@ -221,8 +259,8 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
   using T = typename P::Storage;
   using Acc = OpMathT<T>;
 
-  Row(const P& p, int64_t row, Acc* column_sums)
-      : p_(p), row_(row), cols_(p.cols), column_sums_(column_sums) {
+  Row(const P& p, int64_t row, Acc* column_sums, Scratch<Acc>* scratch)
+      : p_(p), row_(row), cols_(p.cols), column_sums_(column_sums), scratch_(scratch) {
     for (int i = 0; i < P::kInputs; ++i) {
       const bool per_element = kElementwise[i];
       const char* base = static_cast<const char*>(p.in[i]);
@@ -235,33 +273,41 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
 
   Acc size() const { return static_cast<Acc>(cols_); }
 
-  template <typename F>
-  Acc sum(const F& f) const {
-    return Reduce<Add>(f, Acc(0));
+  template <typename F, typename... K>
+  Acc sum(const F& f, const K&... kept) const {
+    return Reduce<Add>(Acc(0), f, kept...);
   }
-  template <typename F>
-  Acc mean(const F& f) const {
-    return sum(f) / size();  // 0 / 0 is NaN for an empty row
+  template <typename F, typename... K>
+  Acc mean(const F& f, const K&... kept) const {
+    return sum(f, kept...) / size();  // 0 / 0 is NaN for an empty row
   }
-  template <typename F>
-  Acc max(const F& f) const {
-    return Reduce<Max>(f, -detail::Infinity<Acc>());
+  template <typename F, typename... K>
+  Acc max(const F& f, const K&... kept) const {
+    return Reduce<Max>(-detail::Infinity<Acc>(), f, kept...);
   }
-  template <typename F>
-  Acc min(const F& f) const {
-    return Reduce<Min>(f, detail::Infinity<Acc>());
+  template <typename F, typename... K>
+  Acc min(const F& f, const K&... kept) const {
+    return Reduce<Min>(detail::Infinity<Acc>(), f, kept...);
   }
 
-  template <typename F>
-  void put(const F& f) const {
-    using R = decltype(Call(f, 0, Indices{}));
+  // f's value at every column, computed once into this thread's scratch row.
+  template <typename F, typename... K>
+  Kept<Acc> keep(const F& f, const K&... kept) {
+    Acc* values = scratch_->Slot(kept_++, cols_);
+    for (int64_t j = 0; j < cols_; ++j) values[j] = Value(j, f, kept...);
+    return Kept<Acc>{values};
+  }
+
+  template <typename F, typename... K>
+  void put(const F& f, const K&... kept) const {
+    using R = decltype(Call(0, f, kept...));
     static_assert(detail::ResultSize<R>::value == P::kOutputs,
                   "row.put: the lambda returns a different number of values than the op has "
                   "per-element outputs");
     T* out[P::kOutputs > 0 ? P::kOutputs : 1];
     for (int k = 0; k < P::kOutputs; ++k) out[k] = p_.out[k] + row_ * cols_;
     for (int64_t j = 0; j < cols_; ++j) {
-      const R r = Call(f, j, Indices{});
+      const R r = Call(j, f, kept...);
       for (int k = 0; k < P::kOutputs; ++k) out[k][j] = StoreAs<T>::From(detail::Part<Acc>(r, k));
     }
   }
@@ -274,15 +320,15 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
     for (int k = 0; k < P::kRowOutputs; ++k) p_.row_out[k][row_] = v[k];
   }
 
-  template <typename F>
-  void put_column_sums(const F& f) const {
-    using R = decltype(Call(f, 0, Indices{}));
+  template <typename F, typename... K>
+  void put_column_sums(const F& f, const K&... kept) const {
+    using R = decltype(Call(0, f, kept...));
     static_assert(detail::ResultSize<R>::value == P::kColumnSums,
                   "row.put_column_sums: the lambda returns a different number of values than "
                   "the op has column sums");
     Acc* sums = column_sums_;
     for (int64_t j = 0; j < cols_; ++j) {
-      const R r = Call(f, j, Indices{});
+      const R r = Call(j, f, kept...);
       for (int k = 0; k < P::kColumnSums; ++k) sums[k * cols_ + j] += detail::Part<Acc>(r, k);
     }
   }
@@ -330,13 +376,18 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
     }
   }
 
-  template <typename F, std::size_t... I>
-  auto Call(const F& f, int64_t j, std::index_sequence<I...>) const {
-    return f(In<I, Roles>(j)...);
+  // f of the inputs at column j, then of the kept values there.
+  template <typename F, typename... K>
+  auto Call(int64_t j, const F& f, const K&... kept) const {
+    return CallWith(j, Indices{}, f, kept...);
   }
-  template <typename F>
-  Acc Value(const F& f, int64_t j) const {
-    return static_cast<Acc>(Call(f, j, Indices{}));
+  template <std::size_t... I, typename F, typename... K>
+  auto CallWith(int64_t j, std::index_sequence<I...>, const F& f, const K&... kept) const {
+    return f(In<I, Roles>(j)..., kept.values[j]...);
+  }
+  template <typename F, typename... K>
+  Acc Value(int64_t j, const F& f, const K&... kept) const {
+    return static_cast<Acc>(Call(j, f, kept...));
   }
 
   // `f` over the row combined by `Op` (Add, Max, Min), starting from `start`: column j goes to
@@ -345,8 +396,8 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
   // then combined into the lanes kLanes at a time, as one vector (GCC's vector extension, lane by
   // lane in every clone). The last chunk is padded with `start`, which changes no lane (lanes are
   // never -0).
-  template <typename Op, typename F>
-  Acc Reduce(const F& f, Acc start) const {
+  template <typename Op, typename F, typename... K>
+  Acc Reduce(Acc start, const F& f, const K&... kept) const {
     Acc lane[kLanes];
     for (int l = 0; l < kLanes; ++l) lane[l] = start;
     Lanes lanes;
@@ -354,7 +405,7 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
     Acc v[kChunk];
     for (int64_t j = 0; j < cols_; j += kChunk) {
       const int m = cols_ - j < kChunk ? static_cast<int>(cols_ - j) : kChunk;
-      for (int i = 0; i < m; ++i) v[i] = Value(f, j + i);
+      for (int i = 0; i < m; ++i) v[i] = Value(j + i, f, kept...);
       const int padded = (m + kLanes - 1) / kLanes * kLanes;
       for (int i = m; i < padded; ++i) v[i] = start;
       for (int i = 0; i < padded; i += kLanes) {
@@ -387,6 +438,8 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
   int64_t row_;
   int64_t cols_;
   Acc* column_sums_;
+  Scratch<Acc>* scratch_;
+  int kept_ = 0;  // row.keep calls so far
   const void* base_[kSlots];  // per-element inputs: this row's start (Elem) or column 0 (Col)
   Acc row_value_[kSlots];     // per-row inputs: this row's value
 };
@@ -413,8 +466,9 @@ template <bool kDense, typename Read, typename... Roles, typename F, typename P>
 inline void Rows(const F& f, const P& p, int64_t begin, int64_t end,
                  OpMathT<typename P::Storage>* column_sums) {
   const F local = f;
+  Scratch<OpMathT<typename P::Storage>> scratch;
   for (int64_t r = begin; r < end; ++r) {
-    Row<P, kDense, Read, Roles...> row(p, r, column_sums);
+    Row<P, kDense, Read, Roles...> row(p, r, column_sums, &scratch);
     local(row);
   }
 }
