@@ -243,7 +243,7 @@ struct Min {
   }
 };
 
-// One row on the CPU: plain loops over the row, which GCC vectorizes. Reductions run in 8
+// One row on the CPU: plain loops over the row, which GCC vectorizes. Reductions run in 32
 // interleaved lanes combined as a tree, fixed by the source, so every vector width gives the same
 // bits (and sums a better rounding than a single running sum). `Read` is a Reads<...> with one
 // flag per input: an input that is not read is the constant 0. In a dense row (kDense) every read
@@ -335,8 +335,7 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
 
  private:
   using Indices = std::index_sequence_for<Roles...>;
-  static constexpr int kLanes = 8;
-  static constexpr int kChunk = 256;  // a multiple of kLanes
+  static constexpr int kLanes = 32;  // Reduce's, as 4 vectors of 8
   static constexpr int kSlots = P::kInputs > 0 ? P::kInputs : 1;
   static constexpr bool kReadAt[kSlots] = {kRead...};
   static constexpr bool kElementwise[kSlots] = {(std::is_same_v<Roles, Elem> ||
@@ -391,46 +390,81 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
   }
 
   // `f` over the row combined by `Op` (Add, Max, Min), starting from `start`: column j goes to
-  // lane j % kLanes, and the lanes are combined as a tree. f's values are computed a chunk at a
-  // time into a buffer, in a loop of their own (which GCC vectorizes however much math f holds),
-  // then combined into the lanes kLanes at a time, as one vector (GCC's vector extension, lane by
-  // lane in every clone). The last chunk is padded with `start`, which changes no lane (lanes are
-  // never -0).
+  // lane j % kLanes, and the lanes are combined as a tree (lane l with l + 16, then with l + 8,
+  // then the last 8 pairwise). f's values are computed kLanes at a time into a buffer, in a loop
+  // of their own (which GCC vectorizes however much math f holds; the build's
+  // -fno-tree-loop-distribute-patterns keeps a plain copy a loop, not a memcpy call), then
+  // combined into the lanes as 4 vectors of 8 (GCC's vector extension, lane by lane in every
+  // clone; 4 so that a sum does not wait on the one before). The last values are padded with
+  // `start`, which changes no lane (a lane is never -0).
   template <typename Op, typename F, typename... K>
   Acc Reduce(Acc start, const F& f, const K&... kept) const {
-    Acc lane[kLanes];
-    for (int l = 0; l < kLanes; ++l) lane[l] = start;
     Lanes lanes;
-    std::memcpy(&lanes, lane, sizeof lanes);
-    Acc v[kChunk];
-    for (int64_t j = 0; j < cols_; j += kChunk) {
-      const int m = cols_ - j < kChunk ? static_cast<int>(cols_ - j) : kChunk;
-      for (int i = 0; i < m; ++i) v[i] = Value(j + i, f, kept...);
-      const int padded = (m + kLanes - 1) / kLanes * kLanes;
-      for (int i = m; i < padded; ++i) v[i] = start;
-      for (int i = 0; i < padded; i += kLanes) {
-        Lanes x;
-        std::memcpy(&x, v + i, sizeof x);
-        Combine<Op>(lanes, x);
-      }
+    Fill(lanes, start);
+    Acc v[kLanes];
+    int64_t j = 0;
+    for (; j + kLanes <= cols_; j += kLanes) {
+      for (int i = 0; i < kLanes; ++i) v[i] = Value(j + i, f, kept...);
+      Combine<Op>(lanes, v);
     }
+    if (j < cols_) {
+      const int m = static_cast<int>(cols_ - j);
+      for (int i = 0; i < m; ++i) v[i] = Value(j + i, f, kept...);
+      for (int i = m; i < kLanes; ++i) v[i] = start;
+      Combine<Op>(lanes, v);
+    }
+    Fold<Op>(lanes);
+    Acc lane[8];
     std::memcpy(lane, &lanes, sizeof lane);
     return Op::Of(Op::Of(Op::Of(lane[0], lane[1]), Op::Of(lane[2], lane[3])),
                   Op::Of(Op::Of(lane[4], lane[5]), Op::Of(lane[6], lane[7])));
   }
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
-  typedef Acc Lanes __attribute__((vector_size(kLanes * sizeof(Acc))));
+  typedef Acc Vec8 __attribute__((vector_size(8 * sizeof(Acc))));
+  struct Lanes {
+    Vec8 v0, v1, v2, v3;
+  };
+  static void Fill(Lanes& a, Acc value) {
+    a.v0 = Vec8{} + value;
+    a.v1 = a.v0;
+    a.v2 = a.v0;
+    a.v3 = a.v0;
+  }
+  // The next kLanes values, `b`, into the lanes.
   template <typename Op>
-  static void Combine(Lanes& a, const Lanes& b) {
-    Op::Into(a, b);
+  static void Combine(Lanes& a, const Acc* b) {
+    Vec8 x0, x1, x2, x3;
+    std::memcpy(&x0, b, sizeof x0);
+    std::memcpy(&x1, b + 8, sizeof x1);
+    std::memcpy(&x2, b + 16, sizeof x2);
+    std::memcpy(&x3, b + 24, sizeof x3);
+    Op::Into(a.v0, x0);
+    Op::Into(a.v1, x1);
+    Op::Into(a.v2, x2);
+    Op::Into(a.v3, x3);
+  }
+  // Lanes l + 16 into l, then l + 8 into l: the first 8 lanes hold the rest of the tree.
+  template <typename Op>
+  static void Fold(Lanes& a) {
+    Op::Into(a.v0, a.v2);
+    Op::Into(a.v1, a.v3);
+    Op::Into(a.v0, a.v1);
   }
 #else
   struct Lanes {
     Acc v[kLanes];
   };
+  static void Fill(Lanes& a, Acc value) {
+    for (int l = 0; l < kLanes; ++l) a.v[l] = value;
+  }
   template <typename Op>
-  static void Combine(Lanes& a, const Lanes& b) {
-    for (int l = 0; l < kLanes; ++l) a.v[l] = Op::Of(a.v[l], b.v[l]);
+  static void Combine(Lanes& a, const Acc* b) {
+    for (int l = 0; l < kLanes; ++l) a.v[l] = Op::Of(a.v[l], b[l]);
+  }
+  template <typename Op>
+  static void Fold(Lanes& a) {
+    for (int l = 0; l < 16; ++l) a.v[l] = Op::Of(a.v[l], a.v[l + 16]);
+    for (int l = 0; l < 8; ++l) a.v[l] = Op::Of(a.v[l], a.v[l + 8]);
   }
 #endif
 
