@@ -154,7 +154,10 @@ def parse_arches(text: str | None) -> tuple[int, ...]:
 #: -fno-math-errno change no result: they let the compiler evaluate both sides of a select
 #: (``where``, min, max, the fast tanh) and vectorize the loop instead of branching per element.
 #: -ffp-contract=off keeps a * b + c two roundings in every clone, so all compute the same bits.
-CXX_FLAGS = ("-O3", "-std=c++17", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off")
+#: -fno-tree-loop-distribute-patterns keeps a loop that copies into a small buffer a loop (the
+#: row-wise reductions' 32 values at a time) rather than a call to memcpy.
+CXX_FLAGS = ("-O3", "-std=c++17", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off",
+             "-fno-tree-loop-distribute-patterns")
 
 
 def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] = ()) -> BuildConfig:

@@ -143,6 +143,38 @@ def test_rms_norm_functor_is_straight_line_code_with_named_per_row_values():
                backward.body[:put])
 
 
+SOFTMAX = """\
+name: sm
+kind: rowwise
+inputs: [x]
+outputs: [out]
+forward:
+  m: max(x)
+  e: exp(x - m)
+  out: e / sum(e)
+"""
+
+
+def test_a_costly_value_that_two_lambdas_read_is_kept_and_passed_to_them():
+    body = build_context(loads(SOFTMAX, "sm.yaml", check_builtins=False)).forward.body
+    assert body == [
+        "const MT m = row.max([&](MT x) { return x; });",
+        "const auto e = row.keep([&](MT x) { return opgen::exp<T>(x - m); });",
+        "const MT sum_out = row.sum([&](MT /*x*/, MT e) { return e; }, e);",
+        "row.put([&](MT /*x*/, MT e) { return e * (MT(1) / sum_out); }, e);",
+    ]
+
+
+@pytest.mark.parametrize("forward", [
+    "  m: max(x)\n  out: exp(x - m)\n",              # costly, but one lambda reads it
+    "  m: max(x)\n  e: x - m\n  out: e / sum(e)\n",  # two read it, but it is cheap
+])
+def test_a_value_is_computed_in_each_lambda_unless_it_is_costly_and_read_twice(forward):
+    text = SOFTMAX[:SOFTMAX.index("forward:")] + "forward:\n" + forward
+    body = build_context(loads(text, "sm.yaml", check_builtins=False)).forward.body
+    assert not any("row.keep" in line for line in body), body
+
+
 def test_every_line_of_the_examples_headers_fits_100_columns():
     for name, folder in ROWWISE_EXAMPLES.items():
         for line in (folder / "csrc" / f"{name}.h").read_text().splitlines():

@@ -9,7 +9,9 @@ whose reductions (``row.sum(f)``, ``row.mean``, ``row.max``, ``row.min``) and st
 
 Everything the templates print is computed here, as for the elementwise kind: the functor is
 straight-line C++ in which a per-row value is a local (``const MT rstd = ...;``) and a per-element
-value is computed inside the lambdas that read it.
+value is computed inside the lambdas that read it; one that calls a costly function (``exp``) and
+that two or more lambdas read is computed once, by ``row.keep``, and passed to them after their
+inputs (softmax's ``exp(z - m)``, which its sum and its output read).
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ ROLE_TAGS = {"element": "Elem", "column": "Col", "row": "RowIn", "stat": "RowSta
 OUT_ROLES = {"element": "kElem", "row": "kRow", "column": "kColSum"}
 _PLACEHOLDER = re.compile(r"@(\d+)@")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The functions that cost more than reading a value again (opgen/math.h): a per-element value
+#: calling one, read by several lambdas, is kept (row.keep) rather than computed in each.
+_COSTLY = re.compile(r"\bopgen::(exp|expm1|exp2|log|log1p|log2|tanh|sigmoid|erf|pow|sin|cos|tan|"
+                     r"atan|softplus)\b")
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,9 @@ class _Emitter:
     inner_reads: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     taken: set[str] = dataclasses.field(default_factory=set)
     reduced: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)  # op, inner
+    keep: set[str] = dataclasses.field(default_factory=set)   # per-element values to row.keep
+    kept: list[str] = dataclasses.field(default_factory=list)  # those kept so far, in order
+    readers: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> lambdas reading it
 
     def __post_init__(self) -> None:
         self.taken = set(self.entries) | {t.name for t in self.tensors} | self.attrs
@@ -180,30 +189,54 @@ class _Emitter:
         tensors = {t.name for t in self.tensors}
         return bool(reads & (tensors | set(self.inner)))
 
-    def lambda_body(self, reads: set[str]) -> tuple[list[str], set[str]]:
-        """The statements computing the per-element values ``reads`` needs, in order, and the
-        tensors they and ``reads`` read."""
+    def costly(self, name: str) -> bool:
+        """Whether per-element value ``name`` calls a costly function (and is a number)."""
+        statement = self.inner[name]
+        return statement.startswith("const MT ") and bool(_COSTLY.search(statement))
+
+    def lambda_body(self, reads: set[str]) -> tuple[list[str], set[str], list[str]]:
+        """The statements computing the per-element values ``reads`` needs, in order, the tensors
+        they and ``reads`` read, and the kept values they take (each kept by now)."""
         needed: set[str] = set()
+        kept: set[str] = set()
         stack = [n for n in reads if n in self.inner]
         while stack:
             name = stack.pop()
-            if name not in needed:
+            if name in self.keep:
+                kept.add(name)
+            elif name not in needed:
                 needed.add(name)
                 stack += [n for n in self.inner_reads[name] if n in self.inner]
+        for name in needed | kept:
+            self.readers[name] = self.readers.get(name, 0) + 1
+        for name in sorted(kept - set(self.kept), key=list(self.inner).index):
+            self.keep_value(name)
         tensors = {t.name for t in self.tensors}
         used = (reads | set().union(*(self.inner_reads[n] for n in needed))) & tensors
-        return [self.inner[n] for n in self.inner if n in needed], used
+        return ([self.inner[n] for n in self.inner if n in needed], used,
+                [n for n in self.kept if n in kept])
+
+    def keep_value(self, name: str) -> None:
+        """``const auto name = row.keep(...);``: per-element value ``name`` computed once."""
+        lines, used, kept = self.lambda_body(self.inner_reads[name])
+        cpp = self.inner[name].split(" = ", 1)[1][:-1]
+        self.statements.append(self._lambda(f"const auto {name} = row.keep", used, "", lines,
+                                            cpp, ";", kept))
+        self.kept.append(name)
 
     def lambda_call(self, prefix: str, call: str, inner: Emitted) -> str:
         """``prefix`` (``const MT m = ``) and ``call`` of a lambda returning ``inner``."""
         reads = {n for n in _IDENTIFIER.findall(inner.cpp) if n in self.taken}
-        lines, used = self.lambda_body(reads)
-        return self._lambda(f"{prefix}{call}", used, "", lines, inner.cpp, ";")
+        lines, used, kept = self.lambda_body(reads)
+        return self._lambda(f"{prefix}{call}", used, "", lines, inner.cpp, ";", kept)
 
     def put(self, call: str, values: list[tuple[str, str, set[str]]]) -> str:
         """``call`` with a lambda returning ``values`` ((name, C++, reads) each) at a column."""
         reads = set().union(*(r for _, _, r in values))
-        lines, used = self.lambda_body(reads)
+        for name, _, _ in values:  # an output that a lambda above read too
+            if name in self.inner and name not in reads:
+                self.readers[name] = self.readers.get(name, 0) + 1
+        lines, used, kept = self.lambda_body(reads)
         if len(values) == 1:
             returned, result = values[0][1], ""
         else:
@@ -211,23 +244,26 @@ class _Emitter:
                       if f"const MT {name} = {cpp};" not in lines and name != cpp]
             returned = "{" + ", ".join(name for name, _, _ in values) + "}"
             result = f" -> opgen::Array<MT, {len(values)}>"
-        return self._lambda(call, used, result, lines, returned, ";")
+        return self._lambda(call, used, result, lines, returned, ";", kept)
 
     def _lambda(self, call: str, used: set[str], result: str, lines: list[str], returned: str,
-                end: str) -> str:
-        """``call([&](params)result { lines; return returned; })end``, its head wrapped within
-        the functor body's 96 columns; a last local that is only returned is returned as is."""
+                end: str, kept: list[str]) -> str:
+        """``call([&](params)result { lines; return returned; }, kept)end``, its head wrapped
+        within the functor body's 96 columns; a last local that is only returned is returned as
+        is. The lambda takes the tensors, then the ``kept`` values, passed after it."""
         if lines and lines[-1].endswith(";") and returned in self.inner and \
                 lines[-1] == self.inner[returned]:
             returned = lines.pop().split(" = ", 1)[1][:-1]
         params = [f"MT {t.name}" if t.name in used else f"MT /*{t.name}*/" for t in self.tensors]
+        params += [f"MT {name}" for name in kept]
+        close = "".join(f", {name}" for name in kept) + ")" + end
         # the template indents the lambda by the functor body's 4 columns: 96 are left here
         head = wrap_call(f"{call}([&]", params, f"{result} {{", width=96)
-        one_line = f"{head} return {returned}; }}){end}"
+        one_line = f"{head} return {returned}; }}{close}"
         if not lines and "\n" not in head and 4 + len(one_line) <= 100:
             return one_line
         body = "".join(f"\n  {line}" for line in lines)
-        return f"{head}{body}\n  return {returned};\n}}){end}"
+        return f"{head}{body}\n  return {returned};\n}}{close}"
 
 
 def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
@@ -237,8 +273,39 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
     order, and ``names`` the C++ name of each target (grad_x for the backward's x)."""
     used = set().union(*(e.names for e in emitted.values()))
     members = [a for a in attrs if a.name in used]
-    emitter = _Emitter(emitted, tensors, {a.name for a in attrs})
     renamed = {k: names.get(k, k) for k in emitted}
+    # Emitted once to count the lambdas that read each per-element value, then again keeping
+    # the costly ones that several read.
+    first = _body(emitted, tensors, attrs, targets, renamed, set())
+    keep = {n for n, count in first.readers.items() if count >= 2 and first.costly(n)}
+    body = _body(emitted, tensors, attrs, targets, renamed, keep).statements if keep else \
+        first.statements
+    read = set().union(*(e.names for e in emitted.values()))
+    inits = [f"{a.name}(static_cast<MT>({a.name}))" if a.member_type == "MT" else
+             f"{a.name}({a.name})" for a in members]
+    constructor = wrap_call(struct, [a.cpp_param for a in members], indent=11)
+    constructor += "\n      : " + ", ".join(inits) + " {}"
+    return Functor(
+        struct=struct,
+        attrs=members,
+        constructor=constructor,
+        tensors=tensors,
+        reads=[t.name in read for t in tensors],
+        targets=[(renamed[k], r) for k, r in targets],
+        lines=[(renamed[k], sources[k]) for k in emitted],
+        body=[line for statement in body for line in statement.split("\n")],
+        numpy_lines=[(renamed[k], e.numpy) for k, e in emitted.items()],
+        returns=[_numpy_return(renamed[k], r, emitted[k].varies, likes is not None and k)
+                 for k, r in targets],
+        io=_io(tensors, [t.name in read for t in tensors], targets, likes),
+    )
+
+
+def _body(emitted: dict[str, Emitted], tensors: list[Tensor], attrs: list[Attr],
+          targets: list[tuple[str, str]], renamed: dict[str, str], keep: set[str]) -> _Emitter:
+    """An emitter whose statements are the functor's body, keeping the per-element values
+    ``keep`` (row.keep)."""
+    emitter = _Emitter(emitted, tensors, {a.name for a in attrs}, keep=keep)
     emitter.taken |= set(renamed.values())
     role_of = dict(targets)
     locals_: dict[str, tuple[str, set[str]]] = {}
@@ -270,42 +337,24 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
             local = "bool" if e.type == "bool" else "MT"
             emitter.inner[name] = f"const {local} {name} = {cpp};"
             emitter.inner_reads[name] = reads
-    body = list(emitter.statements)
     by_role: dict[str, list[str]] = {"element": [], "row": [], "column": []}
     for key, role in targets:
         by_role[role].append(key)
     if by_role["row"]:
-        body.append("row.put_rows(" + ", ".join(renamed[k] for k in by_role["row"]) + ");")
+        emitter.statements.append(
+            "row.put_rows(" + ", ".join(renamed[k] for k in by_role["row"]) + ");")
     for role, call in (("element", "row.put"), ("column", "row.put_column_sums")):
         if by_role[role]:
             values = []
             for key in by_role[role]:
                 name = renamed[key]
-                if name in emitter.outer:
+                if name in emitter.outer or name in emitter.keep:
                     values.append((name, name, {name}))
                 else:
                     cpp, reads = locals_[key]
                     values.append((name, cpp, reads))
-            body.append(emitter.put(call, values))
-    read = set().union(*(e.names for e in emitted.values()))
-    inits = [f"{a.name}(static_cast<MT>({a.name}))" if a.member_type == "MT" else
-             f"{a.name}({a.name})" for a in members]
-    constructor = wrap_call(struct, [a.cpp_param for a in members], indent=11)
-    constructor += "\n      : " + ", ".join(inits) + " {}"
-    return Functor(
-        struct=struct,
-        attrs=members,
-        constructor=constructor,
-        tensors=tensors,
-        reads=[t.name in read for t in tensors],
-        targets=[(renamed[k], r) for k, r in targets],
-        lines=[(renamed[k], sources[k]) for k in emitted],
-        body=[line for statement in body for line in statement.split("\n")],
-        numpy_lines=[(renamed[k], e.numpy) for k, e in emitted.items()],
-        returns=[_numpy_return(renamed[k], r, emitted[k].varies, likes is not None and k)
-                 for k, r in targets],
-        io=_io(tensors, [t.name in read for t in tensors], targets, likes),
-    )
+            emitter.statements.append(emitter.put(call, values))
+    return emitter
 
 
 def _io(tensors: list[Tensor], reads: list[bool], targets: list[tuple[str, str]],

@@ -1,6 +1,8 @@
 // Driver for tests/test_cpu_kernels.py: the CPU side of opgen's math and loops, without Paddle.
 //   tanh STRIDE          the worst ulp distance of opgen::tanh(float) from tanh rounded to float,
 //                        over every STRIDE-th float in [-12, 12], and the special values
+//   exp STRIDE           opgen::exp(float) of every STRIDE-th float in [-104, 89], and of -inf, inf,
+//                        NaN, +-0 and the ends of the range: the floats' bits and the results'
 //   minmax A B           opgen::min and max of two floats (bits printed, to see -0 and NaN)
 //   gradsums ROWS COLS   a backward over [ROWS, COLS] with a [COLS] bias: the bias gradient's bits
 // Built with the flags opgen builds ops with (opgen.build.CXX_FLAGS).
@@ -59,6 +61,24 @@ int main(int argc, char** argv) {
                 static_cast<long long>(worst), at, std::signbit(z) && z == 0 ? "true" : "false",
                 std::isnan(opgen::tanh(NAN)) ? "true" : "false", opgen::tanh(INFINITY),
                 opgen::tanh(-INFINITY));
+    return 0;
+  }
+  if (mode == "exp" && argc == 3) {
+    const uint32_t stride = static_cast<uint32_t>(std::atol(argv[2]));
+    std::vector<float> xs = {-INFINITY, INFINITY, NAN, 0.0f, -0.0f, 88.72283f, 88.72284f,
+                             -87.33654f, -103.97208f, -104.0f, 89.0f, -150.0f, 1000.0f};
+    for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += stride) {
+      float x;
+      const uint32_t bits = static_cast<uint32_t>(b);
+      std::memcpy(&x, &bits, sizeof x);
+      if (x >= -104.0f && x <= 89.0f) xs.push_back(x);
+    }
+    std::string x_bits, exp_bits;
+    for (float x : xs) {
+      x_bits += (x_bits.empty() ? "" : ",") + std::to_string(Bits(x));
+      exp_bits += (exp_bits.empty() ? "" : ",") + std::to_string(Bits(opgen::exp(x)));
+    }
+    std::printf("{\"x\": [%s], \"exp\": [%s]}\n", x_bits.c_str(), exp_bits.c_str());
     return 0;
   }
   if (mode == "minmax" && argc == 4) {

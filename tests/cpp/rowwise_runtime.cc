@@ -1,11 +1,12 @@
 // Drives templates/rowwise/csrc/opgen/rowwise.h's CPU loop for tests/test_rowwise_runtime.py,
 // which compares what it prints with numpy. The ops are scripts/gpu/rowwise_ops.h's, the same the
 // GPU bench checks. Reads one command per line on stdin, answers one JSON line per command:
-//   run DTYPE OP ROWS COLS [special]
+//   run DTYPE OP ROWS COLS [special | nograd | zerograd]
 //     DTYPE f32 or f64; OP softmax, rms_norm, layer_norm (forward) or softmax_grad,
 //     rms_norm_grad, layer_norm_grad (backward, fed this program's own forward results). Inputs
 //     from Value() below: x (k = 0), weight 1 + Value(1) / 2, bias (k = 3), grad_out (k = 2);
-//     `special` makes softmax's row 0 all -inf and puts a NaN in row 1.
+//     `special` makes softmax's row 0 all -inf and puts a NaN in row 1; `nograd` passes a
+//     backward's grad_out as null (absent: the loop's checked rows), `zerograd` as zeros.
 //   Answer: {"out": [...], "rows": [[...], ...], "cols": [[...], ...], "saved": [[...], ...]}:
 //   the per-element output, the per-row outputs, the column sums, and for a backward the forward
 //   results it was given (softmax's output; the norms' per-row statistics).
@@ -55,14 +56,16 @@ std::string List(const std::vector<std::vector<T>>& lists) {
 }
 
 template <typename T>
-std::string Run(const std::string& op, int64_t rows, int64_t cols, bool special) {
+std::string Run(const std::string& op, int64_t rows, int64_t cols, const std::string& flag) {
+  const bool special = flag == "special";
   using Acc = opgen::Acc<T>;
   const int64_t n = rows * cols;
   std::vector<T> x(n), g(n), w(cols), b(cols), out(n);
   for (int64_t i = 0; i < n; ++i) {
     x[i] = T(Value(0, i));
-    g[i] = T(Value(2, i));
+    g[i] = flag == "zerograd" ? T(0) : T(Value(2, i));
   }
+  const T* grad = flag == "nograd" ? nullptr : g.data();
   for (int64_t j = 0; j < cols; ++j) {
     w[j] = T(1 + Value(1, j) / 2);
     b[j] = T(Value(3, j));
@@ -86,7 +89,7 @@ std::string Run(const std::string& op, int64_t rows, int64_t cols, bool special)
       const std::vector<T> y = out;
       Pointers<T, 2, 1> q;
       q.in[0] = y.data();
-      q.in[1] = g.data();
+      q.in[1] = grad;
       q.out[0] = out.data();
       q.rows = rows;
       q.cols = cols;
@@ -109,7 +112,7 @@ std::string Run(const std::string& op, int64_t rows, int64_t cols, bool special)
       q.in[0] = x.data();
       q.in[1] = w.data();
       q.in[2] = rstd.data();
-      q.in[3] = g.data();
+      q.in[3] = grad;
       q.out[0] = out.data();
       q.col_sum[0] = grad_w.data();
       q.rows = rows;
@@ -139,7 +142,7 @@ std::string Run(const std::string& op, int64_t rows, int64_t cols, bool special)
       q.in[1] = w.data();
       q.in[2] = mean.data();
       q.in[3] = rstd.data();
-      q.in[4] = g.data();
+      q.in[4] = grad;
       q.out[0] = out.data();
       q.col_sum[0] = grad_w.data();
       q.col_sum[1] = grad_b.data();
@@ -167,13 +170,12 @@ int main() {
     std::string command, dtype, op, flag;
     int64_t rows = 0, cols = 0;
     words >> command >> dtype >> op >> rows >> cols >> flag;
-    const bool special = flag == "special";
     if (command != "run") {
       std::printf("{\"error\": \"unknown command\"}\n");
     } else if (dtype == "f32") {
-      std::printf("%s\n", Run<float>(op, rows, cols, special).c_str());
+      std::printf("%s\n", Run<float>(op, rows, cols, flag).c_str());
     } else {
-      std::printf("%s\n", Run<double>(op, rows, cols, special).c_str());
+      std::printf("%s\n", Run<double>(op, rows, cols, flag).c_str());
     }
   }
   return 0;

@@ -30,15 +30,12 @@ struct Forward {
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
     const MT m = row.max([&](MT x) { return x * scale; });
-    const MT sum_out = row.sum([&](MT x) {
+    const auto e = row.keep([&](MT x) {
       const MT z = x * scale;
       return opgen::exp<T>(z - m);
     });
-    row.put([&](MT x) {
-      const MT z = x * scale;
-      const MT e = opgen::exp<T>(z - m);
-      return e * (MT(1) / sum_out);
-    });
+    const MT sum_out = row.sum([&](MT /*x*/, MT e) { return e; }, e);
+    row.put([&](MT /*x*/, MT e) { return e * (MT(1) / sum_out); }, e);
   }
 };
 

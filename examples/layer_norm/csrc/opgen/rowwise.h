@@ -42,6 +42,13 @@
 //   row.put_column_sums(f)  f returns Acc or opgen::Array<Acc, kColSum>: col_sum[k][j] is the sum
 //                           over all rows, in Acc, in an order fixed by rows and cols (no atomics;
 //                           two runs give the same bits); all zeros when rows == 0.
+//   row.keep(f)             f at every column, computed once, for the lambdas after it to take:
+//                           pass it after the lambda, which takes the inputs, then the kept
+//                           values in that order: `const auto e = row.keep(g);
+//                           row.put([&](MT x, MT e) { ... }, e);`. Every call above (but
+//                           put_rows) and keep itself take kept values. The CPU computes f into
+//                           a scratch row; the GPU computes it again where a lambda takes it.
+//                           For a value that costs more than reading it (softmax's exp).
 // A functor calls put, put_rows and put_column_sums at most once each, after its reductions.
 // Every reduction returns the same value to every thread of a row, so code after it is uniform.
 // Every row makes the same reductions in the same order (no reduction behind a branch on the
@@ -53,7 +60,9 @@
 //   Col      [cols] in T, the same for every row (layer norm's weight)
 //   RowIn    [rows] in T, one value per row, passed at every j
 //   RowStat  [rows] in Acc: a per-row output of the forward (mean, rstd) read by the backward
-// A null input pointer reads as zeros (an absent output gradient) and is never loaded.
+// A null input pointer reads as zeros (an absent output gradient) and is never loaded. RunCpu may
+// be told which inputs the functor reads (Reads<...>, from the op's kReads): when each of those is
+// present, the rows run without a check per element; otherwise with one.
 // All tensors are contiguous; pointers of any alignment work (the GPU picks its vector width at
 // run time).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
@@ -63,10 +72,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "opgen/cpu.h"
 #include "opgen/math.h"
 
 namespace opgen {
@@ -118,21 +129,6 @@ constexpr bool KnownRoles() {
            std::is_same_v<Roles, RowIn> || std::is_same_v<Roles, RowStat>) && ...);
 }
 
-// Input of role `Role` at row `row`, column j, as Acc; null reads as zero.
-template <typename Role, typename T>
-OPGEN_HD OpMathT<T> Load(const void* p, int64_t row, int64_t cols, int64_t j) {
-  using S = typename Stored<Role, T>::type;
-  if (p == nullptr) return OpMathT<T>(0);
-  const S* s = static_cast<const S*>(p);
-  if constexpr (std::is_same_v<Role, Elem>) {
-    return static_cast<OpMathT<T>>(s[row * cols + j]);
-  } else if constexpr (std::is_same_v<Role, Col>) {
-    return static_cast<OpMathT<T>>(s[j]);
-  } else {
-    return static_cast<OpMathT<T>>(s[row]);
-  }
-}
-
 // How many values a lambda's result holds: an opgen::Array's size, else 1.
 template <typename R>
 struct ResultSize {
@@ -156,6 +152,15 @@ OPGEN_HD AccT Part(const R& result, int k) {
   }
 }
 
+// A kept value (row.keep) on a schedule that recomputes it where a lambda takes it, as the GPU's
+// do (the row is in registers or in cache there, and the math is cheap next to its memory): f of
+// the inputs at a column, and of the kept values f itself takes. A lambda called with kept values
+// becomes one lambda of the inputs the same way.
+template <typename F, typename... K>
+OPGEN_HD auto Recompute(const F& f, const K&... kept) {
+  return [f, kept...](const auto&... in) { return f(in..., kept(in...)...); };
+}
+
 template <typename AccT>
 OPGEN_HD AccT Infinity() {
   return static_cast<AccT>(HUGE_VALF);  // std::numeric_limits is host-only in CUDA
@@ -164,6 +169,12 @@ OPGEN_HD AccT Infinity() {
 }  // namespace detail
 
 // ---- the CPU loop ------------------------------------------------------------------------------
+// Which of a functor's inputs it reads, in spec order (Reads<true, false, true>): the CPU loop
+// never loads the others, which read as zeros (the Paddle side passes them as null). Reads<>, the
+// default, means every input.
+template <bool... kRead>
+struct Reads {};
+
 namespace cpu {
 
 // How the CPU loop stores a result as T: a plain conversion. The Paddle side (opgen/rowwise_op.h)
@@ -174,57 +185,130 @@ struct StoreAs {
   static T From(OpMathT<T> r) { return static_cast<T>(r); }
 };
 
-// One row on the CPU: plain loops over the row, sums in 8 interleaved lanes added as a tree (the
-// same rounding as a vectorized loop, and a better one than a single running sum).
-template <typename P, typename... Roles>
-class Row {
+// A value row.keep computed at every column of a row, which later lambdas take.
+template <typename Acc>
+struct Kept {
+  const Acc* values;
+};
+
+// The rows that one thread runs keep their values here: slot k holds the k-th row.keep's (every
+// row makes the same calls, so the slots are allocated by the first row and reused).
+template <typename Acc>
+class Scratch {
+ public:
+  Acc* Slot(int k, int64_t cols) {
+    if (slots_.size() <= static_cast<std::size_t>(k)) slots_.resize(k + 1);
+    std::vector<Acc>& slot = slots_[k];  // moving slots_ keeps each slot's memory where it is
+    if (slot.size() < static_cast<std::size_t>(cols)) slot.resize(cols);
+    return slot.data();
+  }
+
+ private:
+  std::vector<std::vector<Acc>> slots_;
+};
+
+// The CPU row's reductions: of two values (Of), and of two vectors of values lane by lane, into
+// the first (Into: GCC's vectors, with opgen::max's and min's selects written out, as GCC notes
+// that a function taking vectors by value has another ABI without AVX).
+struct Add {
+  template <typename A>
+  static A Of(A a, A b) {
+    return a + b;
+  }
+  template <typename V>
+  static void Into(V& a, const V& b) {
+    a += b;
+  }
+};
+struct Max {
+  template <typename A>
+  static A Of(A a, A b) {
+    return opgen::max(a, b);
+  }
+  template <typename V>
+  static void Into(V& a, const V& b) {
+    const V larger = a > b ? a : b;
+    a = a != a ? a + b : larger;
+  }
+};
+struct Min {
+  template <typename A>
+  static A Of(A a, A b) {
+    return opgen::min(a, b);
+  }
+  template <typename V>
+  static void Into(V& a, const V& b) {
+    const V smaller = a < b ? a : b;
+    a = a != a ? a + b : smaller;
+  }
+};
+
+// One row on the CPU: plain loops over the row, which GCC vectorizes. Reductions run in 32
+// interleaved lanes combined as a tree, fixed by the source, so every vector width gives the same
+// bits (and sums a better rounding than a single running sum). `Read` is a Reads<...> with one
+// flag per input: an input that is not read is the constant 0. In a dense row (kDense) every read
+// input is present and loaded without a check; otherwise a null one reads as zeros (an absent
+// output gradient), at the cost of a branch per element that keeps the loops scalar. Per-row
+// inputs are loaded once, when the row is made.
+template <typename P, bool kDense, typename Read, typename... Roles>
+class Row;
+
+template <typename P, bool kDense, bool... kRead, typename... Roles>
+class Row<P, kDense, Reads<kRead...>, Roles...> {
  public:
   using T = typename P::Storage;
   using Acc = OpMathT<T>;
 
-  Row(const P& p, int64_t row, Acc* column_sums) : p_(p), row_(row), column_sums_(column_sums) {}
-
-  Acc size() const { return static_cast<Acc>(p_.cols); }
-
-  template <typename F>
-  Acc sum(const F& f) const {
-    constexpr int kLanes = 8;
-    Acc lane[kLanes] = {};
-    int64_t j = 0;
-    for (; j + kLanes <= p_.cols; j += kLanes) {
-      for (int l = 0; l < kLanes; ++l) lane[l] += Value(f, j + l);
+  Row(const P& p, int64_t row, Acc* column_sums, Scratch<Acc>* scratch)
+      : p_(p), row_(row), cols_(p.cols), column_sums_(column_sums), scratch_(scratch) {
+    for (int i = 0; i < P::kInputs; ++i) {
+      const bool per_element = kElementwise[i];
+      const char* base = static_cast<const char*>(p.in[i]);
+      base_[i] = base != nullptr && per_element && kRowMajor[i]
+                     ? base + kBytes[i] * static_cast<std::size_t>(row * p.cols)
+                     : base;
     }
-    for (int l = 0; j < p_.cols; ++j, ++l) lane[l] += Value(f, j);
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-  }
-  template <typename F>
-  Acc mean(const F& f) const {
-    return sum(f) / size();  // 0 / 0 is NaN for an empty row
-  }
-  template <typename F>
-  Acc max(const F& f) const {
-    Acc m = -detail::Infinity<Acc>();
-    for (int64_t j = 0; j < p_.cols; ++j) m = opgen::max(m, Value(f, j));
-    return m;
-  }
-  template <typename F>
-  Acc min(const F& f) const {
-    Acc m = detail::Infinity<Acc>();
-    for (int64_t j = 0; j < p_.cols; ++j) m = opgen::min(m, Value(f, j));
-    return m;
+    LoadRowValues(std::index_sequence_for<Roles...>{});
   }
 
-  template <typename F>
-  void put(const F& f) const {
-    using R = decltype(Call(f, 0, Indices{}));
+  Acc size() const { return static_cast<Acc>(cols_); }
+
+  template <typename F, typename... K>
+  Acc sum(const F& f, const K&... kept) const {
+    return Reduce<Add>(Acc(0), f, kept...);
+  }
+  template <typename F, typename... K>
+  Acc mean(const F& f, const K&... kept) const {
+    return sum(f, kept...) / size();  // 0 / 0 is NaN for an empty row
+  }
+  template <typename F, typename... K>
+  Acc max(const F& f, const K&... kept) const {
+    return Reduce<Max>(-detail::Infinity<Acc>(), f, kept...);
+  }
+  template <typename F, typename... K>
+  Acc min(const F& f, const K&... kept) const {
+    return Reduce<Min>(detail::Infinity<Acc>(), f, kept...);
+  }
+
+  // f's value at every column, computed once into this thread's scratch row.
+  template <typename F, typename... K>
+  Kept<Acc> keep(const F& f, const K&... kept) {
+    Acc* values = scratch_->Slot(kept_++, cols_);
+    for (int64_t j = 0; j < cols_; ++j) values[j] = Value(j, f, kept...);
+    return Kept<Acc>{values};
+  }
+
+  template <typename F, typename... K>
+  void put(const F& f, const K&... kept) const {
+    using R = decltype(Call(0, f, kept...));
     static_assert(detail::ResultSize<R>::value == P::kOutputs,
                   "row.put: the lambda returns a different number of values than the op has "
                   "per-element outputs");
-    for (int64_t j = 0; j < p_.cols; ++j) {
-      const R r = Call(f, j, Indices{});
-      for (int k = 0; k < P::kOutputs; ++k) {
-        p_.out[k][row_ * p_.cols + j] = StoreAs<T>::From(detail::Part<Acc>(r, k));
-      }
+    T* out[P::kOutputs > 0 ? P::kOutputs : 1];
+    for (int k = 0; k < P::kOutputs; ++k) out[k] = p_.out[k] + row_ * cols_;
+    for (int64_t j = 0; j < cols_; ++j) {
+      const R r = Call(j, f, kept...);
+      for (int k = 0; k < P::kOutputs; ++k) out[k][j] = StoreAs<T>::From(detail::Part<Acc>(r, k));
     }
   }
 
@@ -236,39 +320,166 @@ class Row {
     for (int k = 0; k < P::kRowOutputs; ++k) p_.row_out[k][row_] = v[k];
   }
 
-  template <typename F>
-  void put_column_sums(const F& f) const {
-    using R = decltype(Call(f, 0, Indices{}));
+  template <typename F, typename... K>
+  void put_column_sums(const F& f, const K&... kept) const {
+    using R = decltype(Call(0, f, kept...));
     static_assert(detail::ResultSize<R>::value == P::kColumnSums,
                   "row.put_column_sums: the lambda returns a different number of values than "
                   "the op has column sums");
-    for (int64_t j = 0; j < p_.cols; ++j) {
-      const R r = Call(f, j, Indices{});
-      for (int k = 0; k < P::kColumnSums; ++k) {
-        column_sums_[k * p_.cols + j] += detail::Part<Acc>(r, k);
-      }
+    Acc* sums = column_sums_;
+    for (int64_t j = 0; j < cols_; ++j) {
+      const R r = Call(j, f, kept...);
+      for (int k = 0; k < P::kColumnSums; ++k) sums[k * cols_ + j] += detail::Part<Acc>(r, k);
     }
   }
 
  private:
   using Indices = std::index_sequence_for<Roles...>;
+  static constexpr int kLanes = 32;  // Reduce's, as 4 vectors of 8
+  static constexpr int kSlots = P::kInputs > 0 ? P::kInputs : 1;
+  static constexpr bool kReadAt[kSlots] = {kRead...};
+  static constexpr bool kElementwise[kSlots] = {(std::is_same_v<Roles, Elem> ||
+                                                 std::is_same_v<Roles, Col>)...};
+  static constexpr bool kRowMajor[kSlots] = {std::is_same_v<Roles, Elem>...};
+  static constexpr std::size_t kBytes[kSlots] = {sizeof(typename Stored<Roles, T>::type)...};
 
-  template <typename F, std::size_t... I>
-  auto Call(const F& f, int64_t j, std::index_sequence<I...>) const {
-    return f(detail::Load<Roles, T>(p_.in[int(I)], row_, p_.cols, j)...);
+  template <std::size_t... I>
+  void LoadRowValues(std::index_sequence<I...>) {
+    ((row_value_[I] = RowValue<I, Roles>()), ...);
   }
-  template <typename F>
-  Acc Value(const F& f, int64_t j) const {
-    return static_cast<Acc>(Call(f, j, Indices{}));
+  template <std::size_t I, typename Role>
+  Acc RowValue() const {
+    if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
+      using S = typename Stored<Role, T>::type;
+      const S* s = static_cast<const S*>(p_.in[int(I)]);
+      return kReadAt[I] && s != nullptr ? static_cast<Acc>(s[row_]) : Acc(0);
+    } else {
+      return Acc(0);
+    }
   }
+
+  // Input I at column j, as Acc.
+  template <std::size_t I, typename Role>
+  Acc In(int64_t j) const {
+    if constexpr (!kReadAt[I]) {
+      return Acc(0);
+    } else if constexpr (std::is_same_v<Role, Elem> || std::is_same_v<Role, Col>) {
+      const T* s = static_cast<const T*>(base_[I]);
+      if constexpr (kDense) {
+        return static_cast<Acc>(s[j]);
+      } else {
+        return s != nullptr ? static_cast<Acc>(s[j]) : Acc(0);
+      }
+    } else {
+      return row_value_[I];
+    }
+  }
+
+  // f of the inputs at column j, then of the kept values there.
+  template <typename F, typename... K>
+  auto Call(int64_t j, const F& f, const K&... kept) const {
+    return CallWith(j, Indices{}, f, kept...);
+  }
+  template <std::size_t... I, typename F, typename... K>
+  auto CallWith(int64_t j, std::index_sequence<I...>, const F& f, const K&... kept) const {
+    return f(In<I, Roles>(j)..., kept.values[j]...);
+  }
+  template <typename F, typename... K>
+  Acc Value(int64_t j, const F& f, const K&... kept) const {
+    return static_cast<Acc>(Call(j, f, kept...));
+  }
+
+  // `f` over the row combined by `Op` (Add, Max, Min), starting from `start`: column j goes to
+  // lane j % kLanes, and the lanes are combined as a tree (lane l with l + 16, then with l + 8,
+  // then the last 8 pairwise). f's values are computed kLanes at a time into a buffer, in a loop
+  // of their own (which GCC vectorizes however much math f holds; the build's
+  // -fno-tree-loop-distribute-patterns keeps a plain copy a loop, not a memcpy call), then
+  // combined into the lanes as 4 vectors of 8 (GCC's vector extension, lane by lane in every
+  // clone; 4 so that a sum does not wait on the one before). The last values are padded with
+  // `start`, which changes no lane (a lane is never -0).
+  template <typename Op, typename F, typename... K>
+  Acc Reduce(Acc start, const F& f, const K&... kept) const {
+    Lanes lanes;
+    Fill(lanes, start);
+    Acc v[kLanes];
+    int64_t j = 0;
+    for (; j + kLanes <= cols_; j += kLanes) {
+      for (int i = 0; i < kLanes; ++i) v[i] = Value(j + i, f, kept...);
+      Combine<Op>(lanes, v);
+    }
+    if (j < cols_) {
+      const int m = static_cast<int>(cols_ - j);
+      for (int i = 0; i < m; ++i) v[i] = Value(j + i, f, kept...);
+      for (int i = m; i < kLanes; ++i) v[i] = start;
+      Combine<Op>(lanes, v);
+    }
+    Fold<Op>(lanes);
+    Acc lane[8];
+    std::memcpy(lane, &lanes, sizeof lane);
+    return Op::Of(Op::Of(Op::Of(lane[0], lane[1]), Op::Of(lane[2], lane[3])),
+                  Op::Of(Op::Of(lane[4], lane[5]), Op::Of(lane[6], lane[7])));
+  }
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+  typedef Acc Vec8 __attribute__((vector_size(8 * sizeof(Acc))));
+  struct Lanes {
+    Vec8 v0, v1, v2, v3;
+  };
+  static void Fill(Lanes& a, Acc value) {
+    a.v0 = Vec8{} + value;
+    a.v1 = a.v0;
+    a.v2 = a.v0;
+    a.v3 = a.v0;
+  }
+  // The next kLanes values, `b`, into the lanes.
+  template <typename Op>
+  static void Combine(Lanes& a, const Acc* b) {
+    Vec8 x0, x1, x2, x3;
+    std::memcpy(&x0, b, sizeof x0);
+    std::memcpy(&x1, b + 8, sizeof x1);
+    std::memcpy(&x2, b + 16, sizeof x2);
+    std::memcpy(&x3, b + 24, sizeof x3);
+    Op::Into(a.v0, x0);
+    Op::Into(a.v1, x1);
+    Op::Into(a.v2, x2);
+    Op::Into(a.v3, x3);
+  }
+  // Lanes l + 16 into l, then l + 8 into l: the first 8 lanes hold the rest of the tree.
+  template <typename Op>
+  static void Fold(Lanes& a) {
+    Op::Into(a.v0, a.v2);
+    Op::Into(a.v1, a.v3);
+    Op::Into(a.v0, a.v1);
+  }
+#else
+  struct Lanes {
+    Acc v[kLanes];
+  };
+  static void Fill(Lanes& a, Acc value) {
+    for (int l = 0; l < kLanes; ++l) a.v[l] = value;
+  }
+  template <typename Op>
+  static void Combine(Lanes& a, const Acc* b) {
+    for (int l = 0; l < kLanes; ++l) a.v[l] = Op::Of(a.v[l], b[l]);
+  }
+  template <typename Op>
+  static void Fold(Lanes& a) {
+    for (int l = 0; l < 16; ++l) a.v[l] = Op::Of(a.v[l], a.v[l + 16]);
+    for (int l = 0; l < 8; ++l) a.v[l] = Op::Of(a.v[l], a.v[l + 8]);
+  }
+#endif
 
   const P& p_;
   int64_t row_;
+  int64_t cols_;
   Acc* column_sums_;
+  Scratch<Acc>* scratch_;
+  int kept_ = 0;  // row.keep calls so far
+  const void* base_[kSlots];  // per-element inputs: this row's start (Elem) or column 0 (Col)
+  Acc row_value_[kSlots];     // per-row inputs: this row's value
 };
 
 // Rows per chunk of the column sums: each chunk sums its rows in order, then the chunks' sums
-// are added in order, so the result depends on rows and cols only (with or without OpenMP).
+// are added in order, so the result depends on rows and cols only (not on the thread count).
 inline int64_t ChunkRows(int64_t rows) {
   constexpr int64_t kMinChunk = 256;
   constexpr int64_t kMaxChunks = 64;
@@ -276,62 +487,108 @@ inline int64_t ChunkRows(int64_t rows) {
   return even > kMinChunk ? even : kMinChunk;
 }
 
+// Rows per block of a launch without column sums: blocks of at least 2^16 elements, the least
+// work worth a thread.
+inline int64_t BlockRows(int64_t cols) {
+  constexpr int64_t kBlock = int64_t(1) << 16;
+  return cols >= kBlock ? 1 : kBlock / (cols > 0 ? cols : 1);
+}
+
+// Runs f over rows [begin, end) with a copy of f (whose attrs then cannot alias the outputs, so
+// the loops vectorize), adding the column sums to `column_sums`.
+template <bool kDense, typename Read, typename... Roles, typename F, typename P>
+inline void Rows(const F& f, const P& p, int64_t begin, int64_t end,
+                 OpMathT<typename P::Storage>* column_sums) {
+  const F local = f;
+  Scratch<OpMathT<typename P::Storage>> scratch;
+  for (int64_t r = begin; r < end; ++r) {
+    Row<P, kDense, Read, Roles...> row(p, r, column_sums, &scratch);
+    local(row);
+  }
+}
+// Rows whose read inputs are all present: cloned for AVX-512 and AVX2 (opgen/cpu.h), with every
+// call inlined (flatten), the functor's and the Row's, so that all of it is compiled per clone.
+template <typename Read, typename... Roles, typename F, typename P>
+OPGEN_CPU_CLONES __attribute__((flatten)) void DenseRows(const F& f, const P& p, int64_t begin, int64_t end,
+                                OpMathT<typename P::Storage>* column_sums) {
+  Rows<true, Read, Roles...>(f, p, begin, end, column_sums);
+}
+// Rows where a read input is null (an absent output gradient): checked loads, not cloned.
+template <typename Read, typename... Roles, typename F, typename P>
+__attribute__((noinline)) void CheckedRows(const F& f, const P& p, int64_t begin, int64_t end,
+                                           OpMathT<typename P::Storage>* column_sums) {
+  Rows<false, Read, Roles...>(f, p, begin, end, column_sums);
+}
+
+template <int kIn, std::size_t... I>
+Reads<(I < std::size_t(kIn))...> AllRead(std::index_sequence<I...>) {
+  return {};
+}
+
 }  // namespace cpu
 
-// Runs `f` over every row of `p` on the CPU. Rows run in parallel when the op is built with
-// OpenMP (-fopenmp), serially otherwise; the results are the same bits either way.
-template <typename F, typename... Roles, typename T, int kIn, int kOut, int kRowOut, int kColSum>
-void RunCpu(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p) {
+// Runs `f` over every row of `p` on the CPU, reading the inputs `reads` says (every input by
+// default). Rows run on Paddle's CPU thread count (opgen/cpu.h) in blocks fixed by the shape; the
+// results are the same bits on any thread count.
+template <typename F, typename... Roles, typename T, int kIn, int kOut, int kRowOut, int kColSum,
+          bool... kRead>
+void RunCpu(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p,
+            Reads<kRead...> reads = {}) {
   static_assert(sizeof...(Roles) == kIn, "RunCpu: one role tag per input");
   static_assert(detail::KnownRoles<Roles...>(), "RunCpu: roles are Elem, Col, RowIn, RowStat");
-  using P = Pointers<T, kIn, kOut, kRowOut, kColSum>;
-  using AccT = OpMathT<T>;
-  using RowT = cpu::Row<P, Roles...>;
-  const int64_t rows = p.rows;
-  const int64_t cols = p.cols;
-  if constexpr (kColSum == 0) {
-#if defined(_OPENMP)
-    _Pragma("omp parallel for schedule(static)")
-#endif
-    for (int64_t r = 0; r < rows; ++r) {
-      RowT row(p, r, nullptr);
-      f(row);
-    }
+  static_assert(sizeof...(kRead) == 0 || int(sizeof...(kRead)) == kIn,
+                "RunCpu: one Reads flag per input");
+  if constexpr (sizeof...(kRead) == 0 && kIn > 0) {
+    RunCpu<F, Roles...>(f, p, cpu::AllRead<kIn>(std::make_index_sequence<kIn>{}));
   } else {
-    const int64_t chunk_rows = cpu::ChunkRows(rows);
-    const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-    const std::size_t width = static_cast<std::size_t>(kColSum * cols);
-    std::vector<AccT> total(width, AccT(0));
-#if defined(_OPENMP)
-    std::vector<AccT> partials(width * static_cast<std::size_t>(chunks), AccT(0));
-    _Pragma("omp parallel for schedule(static)")
-    for (int64_t c = 0; c < chunks; ++c) {
-      AccT* partial = partials.data() + width * static_cast<std::size_t>(c);
-      const int64_t end = (c + 1) * chunk_rows < rows ? (c + 1) * chunk_rows : rows;
-      for (int64_t r = c * chunk_rows; r < end; ++r) {
-        RowT row(p, r, partial);
-        f(row);
+    (void)reads;
+    using Read = Reads<kRead...>;
+    using AccT = OpMathT<T>;
+    constexpr bool kReadAt[kIn > 0 ? kIn : 1] = {kRead...};
+    bool dense = true;
+    for (int i = 0; i < kIn; ++i) dense = dense && !(kReadAt[i] && p.in[i] == nullptr);
+    auto rows = [&](int64_t begin, int64_t end, AccT* column_sums) {
+      if (dense) {
+        cpu::DenseRows<Read, Roles...>(f, p, begin, end, column_sums);
+      } else {
+        cpu::CheckedRows<Read, Roles...>(f, p, begin, end, column_sums);
       }
-    }
-    for (int64_t c = 0; c < chunks; ++c) {
-      const AccT* partial = partials.data() + width * static_cast<std::size_t>(c);
-      for (std::size_t i = 0; i < width; ++i) total[i] += partial[i];
-    }
-#else
-    std::vector<AccT> partial(width);
-    for (int64_t c = 0; c < chunks; ++c) {
-      std::fill(partial.begin(), partial.end(), AccT(0));
-      const int64_t end = (c + 1) * chunk_rows < rows ? (c + 1) * chunk_rows : rows;
-      for (int64_t r = c * chunk_rows; r < end; ++r) {
-        RowT row(p, r, partial.data());
-        f(row);
+    };
+    const int64_t n = p.rows;
+    const int64_t cols = p.cols;
+    if constexpr (kColSum == 0) {
+      const int64_t block = cpu::BlockRows(cols);
+      opgen::cpu::ParallelFor((n + block - 1) / block, [&](int64_t b) {
+        rows(b * block, std::min(n, (b + 1) * block), nullptr);
+      });
+    } else {
+      const int64_t chunk_rows = cpu::ChunkRows(n);
+      const int64_t chunks = (n + chunk_rows - 1) / chunk_rows;
+      const std::size_t width = static_cast<std::size_t>(kColSum * cols);
+      // One partial sum per chunk, each summed in row order, then added in chunk order; one
+      // thread reuses one buffer for every chunk, which adds the same values in the same order.
+      const bool parallel = opgen::cpu::CpuThreads() > 1 && chunks > 1;
+      std::vector<AccT> total(width, AccT(0));
+      std::vector<AccT> partials(width * static_cast<std::size_t>(parallel ? chunks : 1));
+      auto chunk = [&](int64_t c) {
+        AccT* partial = partials.data() + (parallel ? width * static_cast<std::size_t>(c) : 0);
+        std::fill(partial, partial + width, AccT(0));
+        rows(c * chunk_rows, std::min(n, (c + 1) * chunk_rows), partial);
+      };
+      auto add = [&](int64_t c) {
+        const AccT* partial = partials.data() + (parallel ? width * static_cast<std::size_t>(c) : 0);
+        for (std::size_t i = 0; i < width; ++i) total[i] += partial[i];
+      };
+      if (parallel) {
+        opgen::cpu::ParallelFor(chunks, chunk);
+        for (int64_t c = 0; c < chunks; ++c) add(c);
+      } else {
+        for (int64_t c = 0; c < chunks; ++c) chunk(c), add(c);
       }
-      for (std::size_t i = 0; i < width; ++i) total[i] += partial[i];
-    }
-#endif
-    for (int k = 0; k < kColSum; ++k) {
-      for (int64_t j = 0; j < cols; ++j) {
-        p.col_sum[k][j] = cpu::StoreAs<T>::From(total[k * cols + j]);
+      for (int k = 0; k < kColSum; ++k) {
+        for (int64_t j = 0; j < cols; ++j) {
+          p.col_sum[k][j] = cpu::StoreAs<T>::From(total[k * cols + j]);
+        }
       }
     }
   }

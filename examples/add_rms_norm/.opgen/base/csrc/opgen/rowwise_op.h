@@ -10,6 +10,7 @@
 #include <iterator>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "paddle/extension.h"
@@ -241,9 +242,10 @@ std::vector<paddle::Tensor> Launch(const char* op, const paddle::Tensor (&inputs
 
 namespace cpu {
 
-template <typename F, typename P, typename... Roles>
-void RunWith(const F& f, const P& p, RoleList<Roles...>) {
-  RunCpu<F, Roles...>(f, p);
+// RunCpu with the roles of Io's inputs and which of them it reads.
+template <typename Io, typename F, typename P, typename... Roles, std::size_t... I>
+void RunWith(const F& f, const P& p, RoleList<Roles...>, std::index_sequence<I...>) {
+  RunCpu<F, Roles...>(f, p, Reads<Io::kReads[I]...>{});
 }
 
 // Launch (above) on CPU tensors.
@@ -261,7 +263,9 @@ std::vector<paddle::Tensor> Rowwise(const char* op, const char* kernel,
       if (t.numel() > 0) std::memset(t.data(), 0xFF, Bytes(t));
     }
   };
-  auto run = [](const auto& f, const auto& p, auto roles) { RunWith(f, p, roles); };
+  auto run = [](const auto& f, const auto& p, auto roles) {
+    RunWith<Io>(f, p, roles, std::make_index_sequence<kIn>{});
+  };
   return Launch<DtypeList, Functor, Io>(op, inputs, poison, run, attrs...);
 }
 

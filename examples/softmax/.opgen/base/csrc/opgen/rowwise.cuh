@@ -330,10 +330,44 @@ struct ColumnSums {
   A v[kColSum > 0 ? kColSum : 1][kPerThread];
 };
 
+// row.keep and the Row calls that take kept values, on the GPU: a kept value is recomputed where
+// a lambda takes it (Recompute in rowwise.h), so each call is the same call with one lambda.
+#define OPGEN_ROW_RECOMPUTES_KEPT                                                     \
+  template <typename F, typename... K>                                               \
+  __device__ __forceinline__ auto keep(const F& f, const K&... kept) {               \
+    return Recompute(f, kept...);                                                    \
+  }                                                                                  \
+  template <typename F, typename K, typename... Ks>                                  \
+  __device__ __forceinline__ Acc sum(const F& f, const K& k, const Ks&... ks) {      \
+    return sum(Recompute(f, k, ks...));                                              \
+  }                                                                                  \
+  template <typename F, typename K, typename... Ks>                                  \
+  __device__ __forceinline__ Acc mean(const F& f, const K& k, const Ks&... ks) {     \
+    return mean(Recompute(f, k, ks...));                                             \
+  }                                                                                  \
+  template <typename F, typename K, typename... Ks>                                  \
+  __device__ __forceinline__ Acc max(const F& f, const K& k, const Ks&... ks) {      \
+    return max(Recompute(f, k, ks...));                                              \
+  }                                                                                  \
+  template <typename F, typename K, typename... Ks>                                  \
+  __device__ __forceinline__ Acc min(const F& f, const K& k, const Ks&... ks) {      \
+    return min(Recompute(f, k, ks...));                                              \
+  }                                                                                  \
+  template <typename F, typename K, typename... Ks>                                  \
+  __device__ __forceinline__ void put(const F& f, const K& k, const Ks&... ks) {     \
+    put(Recompute(f, k, ks...));                                                     \
+  }                                                                                  \
+  template <typename F, typename K, typename... Ks>                                  \
+  __device__ __forceinline__ void put_column_sums(const F& f, const K& k,            \
+                                                  const Ks&... ks) {                 \
+    put_column_sums(Recompute(f, k, ks...));                                         \
+  }
+
 // One row held in registers; see rowwise.h for what the functor calls.
 template <class Cfg, class P, class... Roles>
 class RegisterRow {
  public:
+
   using T = typename P::Storage;
   using Acc = OpMathT<T>;
   static constexpr int kIn = P::kInputs;
@@ -359,6 +393,7 @@ class RegisterRow {
   }
 
   __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
+  OPGEN_ROW_RECOMPUTES_KEPT
 
   template <typename F>
   __device__ __forceinline__ Acc sum(const F& f) {
@@ -656,6 +691,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 template <int kVec, int kThreads, class P, class... Roles>
 class LoopRow {
  public:
+
   using T = typename P::Storage;
   using Acc = OpMathT<T>;
   static constexpr int kIn = P::kInputs;
@@ -669,6 +705,7 @@ class LoopRow {
   }
 
   __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
+  OPGEN_ROW_RECOMPUTES_KEPT
   template <typename F>
   __device__ __forceinline__ Acc sum(const F& f) {
     return Reduce(f, Sum{});

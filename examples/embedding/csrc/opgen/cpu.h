@@ -1,0 +1,65 @@
+// opgen CPU loops' shared pieces: the thread count Paddle's own CPU kernels use, a parallel loop
+// over blocks of work, and the attribute that compiles a loop for several instruction sets.
+// Plain C++ with no Paddle in it; the kinds' CPU loops (opgen/broadcast.h, opgen/rowwise.h) use
+// them.
+// Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace opgen {
+namespace cpu {
+
+// ---- threads --------------------------------------------------------------------------------
+// The CPU loops use as many threads as Paddle's own CPU kernels may: its OpenMP setting
+// (OMP_NUM_THREADS, which Paddle sets to 1 unless the environment says otherwise, or
+// paddle.base.core.set_num_threads), read from the OpenMP runtime Paddle links (libiomp5) when
+// the process has one, else from OMP_NUM_THREADS.
+extern "C" int omp_get_max_threads(void) __attribute__((weak));
+
+inline int CpuThreads() {
+  if (omp_get_max_threads != nullptr) return std::max(1, omp_get_max_threads());
+  const char* value = std::getenv("OMP_NUM_THREADS");
+  const int threads = value != nullptr ? std::atoi(value) : 1;
+  return std::max(1, threads);
+}
+
+// Calls body(b) for each b in [0, blocks), spread over CpuThreads() threads (the caller's one of
+// them); which thread runs a block never changes what it computes.
+template <typename Body>
+void ParallelFor(int64_t blocks, const Body& body) {
+  const int64_t threads = std::min<int64_t>(CpuThreads(), blocks);
+  if (threads <= 1) {
+    for (int64_t b = 0; b < blocks; ++b) body(b);
+    return;
+  }
+  std::vector<std::thread> helpers;
+  helpers.reserve(static_cast<std::size_t>(threads - 1));
+  for (int64_t t = 1; t < threads; ++t) {
+    helpers.emplace_back([&body, t, threads, blocks] {
+      for (int64_t b = t; b < blocks; b += threads) body(b);
+    });
+  }
+  for (int64_t b = 0; b < blocks; b += threads) body(b);
+  for (std::thread& helper : helpers) helper.join();
+}
+
+}  // namespace cpu
+}  // namespace opgen
+
+// ---- instruction sets -----------------------------------------------------------------------
+// A function marked OPGEN_CPU_CLONES is compiled for AVX-512, AVX2 and the baseline (SSE2 on
+// x86-64), and the loader picks the widest the CPU has (GCC's function multiversioning), so a
+// built op stays portable (the build passes no -march). Every clone computes the same bits: the
+// build passes -ffp-contract=off (no fused multiply-add), and the functors' math has no other
+// instruction that differs by width. Not inlined, so the loops it holds are compiled per clone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define OPGEN_CPU_CLONES __attribute__((noinline, target_clones("avx512f", "avx2", "default")))
+#else
+#define OPGEN_CPU_CLONES __attribute__((noinline))
+#endif
