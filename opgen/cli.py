@@ -304,23 +304,23 @@ def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | 
     from . import bench as bench_lib
 
     kinds = tuple(k.strip() for k in compare.split(",") if k.strip() not in ("", "none"))
+
+    def run(progress: Any) -> None:
+        bench_lib.run(op_dir, device=device, sizes=sizes, shapes=shapes, dtypes=dtypes,
+                      repeats=repeats, per_call=per_call, compare=kinds, results=results,
+                      progress=progress)
+
     if not err.is_terminal:
         # A log (CI, a job on a GPU machine): one line a step, as it starts, so a long build
         # reads as one and not as a hang (a bar is drawn only on a terminal).
-        bench_lib.run(op_dir, device=device, sizes=sizes, shapes=shapes, dtypes=dtypes,
-                      repeats=repeats, per_call=per_call, compare=kinds, results=results,
-                      progress=lambda msg, done, total: err.print(
-                          f"bench [{done + 1}/{total}] {_e(msg)}"))
+        run(lambda msg, done, total: err.print(f"bench [{done + 1}/{total}] {_e(msg)}"))
         return
     with Progress(SpinnerColumn(), TextColumn("{task.description:<28}", markup=False), BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                  transient=True) as progress:
-        task = progress.add_task("benchmark", total=None)
-        bench_lib.run(op_dir, device=device, sizes=sizes, shapes=shapes, dtypes=dtypes,
-                      repeats=repeats, per_call=per_call,
-                      compare=kinds, results=results,
-                      progress=lambda msg, done, total: progress.update(
-                          task, description=msg, completed=done, total=total))
+                  transient=True) as bar:
+        task = bar.add_task("benchmark", total=None)
+        run(lambda msg, done, total: bar.update(task, description=msg, completed=done,
+                                                total=total))
 
 
 def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, Any],

@@ -492,14 +492,14 @@ void BroadcastBackwardLoop(const F& f, const BroadcastPlan<kIn>& plan,
   static_assert(kOut <= kIn, "the gradients belong to the first kOut inputs of the plan");
   using MT = OpMathT<T>;
   bool reduced[kOut];
+  bool any_reduced = false;
   int64_t limit = kMaxBlocks;  // a block's sums take no more memory than the output
   for (int g = 0; g < kOut; ++g) {
     reduced[g] = !plan.IsFull(g);
+    any_reduced = any_reduced || reduced[g];
     if (reduced[g]) limit = std::min(limit, plan.numel / std::max<int64_t>(plan.in_numel[g], 1));
   }
   const int64_t blocks = BlocksOf(plan.numel, limit);
-  bool any_reduced = false;
-  for (int g = 0; g < kOut; ++g) any_reduced = any_reduced || reduced[g];
   std::vector<MT> sums[kOut];  // block b's sums for input g at b * in_numel[g]
   for (int g = 0; g < kOut; ++g) {
     if (reduced[g]) sums[g].assign(static_cast<std::size_t>(blocks * plan.in_numel[g]), MT(0));

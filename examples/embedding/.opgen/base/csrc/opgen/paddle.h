@@ -112,7 +112,7 @@ inline paddle::Tensor EmptyOutput(const std::vector<int64_t>& shape, paddle::Dat
   paddle::Tensor tensor = paddle::empty(shape, dtype, place);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHugePage = uintptr_t(1) << 21;
-  const int64_t bytes = tensor.numel() * static_cast<int64_t>(phi::SizeOf(dtype));
+  const int64_t bytes = Bytes(tensor);
   if (tensor.is_cpu() && bytes >= int64_t(4 * kHugePage)) {
     const auto begin = reinterpret_cast<uintptr_t>(tensor.data());
     const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);  // whole pages inside
