@@ -851,8 +851,9 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
                                    varying=None if vary is None else frozenset(vary))
         except ExprError as exc:
             raise _expression_error(exc, where, source, path, line(key)) from None
-        if vary is not None and emitted.varies and key not in targets:
-            vary.add(key)
+        if vary is not None and emitted.varies and \
+                (key not in targets or section.reads_targets):
+            vary.add(key)  # a later entry reading it varies too (an output, in a forward)
         if key in targets and emitted.type != "num":
             raise SpecError(path, line(key), f"{where}: {_shown_source(source)} is a "
                             "condition, not a number; use where(cond, a, b) to choose between "

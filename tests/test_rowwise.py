@@ -113,6 +113,17 @@ def test_forward_reads_an_output_computed_above_it():
     assert spec.output_roles == {"h": "element", "out": "element"}
 
 
+def test_an_output_read_by_a_later_output_keeps_its_role():
+    # softmax that also returns its exponentials: out reads e, a per-element output above it
+    spec = loads("name: sm\nkind: rowwise\ninputs: [x]\noutputs: [e, out]\nforward:\n"
+                 "  e: exp(x - max(x))\n  out: e / sum(e)\n", "sm.yaml", check_builtins=False)
+    assert spec.output_roles == {"e": "element", "out": "element"}
+    assert spec.forward["out"].varies
+    body = build_context(spec).forward.body
+    assert not any("row.max" in line and "return e" in line for line in body)
+    assert any(line.startswith("const MT sum_out = row.sum(") for line in body)
+
+
 def test_a_per_element_value_declared_per_row_is_an_error_at_its_line():
     text = RMS_NORM.replace("outputs: [out]", "outputs: {out: row}")
     with pytest.raises(SpecError) as info:
