@@ -55,6 +55,10 @@
 #   add-rms   examples/add_rms_norm against a generated add followed by examples/rms_norm and
 #             against numpy, read on the host, then timed (scripts/gpu/add_rms_compare.py;
 #             builds both; about 3 minutes)
+#   softmax-e tests/specs/softmax_e.yaml (a per-element output read by a later output): its
+#             generated tests on gpu:0, all dtypes
+#   backward-probe  issue 11: bias_gelu's forward and autograd step per dtype, then the same
+#             under nsys (every kernel and CUDA call), scripts/gpu/backward_probe.py
 #   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
@@ -251,6 +255,27 @@ for stage in "$@"; do
         [ $? = 0 ] || status=1
         tail -n 4 "$OUT/sanitizer-$op.log"
       done ;;
+    softmax-e)
+      rm -rf /tmp/softmax_e && mkdir -p /tmp/softmax_e/softmax_e &&
+        cp tests/specs/softmax_e.yaml /tmp/softmax_e/softmax_e/ &&
+        opgen generate /tmp/softmax_e/softmax_e >/dev/null &&
+        opgen build /tmp/softmax_e/softmax_e --arch 90 &&
+        opgen test /tmp/softmax_e/softmax_e --device gpu -- -q -p no:warnings -rs 2>&1 |
+        tail -n 8 | tee "$OUT/tests-softmax-e.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    backward-probe)
+      opgen build examples/bias_gelu --arch 90 > "$OUT/build-bias-gelu.txt" 2>&1 || status=1
+      python3 scripts/gpu/backward_probe.py examples/bias_gelu 2>&1 | tee "$OUT/backward-probe.txt"
+      if command -v nsys > /dev/null; then
+        nsys profile -o /tmp/probe --force-overwrite true python3 scripts/gpu/backward_probe.py \
+          examples/bias_gelu --iters 20 > /dev/null 2>&1
+        nsys stats -r cuda_gpu_kern_sum,cuda_api_sum /tmp/probe.nsys-rep > "$OUT/backward-nsys.txt" 2>&1
+        head -n 60 "$OUT/backward-nsys.txt"
+      else
+        ncu --print-summary per-kernel python3 scripts/gpu/backward_probe.py examples/bias_gelu \
+          --iters 3 2>&1 | grep -v "^==PROF==" > "$OUT/backward-ncu.txt"
+        grep -E "^  [a-zA-Z_]" "$OUT/backward-ncu.txt" | sort | uniq -c | head -n 40
+      fi ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
 done
