@@ -1,11 +1,14 @@
 """CPU kernels against Paddle's built-ins (docs/benchmarks.md, "CPU kernels"): relu6 against
 F.relu6 and bias_gelu against F.gelu(x + b, approximate=True), float32, at 2^20 and 2^24
-elements, interleaved in one run, best of 15 rounds. Each call allocates its output, as a model's
-does. Run from the repository root: GLOG_minloglevel=3 python scripts/cpu_kernels_vs_builtins.py
+elements, interleaved in one run, best of 31 rounds, each round taking the four in a new random
+order (on a noisy machine, whichever ran just before a call changes its time). Each call allocates
+its output, as a model's does. Run from the repository root:
+    GLOG_minloglevel=3 python scripts/cpu_kernels_vs_builtins.py
 """
 
 from __future__ import annotations
 
+import random
 import sys
 import time
 from pathlib import Path
@@ -30,8 +33,10 @@ for k in (20, 24):
              "bias_gelu": lambda: bias_gelu(rows, b)}  # noqa: B023
     n = 20 if k == 20 else 2
     best = dict.fromkeys(calls, float("inf"))
-    for _ in range(15):
-        for name, fn in calls.items():
+    order = list(calls.items())
+    for _ in range(31):
+        random.shuffle(order)
+        for name, fn in order:
             start = time.perf_counter()
             for _ in range(n):
                 fn()
