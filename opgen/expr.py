@@ -80,6 +80,9 @@ FUNCTIONS: dict[str, Function] = {
     "log2": _unary("log2", "np.log2({0})"),
     "exp2": _unary("exp2", "np.exp2({0})"),
 }
+#: The functions that have opgen/math.h forms for arguments after the first that are the same
+#: for every element (``opgen::max_uniform``): see :func:`compile_expr`'s ``uniform``.
+_UNIFORM_FORMS = frozenset({"min", "max", "clamp"})
 #: What each argument of a function is called in messages (``call it as clamp(x, lo, hi)``).
 _PARAMETERS = {"clamp": ("x", "lo", "hi")}
 
@@ -171,7 +174,8 @@ class _Node:
 
 def compile_expr(source: str, symbols: Mapping[str, Type], *,
                  unavailable: Mapping[str, str] | None = None,
-                 varying: frozenset[str] | None = None) -> Emitted:
+                 varying: frozenset[str] | None = None,
+                 uniform: frozenset[str] = frozenset()) -> Emitted:
     """Check ``source`` against ``symbols`` (name -> type) and emit it as C++ and numpy.
 
     ``unavailable`` maps names that exist elsewhere in the spec but not here (a gradient in the
@@ -182,11 +186,16 @@ def compile_expr(source: str, symbols: Mapping[str, Type], *,
     (per-element and per-column values); every other name is one value per row. Such an
     expression may call the reductions over the row (:data:`REDUCTIONS`), not nested.
 
+    ``uniform`` names the symbols that are the same for every element (the attrs): ``min`` and
+    ``max`` whose second argument reads only those and literals (``max(x, 0)``, ``min(x,
+    threshold)``; ``clamp`` with both bounds so) call opgen/math.h's ``*_uniform`` forms, which the
+    CPU loops run as one instruction instead of several.
+
     Raises :class:`ExprError` for a syntax error, a construct outside the language, an unknown
     name or function, a wrong arity or a type mismatch.
     """
     tree = parse_expr(source)
-    compiler = _Compiler(symbols, unavailable or {}, varying=varying)
+    compiler = _Compiler(symbols, unavailable or {}, varying=varying, uniform=uniform)
     node = compiler.visit(tree.body)
     if max(_nesting(node.cpp), _nesting(node.numpy)) > MAX_EMITTED_NESTING:
         # a chain a < b < ... < z, or nested sigmoids, nest deeper in numpy than in the spec
@@ -260,11 +269,13 @@ def _too_deep(root: ast.AST) -> ast.AST | None:
 class _Compiler:
     def __init__(self, symbols: Mapping[str, Type], unavailable: Mapping[str, str],
                  functions: Mapping[str, Function] = FUNCTIONS, *,
-                 varying: frozenset[str] | None = None) -> None:
+                 varying: frozenset[str] | None = None,
+                 uniform: frozenset[str] = frozenset()) -> None:
         self.symbols = symbols
         self.unavailable = unavailable
         self.functions_table = functions
         self.varying = varying
+        self.uniform = uniform
         self.names: set[str] = set()
         self.functions: set[str] = set()
         self.reductions: list[Reduction] = []
@@ -307,7 +318,7 @@ class _Compiler:
         if isinstance(node.args[0], ast.Starred):
             raise ExprError("starred arguments are not allowed", _col(node.args[0]))
         inner_compiler = _Compiler(self.symbols, self.unavailable, self.functions_table,
-                                   varying=self.varying)
+                                   varying=self.varying, uniform=self.uniform)
         inner_compiler.reducing = name
         inner = inner_compiler.visit(node.args[0])
         self._expect(inner, "num", node.args[0], f"the argument of {name}()")
@@ -462,8 +473,20 @@ class _Compiler:
         if name == "pow":
             return _power(args[0], args[1], node.args[1])
         cpp = fn.cpp.format(*(a.cpp for a in args))
+        if name in _UNIFORM_FORMS and all(self._is_uniform(a) for a in node.args[1:]):
+            cpp = cpp.replace(f"opgen::{name}(", f"opgen::{name}_uniform(", 1)
         numpy = fn.numpy.format(*(a.numpy for a in args))
         return _Node(fn.result, cpp, _ATOM, numpy, _ATOM)
+
+    def _is_uniform(self, node: ast.expr) -> bool:
+        """Whether ``node`` is the same for every element: it reads only literals and
+        :attr:`uniform` names (the attrs), and reduces nothing."""
+        calls = [sub for sub in ast.walk(node) if isinstance(sub, ast.Call)]
+        if any(self._is_reduction(call) for call in calls):
+            return False
+        functions = {id(call.func) for call in calls}
+        return all(sub.id in self.uniform for sub in ast.walk(node)
+                   if isinstance(sub, ast.Name) and id(sub) not in functions)
 
     def _function_name(self, func: ast.expr) -> str:
         """The called function's name, or the reason this call is outside the language."""

@@ -683,7 +683,8 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
                    "last axis is the row")
     forward = _compile_section(
         _Section(model.forward, "forward", model.outputs, "output", reads_targets=rowwise),
-        fwd_symbols, fwd_unavailable, taken, path, lines, varying=varying)
+        fwd_symbols, fwd_unavailable, taken, path, lines, varying=varying,
+        uniform=frozenset(model.attrs))
     output_roles: dict[str, str] = {}
     if rowwise:
         output_roles = _output_roles(model, forward, roles.get("outputs"), fail)
@@ -704,7 +705,7 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         backward = _compile_section(
             _Section(section, "backward", model.inputs, "input", derived=derived),
             bwd_symbols, bwd_unavailable, taken, path, lines, outer=forward,
-            varying=bwd_varying)
+            varying=bwd_varying, uniform=frozenset(model.attrs))
 
     baseline = None
     if model.baseline is not None:
@@ -800,7 +801,8 @@ class _Compiled:
 def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: dict[str, str],
                      taken: dict[str, str], path: Path, lines: dict[Path_, int], *,
                      outer: _Compiled | None = None,
-                     varying: frozenset[str] | None = None) -> _Compiled:
+                     varying: frozenset[str] | None = None,
+                     uniform: frozenset[str] = frozenset()) -> _Compiled:
     """Compile a section's entries in order: a target is an output (or input gradient), any other
     name an intermediate that later entries of the section read. A backward may also read the
     forward's intermediates (``outer``): they are computed again there, first."""
@@ -848,9 +850,12 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
                            "only what is computed above it" for k in keys[index:] if k in targets})
         try:
             emitted = compile_expr(source, scope, unavailable={**hidden, **later},
-                                   varying=None if vary is None else frozenset(vary))
+                                   varying=None if vary is None else frozenset(vary),
+                                   uniform=uniform)
         except ExprError as exc:
             raise _expression_error(exc, where, source, path, line(key)) from None
+        if key not in targets and not emitted.reductions and emitted.names <= uniform:
+            uniform |= {key}  # an intermediate of attrs alone: the same for every element
         if vary is not None and emitted.varies and \
                 (key not in targets or section.reads_targets):
             vary.add(key)  # a later entry reading it varies too (an output, in a forward)

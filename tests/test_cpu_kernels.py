@@ -73,9 +73,16 @@ def test_fast_exp_is_within_1_25_ulp_of_exp(driver: Path) -> None:
 
 
 @pytest.mark.parametrize("a, b", [("nan", "1"), ("1", "nan"), ("-0", "0"), ("0", "-0"),
-                                  ("2", "3"), ("3", "2"), ("-inf", "nan"), ("inf", "-inf")])
-def test_min_max_clamp_follow_numpy(driver: Path, a: str, b: str) -> None:
-    got = ask(driver, "minmax", a, b)
+                                  ("2", "3"), ("3", "2"), ("-inf", "nan"), ("inf", "-inf"),
+                                  ("-0", "-0"), ("0", "0"), ("nan", "0"), ("nan", "-0"),
+                                  ("-2", "0"), ("2", "0"), ("-2", "-0"), ("1", "1"),
+                                  ("-inf", "0"), ("0", "nan")])
+@pytest.mark.parametrize("form", ["", "_uniform"])
+def test_min_max_clamp_follow_numpy(driver: Path, a: str, b: str, form: str) -> None:
+    # the _uniform forms (b the same for every element: a literal or an attr) are one min or max
+    # instruction where b is a number, and must give the same bits as numpy all the same
+    got = {k.removesuffix(form): v for k, v in ask(driver, "minmax", a, b).items()
+           if k.endswith(form) and (form or "_" not in k)}
     x, y = np.float32(float(a)), np.float32(float(b))
     bits = lambda v: int(np.float32(v).view(np.uint32))  # noqa: E731
     with np.errstate(invalid="ignore"):

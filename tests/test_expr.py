@@ -31,10 +31,22 @@ def evaluate(source: str, **values: object) -> np.ndarray:
 def test_relu6_emits_cpp_and_numpy() -> None:
     out = compile_expr("min(max(x, 0), t)", SYMBOLS)
     assert out.type == "num"
-    assert out.cpp == "opgen::min(opgen::max(x, MT(0)), t)"
+    assert out.cpp == "opgen::min(opgen::max_uniform(x, MT(0)), t)"
     assert out.numpy == "np.minimum(np.maximum(x, 0.0), t)"
     assert out.names == {"x", "t"}
     assert out.functions == {"min", "max"}
+
+
+@pytest.mark.parametrize("source, cpp", [
+    ("min(max(x, 0), t)", "opgen::min_uniform(opgen::max_uniform(x, MT(0)), t)"),
+    ("clamp(x, -t, 2 * t)", "opgen::clamp_uniform(x, -t, MT(2) * t)"),
+    ("max(x, exp(t) - 1.5)", "opgen::max_uniform(x, opgen::exp<T>(t) - MT(1.5))"),
+    ("max(t, x)", "opgen::max(t, x)"),        # numpy's tie rule is b's: only b may be uniform
+    ("min(x, y)", "opgen::min(x, y)"), ("clamp(x, 0, y)", "opgen::clamp(x, MT(0), y)"),
+    ("min(x, t + y)", "opgen::min(x, t + y)"),
+])
+def test_min_and_max_of_a_uniform_second_argument_take_the_uniform_forms(source, cpp) -> None:
+    assert compile_expr(source, SYMBOLS, uniform=frozenset({"t"})).cpp == cpp
 
 
 def test_relu6_backward_emits_cpp_and_numpy() -> None:
@@ -246,6 +258,8 @@ using std::sqrt; using std::tanh; using std::erf; using std::sin; using std::cos
 using std::floor; using std::ceil; using std::pow;
 inline double min(double a, double b) { return std::fmin(a, b); }
 inline double max(double a, double b) { return std::fmax(a, b); }
+inline double min_uniform(double a, double b) { return std::fmin(a, b); }
+inline double max_uniform(double a, double b) { return std::fmax(a, b); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 template <typename T> double tanh(double x) { return std::tanh(x); }

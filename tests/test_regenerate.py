@@ -15,7 +15,7 @@ from opgen.render import render_op
 from opgen.spec import load
 from opgen.writer import ANSWERS_FILE, Status
 
-FORWARD_BODY = "    out = opgen::min(opgen::max(x, MT(0)), threshold);\n"
+FORWARD_BODY = "    out = opgen::min_uniform(opgen::max_uniform(x, MT(0)), threshold);\n"
 HAND_TUNED = ("    // Hand-tuned: one select instead of a min and a max.\n"
               "    out = x < MT(0) ? MT(0) : (x > threshold ? threshold : x);\n")
 BACKWARD_BODY = "    grad_x = opgen::where(out > MT(0) && out < threshold, grad_out, MT(0));\n"

@@ -51,7 +51,7 @@ def test_relu6_example() -> None:
     assert (spec.name, spec.op_name) == ("relu6", "custom_relu6")
     assert spec.model.attrs == {"threshold": AttrSpec(type="float", default=6.0)}
     assert spec.model.dtypes == ["float32", "float64", "float16", "bfloat16"]
-    assert spec.forward["out"].cpp == "opgen::min(opgen::max(x, MT(0)), threshold)"
+    assert spec.forward["out"].cpp == "opgen::min_uniform(opgen::max_uniform(x, MT(0)), threshold)"
     assert spec.backward is not None
     assert spec.backward["x"].names == {"x", "threshold", "grad_out"}
     assert spec.path == Path("op.yaml")

@@ -3,7 +3,8 @@
 //                        over every STRIDE-th float in [-12, 12], and the special values
 //   exp STRIDE           opgen::exp(float) of every STRIDE-th float in [-104, 89], and of -inf, inf,
 //                        NaN, +-0 and the ends of the range: the floats' bits and the results'
-//   minmax A B           opgen::min and max of two floats (bits printed, to see -0 and NaN)
+//   minmax A B           opgen::min, max and clamp of two floats, and their _uniform forms (bits
+//                        printed, to see -0 and NaN)
 //   gradsums ROWS COLS   a backward over [ROWS, COLS] with a [COLS] bias: the bias gradient's bits
 // Built with the flags opgen builds ops with (opgen.build.CXX_FLAGS).
 #include <cmath>
@@ -83,8 +84,11 @@ int main(int argc, char** argv) {
   }
   if (mode == "minmax" && argc == 4) {
     const float a = std::strtof(argv[2], nullptr), b = std::strtof(argv[3], nullptr);
-    std::printf("{\"min\": %u, \"max\": %u, \"clamp\": %u}\n", Bits(opgen::min(a, b)),
-                Bits(opgen::max(a, b)), Bits(opgen::clamp(a, b, 1.0f)));
+    std::printf("{\"min\": %u, \"max\": %u, \"clamp\": %u, \"min_uniform\": %u, "
+                "\"max_uniform\": %u, \"clamp_uniform\": %u}\n", Bits(opgen::min(a, b)),
+                Bits(opgen::max(a, b)), Bits(opgen::clamp(a, b, 1.0f)),
+                Bits(opgen::min_uniform(a, b)), Bits(opgen::max_uniform(a, b)),
+                Bits(opgen::clamp_uniform(a, b, 1.0f)));
     return 0;
   }
   if (mode == "gradsums" && argc == 4) {

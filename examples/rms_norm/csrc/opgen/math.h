@@ -264,6 +264,35 @@ OPGEN_HD MT max(MT a, MT b) {
   return a != a ? a + b : larger;
 }
 
+// min and max where b is the same for every element of a loop (a literal or an attr; the
+// expression compiler emits these then), with the same results as min and max above, bit for bit.
+// On the CPU the checks of b are the same at every element, so the compiler takes them out of the
+// loop and keeps one loop per outcome (GCC's loop unswitching); the usual one is a single min or
+// max instruction with b first, which gives a for a NaN in a, plus + 0 where b is +0 (a's -0
+// becomes b's +0, numpy's answer at a tie). relu6's min(max(x, 0), threshold): 3 vector
+// instructions an element instead of 9 (docs/benchmarks.md, "CPU kernels"). The GPU is bound by
+// memory there and keeps min and max.
+template <typename MT>
+OPGEN_HD MT min_uniform(MT a, MT b) {
+#if defined(__CUDA_ARCH__)
+  return min(a, b);
+#else
+  if (b != b || (b == MT(0) && std::signbit(b))) return min(a, b);
+  const MT smaller = b < a ? b : a;
+  return b == MT(0) ? smaller + MT(0) : smaller;
+#endif
+}
+template <typename MT>
+OPGEN_HD MT max_uniform(MT a, MT b) {
+#if defined(__CUDA_ARCH__)
+  return max(a, b);
+#else
+  if (b != b || (b == MT(0) && std::signbit(b))) return max(a, b);
+  const MT larger = b > a ? b : a;
+  return b == MT(0) ? larger + MT(0) : larger;
+#endif
+}
+
 OPGEN_HD float rsqrt(float x) {
 #if defined(__CUDA_ARCH__)
   return ::rsqrtf(x);
@@ -346,6 +375,11 @@ OPGEN_HD MT cube(MT x) {
 template <typename MT>
 OPGEN_HD MT clamp(MT x, MT lo, MT hi) {
   return min(max(x, lo), hi);
+}
+// clamp with lo and hi the same for every element (see min_uniform).
+template <typename MT>
+OPGEN_HD MT clamp_uniform(MT x, MT lo, MT hi) {
+  return min_uniform(max_uniform(x, lo), hi);
 }
 // -1, 0 or 1; NaN stays NaN (and -0 stays -0).
 template <typename MT>

@@ -19,7 +19,7 @@ struct Forward {
       : threshold(static_cast<MT>(threshold)) {}
 
   OPGEN_HD void operator()(MT x, MT& out) const {
-    out = opgen::min(opgen::max(x, MT(0)), threshold);
+    out = opgen::min_uniform(opgen::max_uniform(x, MT(0)), threshold);
   }
 };
 // grad_x = where((out > 0) & (out < threshold), grad_out, 0)
