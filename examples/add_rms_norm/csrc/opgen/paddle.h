@@ -71,6 +71,13 @@ void Dispatch(Dtypes<Ts...>, paddle::DataType dtype, const char* op, Body&& body
   }
 }
 
+// Fails as Dispatch does where `dtype` is not one of the op's: for a call that needs no kernel (an
+// empty output), which must refuse what a kernel would.
+template <typename... Ts>
+void CheckDtype(Dtypes<Ts...> dtypes, paddle::DataType dtype, const char* op) {
+  Dispatch(dtypes, dtype, op, [](auto) {});
+}
+
 // ---- tensors ---------------------------------------------------------------------------------
 // Paddle 3 tensors may be strided views; Paddle 2.6 has no contiguous() (and no strided views
 // reach custom ops). Pick whichever this Paddle offers.

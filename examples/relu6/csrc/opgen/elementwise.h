@@ -249,7 +249,10 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
   std::vector<paddle::Tensor> outs = kOver >= 0
                                          ? InPlaceOutputs<kOut>(op, kOver, ins, plan.out_shape)
                                          : Empty<kOut>(plan.out_shape, like);
-  if (plan.numel == 0) return outs;
+  if (plan.numel == 0) {  // nothing to compute, but a dtype the op lacks is still refused
+    CheckDtype(DtypeList{}, like.dtype(), op);
+    return outs;
+  }
   if (PoisonOutputs()) {
     for (int k = 0; k < kOut; ++k) {
       if (k != kOver) std::memset(outs[k].data(), 0xFF, Bytes(outs[k]));

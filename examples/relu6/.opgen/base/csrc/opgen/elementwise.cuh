@@ -41,7 +41,10 @@ std::vector<paddle::Tensor> Run(const char* op, const char* kernel,
   std::vector<paddle::Tensor> outs = kOver >= 0
                                          ? InPlaceOutputs<kOut>(op, kOver, ins, plan.out_shape)
                                          : Empty<kOut>(plan.out_shape, like);
-  if (plan.numel == 0) return outs;
+  if (plan.numel == 0) {  // nothing to compute, but a dtype the op lacks is still refused
+    CheckDtype(DtypeList{}, like.dtype(), op);
+    return outs;
+  }
   const cudaStream_t stream = like.stream();
   cudaError_t status = cudaSuccess;
   if (PoisonOutputs()) {
