@@ -406,17 +406,27 @@ def best_us(fn: Callable[[], Any], sync: Callable[[], None], *, calls: int,
             rounds: int) -> float:
     """Microseconds per call of ``fn``: the best of ``rounds`` batches of ``calls`` back-to-back
     calls and one synchronization (a busy machine only ever makes a batch slower)."""
-    for _ in range(max(3, calls // 10)):
-        fn()
-    sync()
-    best = math.inf
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
+    return best_us_each([fn], sync, calls=calls, rounds=rounds)[0]
+
+
+def best_us_each(fns: list[Callable[[], Any]], sync: Callable[[], None], *, calls: int,
+                 rounds: int) -> list[float]:
+    """:func:`best_us` of each of ``fns``, taking turns: each round times one batch of each, so a
+    busy spell of the machine falls on all of them rather than on one (their ratios are what the
+    per-call table reports)."""
+    for fn in fns:
+        for _ in range(max(3, calls // 10)):
             fn()
-        sync()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+    sync()
+    best = [math.inf] * len(fns)
+    for _ in range(rounds):
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            best[k] = min(best[k], (time.perf_counter() - start) / calls)
+    return [b * 1e6 for b in best]
 
 
 def calls_per_round(size: int) -> int:
@@ -481,9 +491,11 @@ def bench_per_call_paddle(module: Any, spec: Any, device: str, *, sizes: tuple[i
     rows = []
     for size in sizes:
         inputs = [to_paddle(_sample(rng, (size,), d), "float32", device) for d in domains]
-        for entry, call, fn in entries(inputs):
-            rows.append(CallRow(entry, call, device, size,
-                                best_us(fn, sync, calls=calls_per_round(size), rounds=rounds)))
+        found = entries(inputs)
+        times = best_us_each([fn for _, _, fn in found], sync, calls=calls_per_round(size),
+                             rounds=rounds)
+        rows += [CallRow(entry, call, device, size, us)
+                 for (entry, call, _), us in zip(found, times, strict=True)]
     return rows
 
 

@@ -265,6 +265,15 @@ def test_per_call_times_the_op_its_raw_api_and_the_builtin_at_small_sizes(tanh_o
         assert e["op_over_raw"] == pytest.approx(e["op"] / e["raw"])
 
 
+def test_per_call_entries_take_turns_a_batch_each_round():
+    order: list[str] = []
+    fns = [lambda: order.append("op"), lambda: order.append("raw")]
+    us = bench.best_us_each(fns, lambda: order.append("sync"), calls=2, rounds=2)
+    assert len(us) == 2 and all(u >= 0 for u in us)
+    timed = order[order.index("sync") + 1:]  # after the warm-up calls and their sync
+    assert timed == ["op", "op", "sync", "raw", "raw", "sync"] * 2
+
+
 def test_per_call_ratios_pair_each_size_and_device():
     calls = [bench.CallRow("op", "r(x)", "cpu", 1, 6.0),
              bench.CallRow("raw", "c(x)", "cpu", 1, 5.0),
