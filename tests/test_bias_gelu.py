@@ -88,6 +88,27 @@ def test_second_order_gradients_match_paddles_own_ops(bias_gelu_op, x_shape, bia
         np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12, err_msg=name)
 
 
+def test_a_strided_view_gives_what_its_dense_copy_gives_forward_and_backward(bias_gelu_op):
+    # Paddle 3 hands the view to the op as it is (the wrapper no longer copies it): the kernels
+    # make it dense, in the forward and in the backward, which reads x again
+    import paddle
+
+    rng = np.random.default_rng(0)
+    base = paddle.to_tensor(rng.uniform(-3, 3, (64, 66)).astype("float32"), stop_gradient=False)
+    bias = paddle.to_tensor(rng.uniform(-1, 1, (64,)).astype("float32"), stop_gradient=False)
+    view = base[:, 1:65]
+    assert not view.is_contiguous()
+    dense = paddle.to_tensor(view.numpy(), stop_gradient=False)
+    grad = paddle.to_tensor(rng.uniform(-1, 1, (64, 64)).astype("float32"))
+    out, want = bias_gelu_op.bias_gelu(view, bias), bias_gelu_op.bias_gelu(dense, bias)
+    np.testing.assert_array_equal(out.numpy(), want.numpy())
+    got_x, got_bias = paddle.grad([out], [base, bias], grad_outputs=[grad])
+    want_x, want_bias = paddle.grad([want], [dense, bias], grad_outputs=[grad])
+    np.testing.assert_array_equal(got_x.numpy()[:, 1:65], want_x.numpy())
+    assert not got_x.numpy()[:, [0, 65]].any()  # the columns the view leaves out
+    np.testing.assert_array_equal(got_bias.numpy(), want_bias.numpy())
+
+
 def test_shapes_that_do_not_broadcast_are_refused_naming_both(bias_gelu_op):
     import paddle
 

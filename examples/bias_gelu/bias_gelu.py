@@ -180,6 +180,11 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
 
+# Paddle 3 hands strided views to custom ops, and the kernels make them dense (opgen::Contiguous,
+# opgen/elementwise.h); Paddle 2.6's C++ API has no contiguous(), so there the wrapper does it.
+_KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
+
+
 # Paddle 2.6's autograd cannot differentiate an op on two empty tensors ("Unable to fill empty
 # grad inputs") and launches its own GPU kernels for them, so there an empty result hangs on the
 # first input alone (the others get no gradient, as Paddle 2.6 gives none for empty tensors).
@@ -283,9 +288,9 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu(x, bias)
     shape = _check_inputs(x, bias)
-    if not x.is_contiguous():  # kernels read dense memory; views are copied first
+    if not _KERNELS_TAKE_VIEWS and not x.is_contiguous():  # views are copied first
         x = x.contiguous()
-    if not bias.is_contiguous():  # kernels read dense memory; views are copied first
+    if not _KERNELS_TAKE_VIEWS and not bias.is_contiguous():  # views are copied first
         bias = bias.contiguous()
     if 0 in shape:
         # Paddle 2.6 rejects empty outputs of custom ops; an empty result needs no kernel, and

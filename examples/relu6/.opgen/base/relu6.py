@@ -148,6 +148,11 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
 
+# Paddle 3 hands strided views to custom ops, and the kernels make them dense (opgen::Contiguous,
+# opgen/elementwise.h); Paddle 2.6's C++ API has no contiguous(), so there the wrapper does it.
+_KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
+
+
 # Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here. Paddle 3
 # takes the kernel's (and its gradient), so an empty x goes the usual way and a call
 # does not read x.shape (2.4 us a call on the CI machine, docs/benchmarks.md).
@@ -239,7 +244,7 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         _check_static_inputs(x)
         return _ops().custom_relu6(x, _float_bits(threshold))
     _check_inputs(x)
-    if not x.is_contiguous():  # kernels read dense memory; views are copied first
+    if not _KERNELS_TAKE_VIEWS and not x.is_contiguous():  # views are copied first
         x = x.contiguous()
     if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:  # not .size: 5 us
         _check_dtypes(x)
