@@ -560,7 +560,9 @@ def test_generated_tests_compile_a_broken_op_once(tmp_path, compiles):
         capture_output=True, text=True, cwd=op, check=False,
         env={**os.environ, "OPGEN_TEST_DEVICES": "cpu", "GLOG_minloglevel": "3", **env})
     assert result.returncode == 1
-    assert "4 failed, 2 passed" in result.stdout, result.stdout[-2000:]  # empty shapes: no build
+    # every shape, the empty ones too: Paddle 3 takes an op's empty outputs, so the wrapper calls
+    # the op for them as for any other (Paddle 2.6 makes them without the op)
+    assert "6 failed" in result.stdout, result.stdout[-2000:]
     assert "expected ';'" in result.stdout and "failed earlier in this process" in result.stdout
     assert log.read_text().split()[::2] == ["start", "end"]
 
