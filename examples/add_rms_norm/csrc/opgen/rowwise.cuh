@@ -15,7 +15,8 @@
 //   long rows       a block per row, the row in registers, shuffles then shared memory (with
 //                   column sums, rows of up to 512 lanes share blocks of OPGEN_ROW_SUM_THREADS);
 //   longer rows     (sm_90 on) a cluster of 2 to 8 blocks per row, each block a slice of it in
-//                   registers; a reduction meets the blocks' results in distributed shared memory;
+//                   registers; for a reduction each block sends its result into every block's
+//                   shared memory (st.async, counted by an mbarrier there);
 //   longest rows    a block per row looping over global memory; each reduction re-reads the
 //                   inputs (one row at a time per block, so they come from L2 mostly).
 // Loads and stores are 16 bytes wide when every pointer is 16-byte aligned and cols is a multiple
@@ -100,15 +101,29 @@ namespace rowwise {
 #ifndef OPGEN_ROW_SUM_THREADS
 #define OPGEN_ROW_SUM_THREADS 512
 #endif
-// Threads of each block of a cluster (512 or 1024; the same speed on the H200).
+// Threads of each block of a cluster (512 or 1024). 512 measured faster on the H200 for the
+// norms' backwards at 1024 x 32768 (rms_norm +0.04 to +0.07 of a copy in every dtype; opgen's
+// docs/benchmarks.md, round 13); 512-thread cluster blocks state one block per multiprocessor
+// to ptxas, so their threads may take up to 128 registers.
 #ifndef OPGEN_ROW_CLUSTER_THREADS
-#define OPGEN_ROW_CLUSTER_THREADS 1024
+#define OPGEN_ROW_CLUSTER_THREADS 512
 #endif
 // The most blocks of a cluster that share a row too long for one block's registers (2, 4 or 8;
 // 1: no clusters, such rows take the loop). Clusters need sm_90 and are used where the device
 // and the kernel's build have them.
 #ifndef OPGEN_ROW_MAX_CLUSTER
 #define OPGEN_ROW_MAX_CLUSTER 8
+#endif
+// 1: a cluster's reduction sends each block's value into every block's shared memory
+// (st.async, completing an mbarrier there) instead of meeting at a cluster barrier, which waits
+// for every write in flight (three times a row in layer_norm's backward); 0: the barrier.
+#ifndef OPGEN_ROW_CLUSTER_PUSH
+#define OPGEN_ROW_CLUSTER_PUSH 1
+#endif
+// 1: a block's warps combine their values by shuffles (one shared-memory read per thread); 0:
+// each thread reads every warp's value.
+#ifndef OPGEN_ROW_BLOCK_SHUFFLE
+#define OPGEN_ROW_BLOCK_SHUFFLE 1
 #endif
 // Clusters need CUDA 11.8's runtime API (cudaLaunchKernelEx, cluster occupancy); with an older
 // toolkit such rows take the loop.
@@ -130,6 +145,8 @@ constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
 constexpr int kBlockVecs = OPGEN_ROW_BLOCK_VECS;
 constexpr int kLoopThreads = OPGEN_ROW_LOOP_THREADS;
 constexpr int kWaves = OPGEN_ROW_WAVES;
+constexpr bool kClusterPush = OPGEN_ROW_CLUSTER_PUSH != 0;
+constexpr bool kBlockShuffle = OPGEN_ROW_BLOCK_SHUFFLE != 0;
 constexpr int kMaxBlockThreads = 1024;
 constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;  // blocks stride over the rest
 static_assert(kRowThreads % 32 == 0 && kRowThreads <= kMaxBlockThreads, "OPGEN_ROW_THREADS");
@@ -226,9 +243,10 @@ __device__ __forceinline__ A WarpReduce(A v, Op op) {
 }
 
 // Combines v over each group of kLanes consecutive threads of the block (a multiple of 32; the
-// whole block when kLanes is its size), warps' results in warp order; every thread gets its
-// group's result. `slots` is [2][32] of shared memory used alternately, so one barrier per
-// reduction (every thread of the block takes part).
+// whole block when kLanes is its size); every thread gets its group's result, the same bits in
+// each. `slots` is [2][32] of shared memory used alternately, so one barrier per reduction (every
+// thread of the block takes part). The warps' values meet by shuffles: each warp reads its
+// group's kWarps values, kWarps lanes apart, and combines them as WarpReduce does.
 template <int kLanes, typename Op, typename A>
 __device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& phase) {
   constexpr int kWarps = kLanes / 32;
@@ -238,10 +256,14 @@ __device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& phase) {
   if (threadIdx.x % 32 == 0) slot[threadIdx.x / 32] = v;
   __syncthreads();
   const A* group = slot + threadIdx.x / kLanes * kWarps;
-  A r = group[0];
+  if constexpr (kBlockShuffle && (kWarps & (kWarps - 1)) == 0) {
+    return WarpReduce<kWarps>(group[threadIdx.x % kWarps], op);
+  } else {  // OPGEN_ROW_BLOCK_SHUFFLE=0, or OPGEN_ROW_THREADS not a power of two
+    A r = group[0];
 #pragma unroll
-  for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
-  return r;
+    for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
+    return r;
+  }
 }
 
 template <typename A>
@@ -285,44 +307,144 @@ constexpr bool kPrefetches =
     (Cfg::kThreads == kMaxBlockThreads || Cfg::kCluster > 1 ||
      (kPrefetchSums && P::kColumnSums > 0));
 
-// Combines the blocks' results v (the same in all of a block's threads) over a cluster of
-// kCluster blocks, in rank order; every thread of the cluster gets the result. `slot` is one
-// value of the block's shared memory, used by every other reduction (the caller alternates two),
-// so one cluster barrier per reduction: a block writes a slot again only after every block has
-// passed the next barrier, so after it read the slot.
-template <int kCluster, typename Op, typename A>
-__device__ __forceinline__ A ClusterReduce(A v, Op op, A* slot) {
+// Minimum blocks per multiprocessor stated to ptxas (0: none): one for clusters of 512-thread
+// blocks, so their threads may take up to 128 registers; other kernels keep ptxas's default
+// (stating one for them too took more registers and slowed short 16-bit rows).
+template <class Cfg>
+constexpr int kMinBlocks = Cfg::kCluster > 1 && Cfg::kThreads == 512 ? 1 : 0;
+
+// The shared memory of a register kernel's reductions: two rounds of one value per warp
+// (BlockReduce), and for a cluster's (ClusterReduce) two rounds of each block's value, with the
+// mbarriers that count them in (OPGEN_ROW_CLUSTER_PUSH) or the block's own value (the barrier).
+template <typename A>
+struct ReduceShared {
+  A warps[2 * 32];
+  A blocks[2][kMaxCluster];
+  alignas(8) unsigned long long arrived[2];
+};
+
+// Sets up a cluster kernel's ReduceShared before its first ClusterReduce: with
+// OPGEN_ROW_CLUSTER_PUSH, each block's mbarriers, which every block of the cluster must see
+// initialized before it sends to them (hence the cluster barrier).
+template <int kCluster, typename A>
+__device__ __forceinline__ void ClusterReduceInit(ReduceShared<A>* shared) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  if (threadIdx.x == 0) *slot = v;
-  cluster.sync();
-  A r = *cluster.map_shared_rank(slot, 0);
+  if constexpr (kClusterPush) {
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < 2; ++b) {
+        const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&shared->arrived[b]));
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    cooperative_groups::this_cluster().sync();
+  }
+#else
+  (void)shared;
+#endif
+}
+
+// Stores `value` at `address` of the shared memory of cluster block `rank`, counted in by that
+// block's mbarrier at `bar` (both addresses in this block's shared window).
+template <typename A>
+__device__ __forceinline__ void SendToBlock(A value, unsigned address, unsigned bar, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned remote_address, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_address) : "r"(address), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(bar), "r"(rank));
+  if constexpr (sizeof(A) == 8) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];\n" ::"r"(remote_address),
+                 "l"(__double_as_longlong(value)), "r"(remote_bar)
+                 : "memory");
+  } else {
+    static_assert(sizeof(A) == 4, "cluster reductions take float or double");
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(remote_address),
+                 "r"(__float_as_uint(value)), "r"(remote_bar)
+                 : "memory");
+  }
+#else
+  (void)value, (void)address, (void)bar, (void)rank;
+#endif
+}
+
+// Combines the blocks' results v (the same in all of a block's threads) over a cluster of
+// kCluster blocks, in rank order; every thread of the cluster gets the result. `round` counts
+// the kernel's cluster reductions (the caller keeps it), so rounds alternate between two sets
+// of slots.
+//   Push (OPGEN_ROW_CLUSTER_PUSH): block r's first kCluster threads send v to slot r of every
+//   block, and each block waits on its mbarrier for kCluster values. A block sends round n + 2
+//   (the same slots) only after it received round n + 1 from every block, which each block sent
+//   after the barrier of its next BlockReduce, so after all its threads read round n.
+//   Barrier: each block writes v to its slot and the cluster meets at a barrier; a block writes
+//   a slot again only after every block passed the next barrier, so after it read the slot.
+template <int kCluster, typename Op, typename A>
+__device__ __forceinline__ A ClusterReduce(A v, Op op, ReduceShared<A>* shared, int& round) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int set = round & 1;
+  A* slots = shared->blocks[set];
+  if constexpr (kClusterPush) {
+    const unsigned parity = static_cast<unsigned>(round >> 1) & 1u;
+    const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&shared->arrived[set]));
+    const unsigned rank = blockIdx.x % kCluster;
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                   "r"(static_cast<unsigned>(kCluster * sizeof(A)))
+                   : "memory");
+    }
+    if (threadIdx.x < kCluster) {
+      SendToBlock(v, static_cast<unsigned>(__cvta_generic_to_shared(&slots[rank])), bar,
+                  threadIdx.x);
+    }
+    unsigned done = 0;
+    do {
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+          " selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(bar), "r"(parity)
+          : "memory");
+    } while (!done);
+    ++round;
+    A r = slots[0];
 #pragma unroll
-  for (int rank = 1; rank < kCluster; ++rank) r = op(r, *cluster.map_shared_rank(slot, rank));
-  return r;
+    for (int k = 1; k < kCluster; ++k) r = op(r, slots[k]);
+    return r;
+  } else {
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    A* slot = &slots[0];
+    if (threadIdx.x == 0) *slot = v;
+    cluster.sync();
+    ++round;
+    A r = *cluster.map_shared_rank(slot, 0);
+#pragma unroll
+    for (int rank = 1; rank < kCluster; ++rank) r = op(r, *cluster.map_shared_rank(slot, rank));
+    return r;
+  }
 #elif defined(__CUDA_ARCH__)
-  (void)op;
-  (void)slot;
+  (void)op, (void)shared, (void)round;
   __trap();  // never launched: clusters run only where the kernel was built for sm_90 on
   return v;
 #else
-  (void)op;
-  (void)slot;
+  (void)op, (void)shared, (void)round;
   return v;  // the host pass
 #endif
 }
 
 // Waits for every block of the cluster (before a block exits, so none exits while another may
-// still read its shared memory).
+// still read or send to its shared memory).
 __device__ __forceinline__ void ClusterSync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cooperative_groups::this_cluster().sync();
 #endif
 }
 
-// The shared memory of a register kernel's reductions: two rounds of one value per warp
-// (BlockReduce), and two of the block's value for a cluster's (ClusterReduce).
-constexpr int kReduceSlots = 2 * 32 + 2;
+// A kernel's reductions: its shared memory and the counters that alternate between its sets.
+template <typename A>
+struct Reduction {
+  ReduceShared<A>* shared;
+  int phase = 0;  // BlockReduce's set
+  int round = 0;  // ClusterReduce's rounds
+};
 
 // The per-thread column sums of a functor: [kColSum][kChunks * kVec].
 template <typename A, int kColSum, int kPerThread>
@@ -379,9 +501,10 @@ class RegisterRow {
   using Sums = ColumnSums<Acc, P::kColumnSums, kChunks * kVec>;
 
   // `staged`: the row's element inputs already in shared memory (see Stage), or null.
-  __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live, Acc* slots,
-                                         int& phase, Sums& sums, const V* staged = nullptr)
-      : p_(p), row_(row), lane_(lane), live_(live), slots_(slots), phase_(phase), sums_(sums) {
+  __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live,
+                                         Reduction<Acc>& reduction, Sums& sums,
+                                         const V* staged = nullptr)
+      : p_(p), row_(row), lane_(lane), live_(live), reduction_(reduction), sums_(sums) {
     Load(staged, std::make_index_sequence<kIn>{});
   }
 
@@ -579,11 +702,14 @@ class RegisterRow {
     }
     if constexpr (kLanes <= 32) {
       return WarpReduce<kLanes>(acc, op);
-    } else if constexpr (kCluster > 1) {
-      const Acc block = BlockReduce<kLanes>(acc, op, slots_, phase_);
-      return ClusterReduce<kCluster>(block, op, slots_ + 2 * 32 + (phase_ ^ 1));
     } else {
-      return BlockReduce<kLanes>(acc, op, slots_, phase_);
+      const Acc block =
+          BlockReduce<kLanes>(acc, op, reduction_.shared->warps, reduction_.phase);
+      if constexpr (kCluster > 1) {
+        return ClusterReduce<kCluster>(block, op, reduction_.shared, reduction_.round);
+      } else {
+        return block;
+      }
     }
   }
 
@@ -591,8 +717,7 @@ class RegisterRow {
   int64_t row_;
   int lane_;
   bool live_;
-  Acc* slots_;
-  int& phase_;  // the kernel's, so consecutive rows alternate too
+  Reduction<Acc>& reduction_;  // the kernel's, so consecutive rows alternate too
   Sums& sums_;
   V data_[kIn][kChunks];  // the element inputs' vectors (the other roles' slots go unused)
   Acc row_value_[kIn];    // the per-row inputs
@@ -602,14 +727,15 @@ class RegisterRow {
 // strides over row groups. With column sums, each block's (cluster's) sums over its rows go to
 // partials[unit][k][cols].
 template <class Cfg, class F, class P, class... Roles>
-__global__ void __launch_bounds__(Cfg::kThreads)
+__global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
     RegisterKernel(F f, P p, typename P::Acc* partials) {
   using Acc = typename P::Acc;
   using Row = RegisterRow<Cfg, P, Roles...>;
   constexpr int kColSum = P::kColumnSums;
   constexpr int kPerThread = Cfg::kChunks * Cfg::kVec;
-  __shared__ Acc slots[kReduceSlots];
-  int phase = 0;
+  __shared__ ReduceShared<Acc> reduce_shared;
+  Reduction<Acc> reduction{&reduce_shared};
+  if constexpr (Cfg::kCluster > 1) ClusterReduceInit<Cfg::kCluster>(&reduce_shared);
   // A cluster works as one block would: `unit` counts clusters (blocks when kCluster is 1).
   const int64_t unit = blockIdx.x / Cfg::kCluster;
   const int64_t units = gridDim.x / Cfg::kCluster;
@@ -630,7 +756,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     if (row < p.rows) Row::Stage(p, row, lane, staged);
     for (; row < p.rows; row += units) {
       CopyAsyncWait();
-      Row r(p, row, lane, true, slots, phase, sums, staged);
+      Row r(p, row, lane, true, reduction, sums, staged);
       const int64_t next = row + units;
       if (next < p.rows) Row::Stage(p, next, lane, staged);
       f(r);
@@ -638,7 +764,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   } else {
     for (int64_t first = unit * Cfg::kGroups; first < p.rows; first += units * Cfg::kGroups) {
       const int64_t row = first + group;
-      Row r(p, row, lane, row < p.rows, slots, phase, sums);
+      Row r(p, row, lane, row < p.rows, reduction, sums);
       f(r);
     }
   }
@@ -698,9 +824,9 @@ class LoopRow {
   using V = Vec<T, kVec>;
   static constexpr int kUnroll = 4;  // vectors a thread loads before it computes
 
-  __device__ __forceinline__ LoopRow(const P& p, int64_t row, bool first, Acc* slots, int& phase,
-                                     Acc* sums)
-      : p_(p), row_(row), first_(first), slots_(slots), phase_(phase), sums_(sums) {
+  __device__ __forceinline__ LoopRow(const P& p, int64_t row, bool first,
+                                     Reduction<Acc>& reduction, Acc* sums)
+      : p_(p), row_(row), first_(first), reduction_(reduction), sums_(sums) {
     LoadRowValues(std::make_index_sequence<kIn>{});
   }
 
@@ -852,14 +978,13 @@ class LoopRow {
 #pragma unroll
       for (int e = 0; e < kVec; ++e) acc = op(acc, static_cast<Acc>(Call(f, in, e, Indices{})));
     });
-    return BlockReduce<kThreads>(acc, op, slots_, phase_);
+    return BlockReduce<kThreads>(acc, op, reduction_.shared->warps, reduction_.phase);
   }
 
   const P& p_;
   int64_t row_;
   bool first_;  // the block's first row
-  Acc* slots_;
-  int& phase_;
+  Reduction<Acc>& reduction_;
   Acc* sums_;
   Acc row_value_[kIn];
 };
@@ -867,12 +992,12 @@ class LoopRow {
 template <int kVec, int kThreads, class F, class P, class... Roles>
 __global__ void __launch_bounds__(kThreads) LoopKernel(F f, P p, typename P::Acc* partials) {
   using Acc = typename P::Acc;
-  __shared__ Acc slots[2 * 32];
-  int phase = 0;
+  __shared__ ReduceShared<Acc> reduce_shared;
+  Reduction<Acc> reduction{&reduce_shared};
   Acc* sums = P::kColumnSums > 0 ? partials + int64_t{blockIdx.x} * P::kColumnSums * p.cols
                                  : nullptr;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    LoopRow<kVec, kThreads, P, Roles...> r(p, row, row == int64_t{blockIdx.x}, slots, phase, sums);
+    LoopRow<kVec, kThreads, P, Roles...> r(p, row, row == int64_t{blockIdx.x}, reduction, sums);
     f(r);
   }
 }
