@@ -102,3 +102,26 @@ def test_the_wrapper_calls_paddles_custom_op_entry_and_keeps_its_behaviour(relu6
     assert list(result.shape) == [0, 5] and not result.stop_gradient
     with pytest.raises(TypeError, match="relu6: x is int32; relu6 supports float32"):
         relu6_op.relu6(paddle.to_tensor([1, 2], dtype="int32"))
+
+
+def test_only_what_is_not_an_eager_tensor_takes_the_slow_path(relu6_op):
+    """The wrapper reads Paddle's mode (0.5-0.8 us a call) only for inputs whose type is not
+    paddle.Tensor: parameters (a subclass) and non-tensors still get their checks and results,
+    and in static mode an eager tensor given to the in-place variant (which reads the mode
+    first) is refused in Python, where Paddle's static API would abort the process."""
+    import paddle
+
+    parameter = paddle.create_parameter([3], "float32")
+    parameter.set_value(paddle.to_tensor([-2.0, 4.0, 9.0]))
+    assert type(parameter) is not paddle.Tensor
+    np.testing.assert_array_equal(relu6_op.relu6(parameter).numpy(), [0.0, 4.0, 6.0])
+    with pytest.raises(TypeError, match="relu6: x must be a paddle.Tensor, not list"):
+        relu6_op.relu6([1.0])
+    eager = paddle.to_tensor([1.0])
+    paddle.enable_static()
+    try:
+        with pytest.raises(TypeError, match="x is an eager paddle.Tensor, but Paddle is in "
+                                            "static mode"):
+            relu6_op.relu6_(eager)
+    finally:
+        paddle.disable_static()

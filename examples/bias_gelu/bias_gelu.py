@@ -89,6 +89,8 @@ def _code(dtype: paddle.dtype) -> int | None:
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
     return next((code for known, code in _DTYPE_PAIRS if dtype == known), None)
 
+_TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
+
 
 def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> list[int]:
     """What is checked before every call: the inputs are Paddle tensors and their shapes broadcast
@@ -159,6 +161,9 @@ def _check_static_inputs(x, bias) -> None:
     their dtypes and the dims known before the program runs (-1 is a dim known only then). A
     variable has no device and no data: the kernels and InferShape check the rest at run time."""
     for name, variable in (("x", x), ("bias", bias)):
+        if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
+            raise TypeError(f"bias_gelu: {name} is an eager paddle.Tensor, but Paddle is in "
+                            "static mode (paddle.enable_static()): pass a static variable")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"bias_gelu: {name} is {_dtype_name(variable)}; "
                             "bias_gelu supports float32, float64, float16, bfloat16")
@@ -284,7 +289,12 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return bias_gelu(*cast)
-    if not _dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
+    # The mode is read (0.5 us a call; docs/benchmarks.md, "Per-call overhead") only for inputs
+    # that are not eager tensors: a static graph's variables (paddle.jit.to_static), parameters,
+    # or not tensors at all.
+    if (type(x) is not _TENSOR
+            or type(bias) is not _TENSOR) and not _dynamic_mode():
+        # A static graph: no data to check.
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu(x, bias)
     shape = _check_inputs(x, bias)

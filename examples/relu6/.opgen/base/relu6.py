@@ -105,6 +105,8 @@ def _code(dtype: paddle.dtype) -> int | None:
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
     return next((code for known, code in _DTYPE_PAIRS if dtype == known), None)
 
+_TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
+
 
 def _check_inputs(x: paddle.Tensor) -> None:
     """What is checked before every call: x is a Paddle tensor. Its dtype is left to the
@@ -139,6 +141,9 @@ def _check_static_inputs(x) -> None:
     the dtype. A variable has no device and no data: the kernels and InferShape check the rest
     when the program runs."""
     for name, variable in (("x", x),):
+        if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
+            raise TypeError(f"relu6: {name} is an eager paddle.Tensor, but Paddle is in "
+                            "static mode (paddle.enable_static()): pass a static variable")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"relu6: {name} is {_dtype_name(variable)}; "
                             "relu6 supports float32, float64, float16, bfloat16")
@@ -240,10 +245,14 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return relu6(*cast, threshold=threshold)
-    if not _dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
-        _check_static_inputs(x)
-        return _ops().custom_relu6(x, _float_bits(threshold))
-    _check_inputs(x)
+    # The mode is read (0.5 us a call; docs/benchmarks.md, "Per-call overhead") only for inputs
+    # that are not eager tensors: a static graph's variables (paddle.jit.to_static), parameters,
+    # or not tensors at all.
+    if type(x) is not _TENSOR:
+        if not _dynamic_mode():  # a static graph: no data to check
+            _check_static_inputs(x)
+            return _ops().custom_relu6(x, _float_bits(threshold))
+        _check_inputs(x)
     if not _KERNELS_TAKE_VIEWS and not x.is_contiguous():  # views are copied first
         x = x.contiguous()
     if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:  # not .size: 5 us
