@@ -232,7 +232,8 @@ struct Min {
   }
 };
 
-// Combines v over kLanes consecutive lanes (a power of two up to 32); every lane gets the result.
+// Combines v over kLanes consecutive lanes (a power of two up to 32); every lane gets the result
+// (for max and min, a zero result's sign may differ between lanes: see BlockReduce).
 template <int kLanes, typename Op, typename A>
 __device__ __forceinline__ A WarpReduce(A v, Op op) {
 #pragma unroll
@@ -257,7 +258,10 @@ __device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& phase) {
   __syncthreads();
   const A* group = slot + threadIdx.x / kLanes * kWarps;
   if constexpr (kBlockShuffle && (kWarps & (kWarps - 1)) == 0) {
-    return WarpReduce<kWarps>(group[threadIdx.x % kWarps], op);
+    // Lanes l and l ^ offset combine the same two values in opposite orders, which max and min
+    // may answer with different bits (max(+0, -0) is -0, max(-0, +0) is +0); every warp of the
+    // group computes the same lanes, so lane 0's result is the same in all of them.
+    return __shfl_sync(0xffffffffu, WarpReduce<kWarps>(group[threadIdx.x % kWarps], op), 0);
   } else {  // OPGEN_ROW_BLOCK_SHUFFLE=0, or OPGEN_ROW_THREADS not a power of two
     A r = group[0];
 #pragma unroll
@@ -395,10 +399,12 @@ __device__ __forceinline__ A ClusterReduce(A v, Op op, ReduceShared<A>* shared, 
       SendToBlock(v, static_cast<unsigned>(__cvta_generic_to_shared(&slots[rank])), bar,
                   threadIdx.x);
     }
+    // Acquire at cluster scope: the values came from other blocks (st.async releases them at
+    // cluster scope).
     unsigned done = 0;
     do {
       asm volatile(
-          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
           " selp.u32 %0, 1, 0, p;\n}\n"
           : "=r"(done)
           : "r"(bar), "r"(parity)
