@@ -115,7 +115,7 @@ def _check_inputs(x: paddle.Tensor) -> None:
     overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"relu6: x must be a paddle.Tensor, "
-                        f"not {type(x).__name__}")
+                        f"not {x.__class__.__name__}")
 
 
 def _check_dtypes(x: paddle.Tensor) -> None:
@@ -248,7 +248,7 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
     # The mode is read (0.5 us a call; docs/benchmarks.md, "Per-call overhead") only for inputs
     # that are not eager tensors: a static graph's variables (paddle.jit.to_static), parameters,
     # or not tensors at all.
-    if type(x) is not _TENSOR:
+    if x.__class__ is not _TENSOR:
         if not _dynamic_mode():  # a static graph: no data to check
             _check_static_inputs(x)
             return _ops().custom_relu6(x, _float_bits(threshold))

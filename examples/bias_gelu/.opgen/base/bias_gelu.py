@@ -99,10 +99,10 @@ def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> list[int]:
     next to Paddle's custom-op entry costs 1-2 us (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"bias_gelu: x must be a paddle.Tensor, "
-                        f"not {type(x).__name__}")
+                        f"not {x.__class__.__name__}")
     if not isinstance(bias, paddle.Tensor):
         raise TypeError(f"bias_gelu: bias must be a paddle.Tensor, "
-                        f"not {type(bias).__name__}")
+                        f"not {bias.__class__.__name__}")
     shape = x.shape
     if bias.shape != shape:
         shape = _broadcast_shape(("x", x.shape), ("bias", bias.shape))
@@ -292,8 +292,8 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     # The mode is read (0.5 us a call; docs/benchmarks.md, "Per-call overhead") only for inputs
     # that are not eager tensors: a static graph's variables (paddle.jit.to_static), parameters,
     # or not tensors at all.
-    if (type(x) is not _TENSOR
-            or type(bias) is not _TENSOR) and not _dynamic_mode():
+    if (x.__class__ is not _TENSOR
+            or bias.__class__ is not _TENSOR) and not _dynamic_mode():
         # A static graph: no data to check.
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu(x, bias)
