@@ -117,7 +117,6 @@ def test_shapes_that_do_not_broadcast_are_refused_naming_both(bias_gelu_op):
         bias_gelu_op.bias_gelu(paddle.ones([4, 8]), paddle.ones([3]))
 
 
-@pytest.mark.skipif(not GPU_PYTHON.exists(), reason="no .venv-gpu (paddlepaddle-gpu 2.6.2)")
 def test_an_eager_tensor_beside_a_static_variable_is_refused_in_python(bias_gelu_op):
     """In static mode the wrapper's static checks run when an input is not an eager tensor, and
     refuse the inputs that are (Paddle's static API aborts the process on them)."""
@@ -134,6 +133,7 @@ def test_an_eager_tensor_beside_a_static_variable_is_refused_in_python(bias_gelu
         paddle.disable_static()
 
 
+@pytest.mark.skipif(not GPU_PYTHON.exists(), reason="no .venv-gpu (paddlepaddle-gpu 2.6.2)")
 def test_cuda_sources_compile_and_link_against_paddle_2_6():
     result = run_opgen("build", str(BIAS_GELU), "--arch", "90", python=GPU_PYTHON)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
