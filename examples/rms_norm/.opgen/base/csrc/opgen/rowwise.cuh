@@ -351,19 +351,22 @@ __device__ __forceinline__ void ClusterReduceInit(ReduceShared<A>* shared) {
 // Stores `value` at `address` of the shared memory of cluster block `rank`, counted in by that
 // block's mbarrier at `bar` (both addresses in this block's shared window).
 template <typename A>
-__device__ __forceinline__ void SendToBlock(A value, unsigned address, unsigned bar, unsigned rank) {
+__device__ __forceinline__ void SendToBlock(A value, unsigned address, unsigned bar,
+                                            unsigned rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   unsigned remote_address, remote_bar;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_address) : "r"(address), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote_address)
+               : "r"(address), "r"(rank));
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(bar), "r"(rank));
   if constexpr (sizeof(A) == 8) {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];\n" ::"r"(remote_address),
-                 "l"(__double_as_longlong(value)), "r"(remote_bar)
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];\n"
+                 ::"r"(remote_address), "l"(__double_as_longlong(value)), "r"(remote_bar)
                  : "memory");
   } else {
     static_assert(sizeof(A) == 4, "cluster reductions take float or double");
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(remote_address),
-                 "r"(__float_as_uint(value)), "r"(remote_bar)
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n"
+                 ::"r"(remote_address), "r"(__float_as_uint(value)), "r"(remote_bar)
                  : "memory");
   }
 #else
@@ -404,7 +407,8 @@ __device__ __forceinline__ A ClusterReduce(A v, Op op, ReduceShared<A>* shared, 
     unsigned done = 0;
     do {
       asm volatile(
-          "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+          "{\n .reg .pred p;\n"
+          " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
           " selp.u32 %0, 1, 0, p;\n}\n"
           : "=r"(done)
           : "r"(bar), "r"(parity)
