@@ -2,7 +2,7 @@
 // own, without Paddle (scripts/gpu/rowwise.sh builds and runs it):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/rowwise/csrc \
 //     scripts/gpu/rowwise_bench.cu -o /tmp/rowwise_bench && /tmp/rowwise_bench [--check-only |
-//     --time-only] [--quick] [--float-only]
+//     --time-only] [--quick] [--float-only] [--op NAME] [--shape RxC] [--dtype NAME] [--iters N]
 // Hand-written functors in the shape opgen generates: softmax (with scale), rms_norm and
 // layer_norm (saving mean and rstd), forward and backward (layer_norm's weight and bias gradients
 // through put_column_sums). First every op in float32, float64, float16 and bfloat16 against a
@@ -509,6 +509,17 @@ struct Timer {
   }
 };
 
+// Timing filters (--op, --shape, --dtype; empty: all) and a fixed iteration count (--iters, 0: by
+// size), so a profiler (ncu) can take one kernel: the copy and the ops left out are not run.
+std::string g_op, g_shape, g_dtype;
+int g_iters = 0;
+
+bool Selected(const char* op, int64_t rows, int64_t cols, const char* dtype) {
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+  return (g_op.empty() || g_op == op) && (g_shape.empty() || g_shape == shape) &&
+         (g_dtype.empty() || g_dtype == dtype);
+}
+
 template <typename F, typename... Roles, typename P>
 double TimeOp(Timer& timer, const F& f, const P& p, int iters) {
   const std::size_t bytes = opgen::rowwise::WorkspaceBytes<F, Roles...>(p);
@@ -541,10 +552,12 @@ void TimeShape(int64_t rows, int64_t cols) {
   Buffer<Acc> mean(rows), rstd(rows);
   Timer timer;
   const double bytes = double(n) * sizeof(T);
-  const int iters = std::max(50, int(1e10 / (4 * bytes)));
-  const double copy_ms = timer.Ms([&] {
+  if (!g_shape.empty() && g_shape != std::to_string(rows) + "x" + std::to_string(cols)) return;
+  if (!g_dtype.empty() && g_dtype != name) return;
+  const int iters = g_iters > 0 ? g_iters : std::max(50, int(1e10 / (4 * bytes)));
+  const double copy_ms = g_op.empty() ? timer.Ms([&] {
     cudaMemcpyAsync(y.ptr, x.ptr, n * sizeof(T), cudaMemcpyDeviceToDevice, nullptr);
-  }, iters);
+  }, iters) : 1.0;
   const double copy_gbs = 2 * bytes / copy_ms / 1e6;
   std::printf("%-18s %7lldx%-6lld %-9s %8.4f ms %7.0f GB/s\n", "copy", (long long)rows,
               (long long)cols, name, copy_ms, copy_gbs);
@@ -554,7 +567,8 @@ void TimeShape(int64_t rows, int64_t cols) {
     p.out[0] = y.ptr;
     p.rows = rows;
     p.cols = cols;
-    Report("softmax", rows, cols, name,
+    if (Selected("softmax", rows, cols, name))
+      Report("softmax", rows, cols, name,
            TimeOp<SoftmaxForward<T>, Elem>(timer, SoftmaxForward<T>{Acc(1)}, p, iters), 2 * bytes,
            copy_gbs, 0.85);
     Pointers<T, 2, 1> q;
@@ -563,7 +577,8 @@ void TimeShape(int64_t rows, int64_t cols) {
     q.out[0] = dx.ptr;
     q.rows = rows;
     q.cols = cols;
-    Report("softmax_grad", rows, cols, name,
+    if (Selected("softmax_grad", rows, cols, name))
+      Report("softmax_grad", rows, cols, name,
            TimeOp<SoftmaxBackward<T>, Elem, Elem>(timer, SoftmaxBackward<T>{Acc(1)}, q, iters),
            3 * bytes, copy_gbs, 0.75);
   }
@@ -575,7 +590,8 @@ void TimeShape(int64_t rows, int64_t cols) {
     p.row_out[0] = rstd.ptr;
     p.rows = rows;
     p.cols = cols;
-    Report("rms_norm", rows, cols, name,
+    if (Selected("rms_norm", rows, cols, name))
+      Report("rms_norm", rows, cols, name,
            TimeOp<RmsNormForward<T>, Elem, Col>(timer, RmsNormForward<T>{Acc(1e-6)}, p, iters),
            2 * bytes, copy_gbs, 0.85);
     Pointers<T, 4, 1, 0, 1> q;
@@ -587,7 +603,8 @@ void TimeShape(int64_t rows, int64_t cols) {
     q.col_sum[0] = gw.ptr;
     q.rows = rows;
     q.cols = cols;
-    Report("rms_norm_grad", rows, cols, name,
+    if (Selected("rms_norm_grad", rows, cols, name))
+      Report("rms_norm_grad", rows, cols, name,
            TimeOp<RmsNormBackward<T>, Elem, Col, RowStat, Elem>(timer, RmsNormBackward<T>{}, q,
                                                                  iters),
            3 * bytes, copy_gbs, 0.75);
@@ -602,7 +619,8 @@ void TimeShape(int64_t rows, int64_t cols) {
     p.row_out[1] = rstd.ptr;
     p.rows = rows;
     p.cols = cols;
-    Report("layer_norm", rows, cols, name,
+    if (Selected("layer_norm", rows, cols, name))
+      Report("layer_norm", rows, cols, name,
            TimeOp<LayerNormForward<T>, Elem, Col, Col>(timer, LayerNormForward<T>{Acc(1e-5)}, p,
                                                        iters),
            2 * bytes, copy_gbs, 0.85);
@@ -617,7 +635,8 @@ void TimeShape(int64_t rows, int64_t cols) {
     q.col_sum[1] = gb.ptr;
     q.rows = rows;
     q.cols = cols;
-    Report("layer_norm_grad", rows, cols, name,
+    if (Selected("layer_norm_grad", rows, cols, name))
+      Report("layer_norm_grad", rows, cols, name,
            TimeOp<LayerNormBackward<T>, Elem, Col, RowStat, RowStat, Elem>(
                timer, LayerNormBackward<T>{}, q, iters),
            3 * bytes, copy_gbs, 0.75);
@@ -638,6 +657,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--time-only")) check = false;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--float-only")) float_only = true;
+    else if (!std::strcmp(argv[i], "--op") && i + 1 < argc) g_op = argv[++i];
+    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) g_shape = argv[++i];
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) g_dtype = argv[++i];
+    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) g_iters = std::atoi(argv[++i]);
   }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -12,7 +12,7 @@ struct SoftmaxForward {  // out = exp(scale x - max) / sum
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
     const Acc m = row.max([&](Acc x) { return x * scale; });
-    const auto e = row.keep([&](Acc x) { return opgen::exp(x * scale - m); });
+    const auto e = row.keep([&](Acc x) { return opgen::exp<T>(x * scale - m); });
     const Acc s = row.sum([&](Acc, Acc e) { return e; }, e);
     const Acc inv = Acc(1) / s;
     row.put([&](Acc, Acc e) { return e * inv; }, e);
