@@ -184,8 +184,8 @@ def test_float_column_sums_keep_float_accuracy_over_many_rows(driver: Path) -> N
 @pytest.mark.parametrize("op", ["softmax_grad", "rms_norm_grad", "layer_norm_grad"])
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_an_absent_output_gradient_reads_as_zeros(driver: Path, op: str, dtype: str) -> None:
-    """grad_out passed as null runs the loop's checked rows; zeros in memory run its dense rows
-    (cloned, vectorized): the same bits, every gradient zero."""
+    """grad_out passed as null reads as a row of zeros the loop provides; zeros in memory are
+    read where they are: the same bits, every gradient zero."""
     shapes = [(33, 128), (17, 1000), (3, 5), (300, 257), (0, 8), (4, 0)]
     absent = ask(driver, *(f"run {dtype} {op} {r} {c} nograd" for r, c in shapes))
     zeros = ask(driver, *(f"run {dtype} {op} {r} {c} zerograd" for r, c in shapes))

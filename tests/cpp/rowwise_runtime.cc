@@ -6,7 +6,7 @@
 //     rms_norm_grad, layer_norm_grad (backward, fed this program's own forward results). Inputs
 //     from Value() below: x (k = 0), weight 1 + Value(1) / 2, bias (k = 3), grad_out (k = 2);
 //     `special` makes softmax's row 0 all -inf and puts a NaN in row 1; `nograd` passes a
-//     backward's grad_out as null (absent: the loop's checked rows), `zerograd` as zeros.
+//     backward's grad_out as null (absent: the loop reads a row of zeros), `zerograd` as zeros.
 //   Answer: {"out": [...], "rows": [[...], ...], "cols": [[...], ...], "saved": [[...], ...]}:
 //   the per-element output, the per-row outputs, the column sums, and for a backward the forward
 //   results it was given (softmax's output; the norms' per-row statistics).

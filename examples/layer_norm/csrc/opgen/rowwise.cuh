@@ -125,6 +125,13 @@ namespace rowwise {
 #ifndef OPGEN_ROW_BLOCK_SHUFFLE
 #define OPGEN_ROW_BLOCK_SHUFFLE 1
 #endif
+// Elements per thread up to which a register schedule keeps row.keep's values in registers, one
+// per element (above it, and on the loop schedule, they are recomputed where a lambda takes
+// them); 0: always recomputed. 0 until measured on a GPU (32 is the candidate: softmax's exp
+// once an element instead of twice).
+#ifndef OPGEN_ROW_KEPT_REGS
+#define OPGEN_ROW_KEPT_REGS 0
+#endif
 // Clusters need CUDA 11.8's runtime API (cudaLaunchKernelEx, cluster occupancy); with an older
 // toolkit such rows take the loop.
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 11080
@@ -140,6 +147,7 @@ constexpr int kMaxCluster = OPGEN_ROW_MAX_CLUSTER;
 constexpr int kSumThreads = OPGEN_ROW_SUM_THREADS;
 constexpr int kClusterThreads = OPGEN_ROW_CLUSTER_THREADS;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
+constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
 constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
 constexpr int kBlockVecs = OPGEN_ROW_BLOCK_VECS;
@@ -526,46 +534,90 @@ class RegisterRow {
   }
 
   __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
-  OPGEN_ROW_RECOMPUTES_KEPT
 
-  template <typename F>
-  __device__ __forceinline__ Acc sum(const F& f) {
-    return Reduce(f, Sum{});
-  }
-  template <typename F>
-  __device__ __forceinline__ Acc mean(const F& f) {
-    return Reduce(f, Sum{}) / size();
-  }
-  template <typename F>
-  __device__ __forceinline__ Acc max(const F& f) {
-    return Reduce(f, Max{});
-  }
-  template <typename F>
-  __device__ __forceinline__ Acc min(const F& f) {
-    return Reduce(f, Min{});
-  }
+  // row.keep: where the thread's values fit in kKeptRegs registers, computed once into registers
+  // (a Kept), which the lambdas after it read; otherwise recomputed where a lambda takes it, as
+  // the other schedules do (a Kept costs a register per element the thread holds).
+  static constexpr bool kKeepsInRegisters = kChunks * kVec <= kKeptRegs;
+  struct Kept {
+    Acc v[kChunks * kVec];
+  };
 
-  template <typename F>
-  __device__ __forceinline__ void put(const F& f) {
-    using R = decltype(Call(f, 0, 0, nullptr, Indices{}));
-    static_assert(ResultSize<R>::value == P::kOutputs,
-                  "row.put: the lambda returns a different number of values than the op has "
-                  "per-element outputs");
+  template <typename F, typename... K>
+  __device__ __forceinline__ auto keep(const F& f, const K&... kept) {
+    if constexpr (kKeepsInRegisters) {
+      Kept k;
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      if (!Valid(c)) continue;
-      V cols[kIn];
-      LoadColumns(c, cols, Indices{});
-      V out[P::kOutputs > 0 ? P::kOutputs : 1];
+      for (int c = 0; c < kChunks; ++c) {
+        V cols[kIn];
+        if (Valid(c)) LoadColumns(c, cols, Indices{});
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const R r = Call(f, c, e, cols, Indices{});
-#pragma unroll
-        for (int k = 0; k < P::kOutputs; ++k) out[k].v[e] = static_cast<T>(Part<Acc>(r, k));
+        for (int e = 0; e < kVec; ++e) {
+          k.v[c * kVec + e] =
+              Valid(c) ? static_cast<Acc>(Call(f, c, e, cols, Indices{}, kept...)) : Acc(0);
+        }
       }
+      return k;
+    } else {
+      return Recompute(f, kept...);
+    }
+  }
+
+  template <typename F, typename... K>
+  __device__ __forceinline__ Acc sum(const F& f, const K&... kept) {
+    if constexpr (Recomputes<K...>()) {
+      return sum(Recompute(f, kept...));
+    } else {
+      return Reduce(f, Sum{}, kept...);
+    }
+  }
+  template <typename F, typename... K>
+  __device__ __forceinline__ Acc mean(const F& f, const K&... kept) {
+    return sum(f, kept...) / size();
+  }
+  template <typename F, typename... K>
+  __device__ __forceinline__ Acc max(const F& f, const K&... kept) {
+    if constexpr (Recomputes<K...>()) {
+      return max(Recompute(f, kept...));
+    } else {
+      return Reduce(f, Max{}, kept...);
+    }
+  }
+  template <typename F, typename... K>
+  __device__ __forceinline__ Acc min(const F& f, const K&... kept) {
+    if constexpr (Recomputes<K...>()) {
+      return min(Recompute(f, kept...));
+    } else {
+      return Reduce(f, Min{}, kept...);
+    }
+  }
+
+  template <typename F, typename... K>
+  __device__ __forceinline__ void put(const F& f, const K&... kept) {
+    if constexpr (Recomputes<K...>()) {
+      put(Recompute(f, kept...));
+      return;
+    } else {
+      using R = decltype(Call(f, 0, 0, nullptr, Indices{}, kept...));
+      static_assert(ResultSize<R>::value == P::kOutputs,
+                    "row.put: the lambda returns a different number of values than the op has "
+                    "per-element outputs");
 #pragma unroll
-      for (int k = 0; k < P::kOutputs; ++k) {
-        *reinterpret_cast<V*>(p_.out[k] + row_ * p_.cols + Column(c)) = out[k];
+      for (int c = 0; c < kChunks; ++c) {
+        if (!Valid(c)) continue;
+        V cols[kIn];
+        LoadColumns(c, cols, Indices{});
+        V out[P::kOutputs > 0 ? P::kOutputs : 1];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const R r = Call(f, c, e, cols, Indices{}, kept...);
+#pragma unroll
+          for (int k = 0; k < P::kOutputs; ++k) out[k].v[e] = static_cast<T>(Part<Acc>(r, k));
+        }
+#pragma unroll
+        for (int k = 0; k < P::kOutputs; ++k) {
+          *reinterpret_cast<V*>(p_.out[k] + row_ * p_.cols + Column(c)) = out[k];
+        }
       }
     }
   }
@@ -580,22 +632,26 @@ class RegisterRow {
     for (int k = 0; k < P::kRowOutputs; ++k) p_.row_out[k][row_] = v[k];
   }
 
-  template <typename F>
-  __device__ __forceinline__ void put_column_sums(const F& f) {
-    using R = decltype(Call(f, 0, 0, nullptr, Indices{}));
-    static_assert(ResultSize<R>::value == P::kColumnSums,
-                  "row.put_column_sums: the lambda returns a different number of values than "
-                  "the op has column sums");
+  template <typename F, typename... K>
+  __device__ __forceinline__ void put_column_sums(const F& f, const K&... kept) {
+    if constexpr (Recomputes<K...>()) {
+      put_column_sums(Recompute(f, kept...));
+    } else {
+      using R = decltype(Call(f, 0, 0, nullptr, Indices{}, kept...));
+      static_assert(ResultSize<R>::value == P::kColumnSums,
+                    "row.put_column_sums: the lambda returns a different number of values than "
+                    "the op has column sums");
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      if (!Valid(c)) continue;
-      V cols[kIn];
-      LoadColumns(c, cols, Indices{});
+      for (int c = 0; c < kChunks; ++c) {
+        if (!Valid(c)) continue;
+        V cols[kIn];
+        LoadColumns(c, cols, Indices{});
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const R r = Call(f, c, e, cols, Indices{});
+        for (int e = 0; e < kVec; ++e) {
+          const R r = Call(f, c, e, cols, Indices{}, kept...);
 #pragma unroll
-        for (int k = 0; k < P::kColumnSums; ++k) sums_.v[k][c * kVec + e] += Part<Acc>(r, k);
+          for (int k = 0; k < P::kColumnSums; ++k) sums_.v[k][c * kVec + e] += Part<Acc>(r, k);
+        }
       }
     }
   }
@@ -691,14 +747,21 @@ class RegisterRow {
     }
   }
 
-  template <typename F, std::size_t... I>
-  __device__ __forceinline__ auto Call(const F& f, int c, int e, const V* cols,
-                                       std::index_sequence<I...>) const {
-    return f(Arg<int(I)>(c, e, cols)...);
+  // Whether kept values passed to a call are to be recomputed (none passed: no).
+  template <typename... K>
+  __device__ __forceinline__ static constexpr bool Recomputes() {
+    return !kKeepsInRegisters && sizeof...(K) > 0;
   }
 
-  template <typename F, typename Op>
-  __device__ __forceinline__ Acc Reduce(const F& f, Op op) {
+  // f of the inputs at element e of chunk c, then of the kept values there (Kept).
+  template <typename F, std::size_t... I, typename... K>
+  __device__ __forceinline__ auto Call(const F& f, int c, int e, const V* cols,
+                                       std::index_sequence<I...>, const K&... kept) const {
+    return f(Arg<int(I)>(c, e, cols)..., kept.v[c * kVec + e]...);
+  }
+
+  template <typename F, typename Op, typename... K>
+  __device__ __forceinline__ Acc Reduce(const F& f, Op op, const K&... kept) {
     Acc acc = Identity<Acc>(op);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -707,7 +770,7 @@ class RegisterRow {
       LoadColumns(c, cols, Indices{});
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        acc = op(acc, static_cast<Acc>(Call(f, c, e, cols, Indices{})));
+        acc = op(acc, static_cast<Acc>(Call(f, c, e, cols, Indices{}, kept...)));
       }
     }
     if constexpr (kLanes <= 32) {

@@ -61,8 +61,9 @@
 //   RowIn    [rows] in T, one value per row, passed at every j
 //   RowStat  [rows] in Acc: a per-row output of the forward (mean, rstd) read by the backward
 // A null input pointer reads as zeros (an absent output gradient) and is never loaded. RunCpu may
-// be told which inputs the functor reads (Reads<...>, from the op's kReads): when each of those is
-// present, the rows run without a check per element; otherwise with one.
+// be told which inputs the functor reads (Reads<...>, from the op's kReads); the others are never
+// loaded either. 16-bit inputs are converted to the math type a row at a time before the functor
+// runs on it.
 // All tensors are contiguous; pointers of any alignment work (the GPU picks its vector width at
 // run time).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
@@ -196,15 +197,32 @@ struct Kept {
 template <typename Acc>
 class Scratch {
  public:
-  Acc* Slot(int k, int64_t cols) {
-    if (slots_.size() <= static_cast<std::size_t>(k)) slots_.resize(k + 1);
-    std::vector<Acc>& slot = slots_[k];  // moving slots_ keeps each slot's memory where it is
+  Acc* Slot(int k, int64_t cols) { return Grow(slots_, k, cols); }
+
+  // Input i converted to Acc (16-bit inputs): a row of a per-element input, converted for each
+  // row; a per-column input, converted by the first row only (`fresh` says whether it is).
+  Acc* Input(int i, int64_t cols, bool* fresh) {
+    *fresh = inputs_.size() <= static_cast<std::size_t>(i) || inputs_[i].empty();
+    return Grow(inputs_, i, cols);
+  }
+
+  // A row of zeros in Acc (which is also T where T is not 16-bit): what a null input reads.
+  const Acc* Zeros(int64_t cols) {
+    if (zeros_.size() < static_cast<std::size_t>(cols)) zeros_.resize(cols, Acc(0));
+    return zeros_.data();
+  }
+
+ private:
+  static Acc* Grow(std::vector<std::vector<Acc>>& slots, int k, int64_t cols) {
+    if (slots.size() <= static_cast<std::size_t>(k)) slots.resize(k + 1);
+    std::vector<Acc>& slot = slots[k];  // moving `slots` keeps each slot's memory where it is
     if (slot.size() < static_cast<std::size_t>(cols)) slot.resize(cols);
     return slot.data();
   }
 
- private:
   std::vector<std::vector<Acc>> slots_;
+  std::vector<std::vector<Acc>> inputs_;
+  std::vector<Acc> zeros_;
 };
 
 // The CPU row's reductions: of two values (Of), and of two vectors of values lane by lane, into
@@ -246,15 +264,14 @@ struct Min {
 // One row on the CPU: plain loops over the row, which GCC vectorizes. Reductions run in 32
 // interleaved lanes combined as a tree, fixed by the source, so every vector width gives the same
 // bits (and sums a better rounding than a single running sum). `Read` is a Reads<...> with one
-// flag per input: an input that is not read is the constant 0. In a dense row (kDense) every read
-// input is present and loaded without a check; otherwise a null one reads as zeros (an absent
-// output gradient), at the cost of a branch per element that keeps the loops scalar. Per-row
-// inputs are loaded once, when the row is made.
-template <typename P, bool kDense, typename Read, typename... Roles>
+// flag per input: an input that is not read is the constant 0. A read input that is null (an
+// absent output gradient) reads as a row of zeros, so every row's loops load without a check.
+// Per-row inputs are loaded once, when the row is made.
+template <typename P, typename Read, typename... Roles>
 class Row;
 
-template <typename P, bool kDense, bool... kRead, typename... Roles>
-class Row<P, kDense, Reads<kRead...>, Roles...> {
+template <typename P, bool... kRead, typename... Roles>
+class Row<P, Reads<kRead...>, Roles...> {
  public:
   using T = typename P::Storage;
   using Acc = OpMathT<T>;
@@ -267,6 +284,16 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
       base_[i] = base != nullptr && per_element && kRowMajor[i]
                      ? base + kBytes[i] * static_cast<std::size_t>(row * p.cols)
                      : base;
+      if (base_[i] == nullptr && per_element && kReadAt[i]) {
+        base_[i] = scratch->Zeros(cols_);
+      } else if constexpr (kConverts) {
+        if (base_[i] != nullptr && per_element && kReadAt[i]) {
+          bool fresh = false;
+          Acc* converted = scratch->Input(i, cols_, &fresh);
+          if (kRowMajor[i] || fresh) Convert(static_cast<const T*>(base_[i]), converted, cols_);
+          base_[i] = converted;
+        }
+      }
     }
     LoadRowValues(std::index_sequence_for<Roles...>{});
   }
@@ -342,6 +369,14 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
                                                  std::is_same_v<Roles, Col>)...};
   static constexpr bool kRowMajor[kSlots] = {std::is_same_v<Roles, Elem>...};
   static constexpr std::size_t kBytes[kSlots] = {sizeof(typename Stored<Roles, T>::type)...};
+  // 16-bit inputs are converted to Acc a row at a time (per-column ones once) in a loop of their
+  // own, so the functor's loops read Acc arrays, as for float32 (converting in them kept GCC from
+  // vectorizing: bfloat16 layer_norm 3-5 ns an element against 0.7 in float32).
+  static constexpr bool kConverts = !std::is_same_v<T, Acc>;
+
+  static void Convert(const T* from, Acc* to, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) to[j] = static_cast<Acc>(from[j]);
+  }
 
   template <std::size_t... I>
   void LoadRowValues(std::index_sequence<I...>) {
@@ -364,12 +399,8 @@ class Row<P, kDense, Reads<kRead...>, Roles...> {
     if constexpr (!kReadAt[I]) {
       return Acc(0);
     } else if constexpr (std::is_same_v<Role, Elem> || std::is_same_v<Role, Col>) {
-      const T* s = static_cast<const T*>(base_[I]);
-      if constexpr (kDense) {
-        return static_cast<Acc>(s[j]);
-      } else {
-        return s != nullptr ? static_cast<Acc>(s[j]) : Acc(0);
-      }
+      using S = std::conditional_t<kConverts, Acc, T>;  // what base_ points to
+      return static_cast<Acc>(static_cast<const S*>(base_[I])[j]);
     } else {
       return row_value_[I];
     }
@@ -495,29 +526,19 @@ inline int64_t BlockRows(int64_t cols) {
 }
 
 // Runs f over rows [begin, end) with a copy of f (whose attrs then cannot alias the outputs, so
-// the loops vectorize), adding the column sums to `column_sums`.
-template <bool kDense, typename Read, typename... Roles, typename F, typename P>
-inline void Rows(const F& f, const P& p, int64_t begin, int64_t end,
-                 OpMathT<typename P::Storage>* column_sums) {
+// the loops vectorize), adding the column sums to `column_sums`. Cloned for AVX-512 and AVX2
+// (opgen/cpu.h), with every call inlined (flatten), the functor's and the Row's, so that all of
+// it is compiled per clone.
+template <typename Read, typename... Roles, typename F, typename P>
+OPGEN_CPU_CLONES __attribute__((flatten)) void Rows(const F& f, const P& p, int64_t begin,
+                                                    int64_t end,
+                                                    OpMathT<typename P::Storage>* column_sums) {
   const F local = f;
   Scratch<OpMathT<typename P::Storage>> scratch;
   for (int64_t r = begin; r < end; ++r) {
-    Row<P, kDense, Read, Roles...> row(p, r, column_sums, &scratch);
+    Row<P, Read, Roles...> row(p, r, column_sums, &scratch);
     local(row);
   }
-}
-// Rows whose read inputs are all present: cloned for AVX-512 and AVX2 (opgen/cpu.h), with every
-// call inlined (flatten), the functor's and the Row's, so that all of it is compiled per clone.
-template <typename Read, typename... Roles, typename F, typename P>
-OPGEN_CPU_CLONES __attribute__((flatten)) void DenseRows(const F& f, const P& p, int64_t begin, int64_t end,
-                                OpMathT<typename P::Storage>* column_sums) {
-  Rows<true, Read, Roles...>(f, p, begin, end, column_sums);
-}
-// Rows where a read input is null (an absent output gradient): checked loads, not cloned.
-template <typename Read, typename... Roles, typename F, typename P>
-__attribute__((noinline)) void CheckedRows(const F& f, const P& p, int64_t begin, int64_t end,
-                                           OpMathT<typename P::Storage>* column_sums) {
-  Rows<false, Read, Roles...>(f, p, begin, end, column_sums);
 }
 
 template <int kIn, std::size_t... I>
@@ -544,15 +565,8 @@ void RunCpu(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p,
     (void)reads;
     using Read = Reads<kRead...>;
     using AccT = OpMathT<T>;
-    constexpr bool kReadAt[kIn > 0 ? kIn : 1] = {kRead...};
-    bool dense = true;
-    for (int i = 0; i < kIn; ++i) dense = dense && !(kReadAt[i] && p.in[i] == nullptr);
     auto rows = [&](int64_t begin, int64_t end, AccT* column_sums) {
-      if (dense) {
-        cpu::DenseRows<Read, Roles...>(f, p, begin, end, column_sums);
-      } else {
-        cpu::CheckedRows<Read, Roles...>(f, p, begin, end, column_sums);
-      }
+      cpu::Rows<Read, Roles...>(f, p, begin, end, column_sums);
     };
     const int64_t n = p.rows;
     const int64_t cols = p.cols;
