@@ -55,7 +55,8 @@ namespace rowwise {
 #endif
 // Bytes each thread holds in registers at most for the row: its per-element inputs' elements and
 // their column sums (sets the vectors per lane, and so the longest row each register schedule
-// takes).
+// takes). Larger values are not supported: with 256 a launch failed ("invalid argument") on the
+// H200 (round 14).
 #ifndef OPGEN_ROW_REG_BYTES
 #define OPGEN_ROW_REG_BYTES 128
 #endif
@@ -125,12 +126,14 @@ namespace rowwise {
 #ifndef OPGEN_ROW_BLOCK_SHUFFLE
 #define OPGEN_ROW_BLOCK_SHUFFLE 1
 #endif
-// Elements per thread up to which a register schedule keeps row.keep's values in registers, one
-// per element (above it, and on the loop schedule, they are recomputed where a lambda takes
-// them); 0: always recomputed. 0 until measured on a GPU (32 is the candidate: softmax's exp
-// once an element instead of twice).
+// Elements per thread up to which a register schedule keeps row.keep's values of 16-bit rows in
+// registers, one per element; above it, in float32 and float64 (bound by memory, not by the math
+// a kept value saves), and on the loop schedule, they are recomputed where a lambda takes them.
+// 0: always recomputed. Measured on the H200 (round 14): 16-bit softmax forwards 0.90-0.94 of a
+// copy -> 0.93-0.96 (one exp an element instead of two); float32's no faster, 0.02 slower at
+// 1024 x 32768.
 #ifndef OPGEN_ROW_KEPT_REGS
-#define OPGEN_ROW_KEPT_REGS 0
+#define OPGEN_ROW_KEPT_REGS 32
 #endif
 // Clusters need CUDA 11.8's runtime API (cudaLaunchKernelEx, cluster occupancy); with an older
 // toolkit such rows take the loop.
@@ -410,13 +413,16 @@ __device__ __forceinline__ A ClusterReduce(A v, Op op, ReduceShared<A>* shared, 
       SendToBlock(v, static_cast<unsigned>(__cvta_generic_to_shared(&slots[rank])), bar,
                   threadIdx.x);
     }
-    // Acquire at cluster scope: the values came from other blocks (st.async releases them at
-    // cluster scope).
+    // The wait acquires at CTA scope (try_wait's default), as TMA pipelines wait for data other
+    // blocks' async copies complete on their mbarrier: the values are in this block's shared
+    // memory once the phase completes. Acquiring at cluster scope (cc486ce) passed the same
+    // checks and took layer_norm's float32 backward at 1024 x 32768 from 0.59 to 0.39 of a copy
+    // on the H200 (opgen's docs/benchmarks.md, round 14).
     unsigned done = 0;
     do {
       asm volatile(
           "{\n .reg .pred p;\n"
-          " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+          " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
           " selp.u32 %0, 1, 0, p;\n}\n"
           : "=r"(done)
           : "r"(bar), "r"(parity)
@@ -535,10 +541,11 @@ class RegisterRow {
 
   __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
 
-  // row.keep: where the thread's values fit in kKeptRegs registers, computed once into registers
-  // (a Kept), which the lambdas after it read; otherwise recomputed where a lambda takes it, as
-  // the other schedules do (a Kept costs a register per element the thread holds).
-  static constexpr bool kKeepsInRegisters = kChunks * kVec <= kKeptRegs;
+  // row.keep: for 16-bit rows whose thread's values fit in kKeptRegs registers, computed once into
+  // registers (a Kept), which the lambdas after it read; otherwise recomputed where a lambda takes
+  // it, as the other schedules do (a Kept costs a register per element the thread holds).
+  static constexpr bool kKeepsInRegisters =
+      sizeof(T) < sizeof(Acc) && kChunks * kVec <= kKeptRegs;
   struct Kept {
     Acc v[kChunks * kVec];
   };
@@ -1384,7 +1391,18 @@ struct Schedules {
       constexpr int kChunks = kBlockVecs < kMaxChunks ? kBlockVecs : kMaxChunks;
       constexpr bool kShare = kColSum > 0 && kSumThreads > 0;
       if (vectors <= int64_t{128} * kChunks) {
-        return on_register(RegisterConfig<kVec, kChunks, 128, kShare ? kSumThreads : 128>{});
+        // 128 lanes with the fewest chunks that hold the row: a chunk no lane uses would still
+        // take registers (in 16-bit with column sums, 79 a thread where 46 serve, and one block
+        // per SM instead of two).
+        constexpr int kT = kShare ? kSumThreads : 128;
+        if (vectors <= 128) return on_register(RegisterConfig<kVec, 1, 128, kT>{});
+        if constexpr (kChunks > 2) {
+          if (vectors <= 256) return on_register(RegisterConfig<kVec, 2, 128, kT>{});
+        }
+        if constexpr (kChunks > 4) {
+          if (vectors <= 512) return on_register(RegisterConfig<kVec, 4, 128, kT>{});
+        }
+        return on_register(RegisterConfig<kVec, kChunks, 128, kT>{});
       }
       if (vectors <= int64_t{256} * kChunks) {
         return on_register(RegisterConfig<kVec, kChunks, 256, kShare ? kSumThreads : 256>{});

@@ -47,8 +47,10 @@
 //                           values in that order: `const auto e = row.keep(g);
 //                           row.put([&](MT x, MT e) { ... }, e);`. Every call above (but
 //                           put_rows) and keep itself take kept values. The CPU computes f into
-//                           a scratch row; the GPU computes it again where a lambda takes it.
-//                           For a value that costs more than reading it (softmax's exp).
+//                           a scratch row; the GPU into registers for 16-bit rows of its
+//                           register schedules (OPGEN_ROW_KEPT_REGS), elsewhere again where a
+//                           lambda takes it. For a value that costs more than reading it
+//                           (softmax's exp).
 // A functor calls put, put_rows and put_column_sums at most once each, after its reductions.
 // Every reduction returns the same value to every thread of a row, so code after it is uniform.
 // Every row makes the same reductions in the same order (no reduction behind a branch on the
