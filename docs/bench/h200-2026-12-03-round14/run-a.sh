@@ -7,6 +7,8 @@
 #           head; softmax's exp is opgen::exp<T> (the hardware exp2 for 16-bit), as the
 #           generated op's
 #   keep    the working tree with -DOPGEN_ROW_KEPT_REGS=32: row.keep's values kept in registers
+#   rb256   keep with -DOPGEN_ROW_REG_BYTES=256 (twice the register budget for a row: more
+#           elements a thread, fewer threads a row), where built
 # Each: checks against the host reference (every dtype, every shape), then timings in fresh
 # processes, in the order head nokeep keep keep nokeep head; compute-sanitizer memcheck of keep;
 # then Nsight Compute on single kernels (scripts/gpu/rowwise_ncu.sh).
@@ -15,12 +17,14 @@ OUT=${OUT:-/tmp/opgen-out}; mkdir -p "$OUT/a"
 cd build/rb || exit 1
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.memory --format=csv > "$OUT/a/gpu.txt"
 start=$(date +%s)
-for b in head nokeep keep; do
+bins="head nokeep keep"
+[ -x rb256 ] && bins="$bins rb256"
+for b in $bins; do
   timeout 90 ./$b --check-only > "$OUT/a/check-$b.txt" 2>&1; echo "rc=$?" >> "$OUT/a/check-$b.txt"
 done
 echo "checks: $(( $(date +%s) - start )) s" >> "$OUT/a/times.txt"
 i=0
-for b in head nokeep keep keep nokeep head; do
+for b in $bins $(echo $bins | tr ' ' '\n' | tac); do
   i=$((i + 1))
   timeout 60 ./$b --time-only > "$OUT/a/time-$i-$b.txt" 2>&1
 done
@@ -37,5 +41,5 @@ OUT="$OUT/a" timeout 200 bash scripts/gpu/rowwise_ncu.sh build/rb/keep \
 echo "ncu: $(( $(date +%s) - start )) s" >> "$OUT/a/times.txt"
 cd "$OUT" && tar czf /tmp/a.tgz a && rm -rf a && mv /tmp/a.tgz "$OUT"/
 tar xzf "$OUT/a.tgz" -O a/times.txt a/ncu.txt
-for f in check-head check-nokeep check-keep; do tar xzf "$OUT/a.tgz" -O a/$f.txt | tail -2; done
+for b in $bins; do tar xzf "$OUT/a.tgz" -O a/check-$b.txt | tail -2; done
 tar xzf "$OUT/a.tgz" -O a/memcheck-keep.txt | tail -2
