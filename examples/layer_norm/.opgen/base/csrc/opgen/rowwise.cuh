@@ -572,59 +572,42 @@ class RegisterRow {
 
   template <typename F, typename... K>
   __device__ __forceinline__ Acc sum(const F& f, const K&... kept) {
-    if constexpr (Recomputes<K...>()) {
-      return sum(Recompute(f, kept...));
-    } else {
-      return Reduce(f, Sum{}, kept...);
-    }
+    return Reduce(f, Sum{}, kept...);
   }
   template <typename F, typename... K>
   __device__ __forceinline__ Acc mean(const F& f, const K&... kept) {
-    return sum(f, kept...) / size();
+    return Reduce(f, Sum{}, kept...) / size();
   }
   template <typename F, typename... K>
   __device__ __forceinline__ Acc max(const F& f, const K&... kept) {
-    if constexpr (Recomputes<K...>()) {
-      return max(Recompute(f, kept...));
-    } else {
-      return Reduce(f, Max{}, kept...);
-    }
+    return Reduce(f, Max{}, kept...);
   }
   template <typename F, typename... K>
   __device__ __forceinline__ Acc min(const F& f, const K&... kept) {
-    if constexpr (Recomputes<K...>()) {
-      return min(Recompute(f, kept...));
-    } else {
-      return Reduce(f, Min{}, kept...);
-    }
+    return Reduce(f, Min{}, kept...);
   }
 
   template <typename F, typename... K>
   __device__ __forceinline__ void put(const F& f, const K&... kept) {
-    if constexpr (Recomputes<K...>()) {
-      put(Recompute(f, kept...));
-      return;
-    } else {
-      using R = decltype(Call(f, 0, 0, nullptr, Indices{}, kept...));
-      static_assert(ResultSize<R>::value == P::kOutputs,
-                    "row.put: the lambda returns a different number of values than the op has "
-                    "per-element outputs");
+    using R = decltype(Call(f, 0, 0, nullptr, Indices{}, kept...));
+    static_assert(ResultSize<R>::value == P::kOutputs,
+                  "row.put: the lambda returns a different number of values than the op has "
+                  "per-element outputs");
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        if (!Valid(c)) continue;
-        V cols[kIn];
-        LoadColumns(c, cols, Indices{});
-        V out[P::kOutputs > 0 ? P::kOutputs : 1];
+    for (int c = 0; c < kChunks; ++c) {
+      if (!Valid(c)) continue;
+      V cols[kIn];
+      LoadColumns(c, cols, Indices{});
+      V out[P::kOutputs > 0 ? P::kOutputs : 1];
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const R r = Call(f, c, e, cols, Indices{}, kept...);
+      for (int e = 0; e < kVec; ++e) {
+        const R r = Call(f, c, e, cols, Indices{}, kept...);
 #pragma unroll
-          for (int k = 0; k < P::kOutputs; ++k) out[k].v[e] = static_cast<T>(Part<Acc>(r, k));
-        }
+        for (int k = 0; k < P::kOutputs; ++k) out[k].v[e] = static_cast<T>(Part<Acc>(r, k));
+      }
 #pragma unroll
-        for (int k = 0; k < P::kOutputs; ++k) {
-          *reinterpret_cast<V*>(p_.out[k] + row_ * p_.cols + Column(c)) = out[k];
-        }
+      for (int k = 0; k < P::kOutputs; ++k) {
+        *reinterpret_cast<V*>(p_.out[k] + row_ * p_.cols + Column(c)) = out[k];
       }
     }
   }
@@ -641,24 +624,20 @@ class RegisterRow {
 
   template <typename F, typename... K>
   __device__ __forceinline__ void put_column_sums(const F& f, const K&... kept) {
-    if constexpr (Recomputes<K...>()) {
-      put_column_sums(Recompute(f, kept...));
-    } else {
-      using R = decltype(Call(f, 0, 0, nullptr, Indices{}, kept...));
-      static_assert(ResultSize<R>::value == P::kColumnSums,
-                    "row.put_column_sums: the lambda returns a different number of values than "
-                    "the op has column sums");
+    using R = decltype(Call(f, 0, 0, nullptr, Indices{}, kept...));
+    static_assert(ResultSize<R>::value == P::kColumnSums,
+                  "row.put_column_sums: the lambda returns a different number of values than "
+                  "the op has column sums");
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        if (!Valid(c)) continue;
-        V cols[kIn];
-        LoadColumns(c, cols, Indices{});
+    for (int c = 0; c < kChunks; ++c) {
+      if (!Valid(c)) continue;
+      V cols[kIn];
+      LoadColumns(c, cols, Indices{});
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const R r = Call(f, c, e, cols, Indices{}, kept...);
+      for (int e = 0; e < kVec; ++e) {
+        const R r = Call(f, c, e, cols, Indices{}, kept...);
 #pragma unroll
-          for (int k = 0; k < P::kColumnSums; ++k) sums_.v[k][c * kVec + e] += Part<Acc>(r, k);
-        }
+        for (int k = 0; k < P::kColumnSums; ++k) sums_.v[k][c * kVec + e] += Part<Acc>(r, k);
       }
     }
   }
@@ -754,17 +733,23 @@ class RegisterRow {
     }
   }
 
-  // Whether kept values passed to a call are to be recomputed (none passed: no).
-  template <typename... K>
-  __device__ __forceinline__ static constexpr bool Recomputes() {
-    return !kKeepsInRegisters && sizeof...(K) > 0;
-  }
-
-  // f of the inputs at element e of chunk c, then of the kept values there (Kept).
+  // f of the inputs at element e of chunk c, then of the kept values there: a Kept's register,
+  // or a recomputed value (Recompute's lambda of the inputs).
   template <typename F, std::size_t... I, typename... K>
   __device__ __forceinline__ auto Call(const F& f, int c, int e, const V* cols,
                                        std::index_sequence<I...>, const K&... kept) const {
-    return f(Arg<int(I)>(c, e, cols)..., kept.v[c * kVec + e]...);
+    const auto of_inputs = [&](const auto&... in) {
+      return f(in..., KeptAt(kept, c, e, in...)...);
+    };
+    return of_inputs(Arg<int(I)>(c, e, cols)...);
+  }
+  template <typename K, typename... In>
+  __device__ __forceinline__ static auto KeptAt(const K& kept, int c, int e, const In&... in) {
+    if constexpr (std::is_same_v<K, Kept>) {
+      return kept.v[c * kVec + e];
+    } else {
+      return kept(in...);
+    }
   }
 
   template <typename F, typename Op, typename... K>
