@@ -514,11 +514,8 @@ struct Timer {
 std::string g_op, g_shape, g_dtype;
 int g_iters = 0;
 
-bool Selected(const char* op, int64_t rows, int64_t cols, const char* dtype) {
-  const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-  return (g_op.empty() || g_op == op) && (g_shape.empty() || g_shape == shape) &&
-         (g_dtype.empty() || g_dtype == dtype);
-}
+// Whether op is timed (TimeShape has already left out the shapes and dtypes not asked for).
+bool Selected(const char* op) { return g_op.empty() || g_op == op; }
 
 template <typename F, typename... Roles, typename P>
 double TimeOp(Timer& timer, const F& f, const P& p, int iters) {
@@ -536,6 +533,11 @@ double TimeOp(Timer& timer, const F& f, const P& p, int iters) {
 void Report(const char* op, int64_t rows, int64_t cols, const char* dtype, double ms,
             double bytes, double copy_gbs, double target) {
   const double gbs = bytes / ms / 1e6;
+  if (copy_gbs <= 0) {  // --op: no copy timed
+    std::printf("%-18s %7lldx%-6lld %-9s %8.4f ms %7.0f GB/s\n", op, (long long)rows,
+                (long long)cols, dtype, ms, gbs);
+    return;
+  }
   const double ratio = gbs / copy_gbs;
   std::printf("%-18s %7lldx%-6lld %-9s %8.4f ms %7.0f GB/s  copy %5.0f  ratio %.3f  %s\n", op,
               (long long)rows, (long long)cols, dtype, ms, gbs, copy_gbs, ratio,
@@ -547,27 +549,30 @@ void TimeShape(int64_t rows, int64_t cols) {
   using Acc = opgen::Acc<T>;
   const int64_t n = rows * cols;
   const char* name = Dtype<T>::kName;
+  if (!g_shape.empty() && g_shape != std::to_string(rows) + "x" + std::to_string(cols)) return;
+  if (!g_dtype.empty() && g_dtype != name) return;
   Buffer<T> x(Values<T>(n, 1)), g(Values<T>(n, 2)), y(n), dx(n), w(Values<T>(cols, 3, 0.5, 1.5)),
       b(Values<T>(cols, 4)), gw(cols), gb(cols);
   Buffer<Acc> mean(rows), rstd(rows);
   Timer timer;
   const double bytes = double(n) * sizeof(T);
-  if (!g_shape.empty() && g_shape != std::to_string(rows) + "x" + std::to_string(cols)) return;
-  if (!g_dtype.empty() && g_dtype != name) return;
   const int iters = g_iters > 0 ? g_iters : std::max(50, int(1e10 / (4 * bytes)));
-  const double copy_ms = g_op.empty() ? timer.Ms([&] {
-    cudaMemcpyAsync(y.ptr, x.ptr, n * sizeof(T), cudaMemcpyDeviceToDevice, nullptr);
-  }, iters) : 1.0;
-  const double copy_gbs = 2 * bytes / copy_ms / 1e6;
-  std::printf("%-18s %7lldx%-6lld %-9s %8.4f ms %7.0f GB/s\n", "copy", (long long)rows,
-              (long long)cols, name, copy_ms, copy_gbs);
+  double copy_gbs = 0;  // with --op the copy is not timed (Report prints no ratio)
+  if (g_op.empty()) {
+    const double copy_ms = timer.Ms([&] {
+      cudaMemcpyAsync(y.ptr, x.ptr, n * sizeof(T), cudaMemcpyDeviceToDevice, nullptr);
+    }, iters);
+    copy_gbs = 2 * bytes / copy_ms / 1e6;
+    std::printf("%-18s %7lldx%-6lld %-9s %8.4f ms %7.0f GB/s\n", "copy", (long long)rows,
+                (long long)cols, name, copy_ms, copy_gbs);
+  }
   {
     Pointers<T, 1, 1> p;
     p.in[0] = x.ptr;
     p.out[0] = y.ptr;
     p.rows = rows;
     p.cols = cols;
-    if (Selected("softmax", rows, cols, name))
+    if (Selected("softmax"))
       Report("softmax", rows, cols, name,
            TimeOp<SoftmaxForward<T>, Elem>(timer, SoftmaxForward<T>{Acc(1)}, p, iters), 2 * bytes,
            copy_gbs, 0.85);
@@ -577,7 +582,7 @@ void TimeShape(int64_t rows, int64_t cols) {
     q.out[0] = dx.ptr;
     q.rows = rows;
     q.cols = cols;
-    if (Selected("softmax_grad", rows, cols, name))
+    if (Selected("softmax_grad"))
       Report("softmax_grad", rows, cols, name,
            TimeOp<SoftmaxBackward<T>, Elem, Elem>(timer, SoftmaxBackward<T>{Acc(1)}, q, iters),
            3 * bytes, copy_gbs, 0.75);
@@ -590,7 +595,7 @@ void TimeShape(int64_t rows, int64_t cols) {
     p.row_out[0] = rstd.ptr;
     p.rows = rows;
     p.cols = cols;
-    if (Selected("rms_norm", rows, cols, name))
+    if (Selected("rms_norm"))
       Report("rms_norm", rows, cols, name,
            TimeOp<RmsNormForward<T>, Elem, Col>(timer, RmsNormForward<T>{Acc(1e-6)}, p, iters),
            2 * bytes, copy_gbs, 0.85);
@@ -603,7 +608,7 @@ void TimeShape(int64_t rows, int64_t cols) {
     q.col_sum[0] = gw.ptr;
     q.rows = rows;
     q.cols = cols;
-    if (Selected("rms_norm_grad", rows, cols, name))
+    if (Selected("rms_norm_grad"))
       Report("rms_norm_grad", rows, cols, name,
            TimeOp<RmsNormBackward<T>, Elem, Col, RowStat, Elem>(timer, RmsNormBackward<T>{}, q,
                                                                  iters),
@@ -619,7 +624,7 @@ void TimeShape(int64_t rows, int64_t cols) {
     p.row_out[1] = rstd.ptr;
     p.rows = rows;
     p.cols = cols;
-    if (Selected("layer_norm", rows, cols, name))
+    if (Selected("layer_norm"))
       Report("layer_norm", rows, cols, name,
            TimeOp<LayerNormForward<T>, Elem, Col, Col>(timer, LayerNormForward<T>{Acc(1e-5)}, p,
                                                        iters),
@@ -635,7 +640,7 @@ void TimeShape(int64_t rows, int64_t cols) {
     q.col_sum[1] = gb.ptr;
     q.rows = rows;
     q.cols = cols;
-    if (Selected("layer_norm_grad", rows, cols, name))
+    if (Selected("layer_norm_grad"))
       Report("layer_norm_grad", rows, cols, name,
            TimeOp<LayerNormBackward<T>, Elem, Col, RowStat, RowStat, Elem>(
                timer, LayerNormBackward<T>{}, q, iters),
