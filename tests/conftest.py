@@ -11,6 +11,10 @@ import pytest
 
 import opgen.kinds  # noqa: F401  registers each kind's spec rules with opgen.spec, as opgen.api does
 
+# The generated tests' markers (``deploy``), as ``opgen test`` registers them: the suite imports
+# generated test modules in-process (the fuzzer's ops) and runs them.
+pytest_plugins = ["opgen.testing"]
+
 ROOT = Path(__file__).resolve().parent.parent
 RELU6 = ROOT / "examples" / "relu6"
 BIAS_GELU = ROOT / "examples" / "bias_gelu"

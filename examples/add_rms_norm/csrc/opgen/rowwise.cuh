@@ -129,9 +129,8 @@ namespace rowwise {
 // Elements per thread up to which a register schedule keeps row.keep's values of 16-bit rows in
 // registers, one per element; above it, in float32 and float64 (bound by memory, not by the math
 // a kept value saves), and on the loop schedule, they are recomputed where a lambda takes them.
-// 0: always recomputed. Measured on the H200 (round 14): 16-bit softmax forwards 0.90-0.94 of a
-// copy -> 0.93-0.96 (one exp an element instead of two); float32's no faster, 0.02 slower at
-// 1024 x 32768.
+// 0: always recomputed. Keeping saves 16-bit softmax forwards one exp an element and measured
+// faster on the H200; in float32 it measured no faster (opgen's docs/benchmarks.md, round 14).
 #ifndef OPGEN_ROW_KEPT_REGS
 #define OPGEN_ROW_KEPT_REGS 32
 #endif
@@ -416,8 +415,8 @@ __device__ __forceinline__ A ClusterReduce(A v, Op op, ReduceShared<A>* shared, 
     // The wait acquires at CTA scope (try_wait's default), as TMA pipelines wait for data other
     // blocks' async copies complete on their mbarrier: the values are in this block's shared
     // memory once the phase completes. Acquiring at cluster scope (cc486ce) passed the same
-    // checks and took layer_norm's float32 backward at 1024 x 32768 from 0.59 to 0.39 of a copy
-    // on the H200 (opgen's docs/benchmarks.md, round 14).
+    // checks but made the long-row backwards much slower on the H200 (opgen's
+    // docs/benchmarks.md, round 14).
     unsigned done = 0;
     do {
       asm volatile(
