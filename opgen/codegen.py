@@ -7,9 +7,15 @@ A kind (:mod:`opgen.kinds`) builds its context from these; none of them knows an
 from __future__ import annotations
 
 import re
+import shlex
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
+from . import __version__
+from .names import camel_case
 from .spec import AttrSpec
 
 CPP_DTYPES = {
@@ -21,6 +27,70 @@ CPP_DTYPES = {
 _CPP_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int64_t", "float": "double",
                    "str": "std::string"}
 _PY_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int", "float": "float", "str": "str"}
+
+
+@dataclass(frozen=True)
+class OpText:
+    """What every kind's templates print of the op itself, each escaped for where it lands: a
+    kind's template context extends it, and :func:`op_text` fills it."""
+
+    opgen_version: str
+    spec_file_comment: str       # the spec's file name in a C++ or Python comment
+    spec_file_doc: str           #   in a Python docstring
+    spec_file_md_link: str       #   as a README link to the file
+    spec_file_md_command: str    #   in the README's `opgen generate FILE` code span
+    name: str
+    op_name: str
+    camel: str                   # CamelCase of name, prefix of every C++ symbol
+    summary_comment: str         # the spec's summary in a C++ comment
+    summary_doc: str             #   in a Python docstring
+    summary_md: str              #   as README text
+
+
+def op_text(spec: Any) -> dict[str, str]:
+    """:class:`OpText`'s fields for a checked spec of any kind, as a context's keyword
+    arguments."""
+    m = spec.model
+    spec_file = Path(spec.path).name
+    summary = m.summary.strip() or f"The {m.name} custom op."
+    return {
+        "opgen_version": __version__,
+        "spec_file_comment": cpp_comment(spec_file),
+        "spec_file_doc": docstring_text(spec_file),
+        "spec_file_md_link": f"[{markdown_code(spec_file)}]({quote(spec_file, safe='')})",
+        "spec_file_md_command": markdown_code(f"opgen generate {shlex.quote(spec_file)}"),
+        "name": m.name,
+        "op_name": spec.op_name,
+        "camel": camel_case(m.name),
+        "summary_comment": cpp_comment(summary),
+        "summary_doc": docstring_text(summary),
+        "summary_md": markdown_text(summary),
+    }
+
+
+@dataclass(frozen=True)
+class BackwardStubText:
+    """The errors an op's backward stub (no ``backward:``) and double-backward stub raise, in
+    the contexts of the kinds that have such stubs; :func:`backward_stub_text` fills it."""
+
+    no_backward_cpp: str         # the error of the backward stub, as a C++ string literal
+    no_backward_match: str       #   as a Python string literal of the regex that matches it
+    no_double_backward_cpp: str  # the error of the double-backward stub, as a C++ string literal
+    no_double_backward_match: str  #   as a Python string literal of the regex that matches it
+
+
+def backward_stub_text(spec: Any) -> dict[str, str]:
+    """:class:`BackwardStubText`'s fields for a checked spec, as a context's keyword arguments."""
+    no_backward = (f"no backward defined for {spec.op_name}: add a `backward:` section to "
+                   f"{Path(spec.path).name}")
+    no_double_backward = (f"{spec.op_name} has no double backward (a gradient of its "
+                          "gradient): opgen ops are differentiable once")
+    return {
+        "no_backward_cpp": cpp_string(no_backward),
+        "no_backward_match": repr(re.escape(no_backward)),
+        "no_double_backward_cpp": cpp_string(no_double_backward),
+        "no_double_backward_match": repr(f"{spec.op_name} has no double backward"),
+    }
 
 
 @dataclass(frozen=True)

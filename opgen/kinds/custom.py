@@ -28,12 +28,10 @@ import ast
 import dataclasses
 import itertools
 import re
-import shlex
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
 
 from pydantic import (
     AfterValidator,
@@ -48,15 +46,14 @@ from pydantic import (
     field_validator,
 )
 
-from .. import __version__
 from ..codegen import (
     Attr,
+    OpText,
     attr,
-    cpp_comment,
     cpp_string,
     docstring_text,
     markdown_code,
-    markdown_text,
+    op_text,
     string_lines,
     wrap_call,
 )
@@ -1053,20 +1050,9 @@ def _inplace(spec: Any, camel: str, attrs: list[Attr], out_shapes: list[OutShape
 
 
 @dataclass(frozen=True)
-class Context:
+class Context(OpText):
     """The template context of one custom op."""
 
-    opgen_version: str
-    spec_file_comment: str
-    spec_file_doc: str
-    spec_file_md_link: str
-    spec_file_md_command: str
-    name: str
-    op_name: str
-    camel: str
-    summary_comment: str
-    summary_doc: str
-    summary_md: str
     library: str
     inputs: list[Tensor]
     outputs: list[Tensor]
@@ -1288,20 +1274,8 @@ def build_context(spec: Any) -> Context:
                             float64=bool(floats) and all(d == "float64" for d in floats)))
     first = next(iter(m.inputs))
     free = free_dims(m, custom)
-    spec_file = Path(spec.path).name
-    summary = m.summary.strip() or f"The {m.name} custom op."
     return Context(
-        opgen_version=__version__,
-        spec_file_comment=cpp_comment(spec_file),
-        spec_file_doc=docstring_text(spec_file),
-        spec_file_md_link=f"[{markdown_code(spec_file)}]({quote(spec_file, safe='')})",
-        spec_file_md_command=markdown_code(f"opgen generate {shlex.quote(spec_file)}"),
-        name=m.name,
-        op_name=spec.op_name,
-        camel=camel,
-        summary_comment=cpp_comment(summary),
-        summary_doc=docstring_text(summary),
-        summary_md=markdown_text(summary),
+        **op_text(spec),
         library=f"{m.name}_lib",
         inputs=list(inputs.values()),
         outputs=list(outputs.values()),

@@ -10,25 +10,19 @@ changed once.
 from __future__ import annotations
 
 import dataclasses
-import re
-import shlex
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import quote
 
-from .. import __version__
 from ..autodiff import AutodiffError, backward_of
 from ..codegen import (
     CPP_DTYPES,
     Attr,
+    BackwardStubText,
+    OpText,
     attr,
-    cpp_comment,
-    cpp_string,
-    docstring_text,
-    markdown_code,
-    markdown_text,
+    backward_stub_text,
+    op_text,
     py_def,
     py_returns,
     string_lines,
@@ -132,24 +126,9 @@ class Signatures:
 
 
 @dataclass(frozen=True)
-class Context:
+class Context(OpText, BackwardStubText):
     """The template context of one op."""
 
-    opgen_version: str
-    spec_file_comment: str       # the spec's file name in a C++ or Python comment
-    spec_file_doc: str           #   in a Python docstring
-    spec_file_md_link: str       #   as a README link to the file
-    spec_file_md_command: str    #   in the README's `opgen generate FILE` code span
-    name: str
-    op_name: str
-    camel: str                   # CamelCase of name, prefix of every C++ symbol
-    summary_comment: str         # the spec's summary in a C++ comment
-    summary_doc: str             #   in a Python docstring
-    summary_md: str              #   as README text
-    no_backward_cpp: str         # the error of the backward stub, as a C++ string literal
-    no_backward_match: str       #   as a Python string literal of the regex that matches it
-    no_double_backward_cpp: str  # the error of the double-backward stub, as a C++ string literal
-    no_double_backward_match: str  #   as a Python string literal of the regex that matches it
     inputs: list[str]
     outputs: list[str]
     grad_inputs: list[str]       # grad_<input>: what the backward computes
@@ -253,30 +232,11 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
     if "erf" in functions:
         helpers.append("_erf = np.vectorize(math.erf, otypes=[np.float64])")
 
-    spec_file = Path(spec.path).name
-    summary = m.summary.strip() or f"The {m.name} custom op."
-    no_backward = f"no backward defined for {spec.op_name}: add a `backward:` section to " \
-        f"{spec_file}"
-    no_double_backward = f"{spec.op_name} has no double backward (a gradient of its gradient): " \
-        "opgen ops are differentiable once"
     py_params = [f"{n}: paddle.Tensor" for n in m.inputs] + \
         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]
     return Context(
-        opgen_version=__version__,
-        spec_file_comment=cpp_comment(spec_file),
-        spec_file_doc=docstring_text(spec_file),
-        spec_file_md_link=f"[{markdown_code(spec_file)}]({quote(spec_file, safe='')})",
-        spec_file_md_command=markdown_code(f"opgen generate {shlex.quote(spec_file)}"),
-        name=m.name,
-        op_name=spec.op_name,
-        camel=camel,
-        summary_comment=cpp_comment(summary),
-        summary_doc=docstring_text(summary),
-        summary_md=markdown_text(summary),
-        no_backward_cpp=cpp_string(no_backward),
-        no_backward_match=repr(re.escape(no_backward)),
-        no_double_backward_cpp=cpp_string(no_double_backward),
-        no_double_backward_match=repr(f"{spec.op_name} has no double backward"),
+        **op_text(spec),
+        **backward_stub_text(spec),
         inputs=list(m.inputs),
         outputs=list(m.outputs),
         grad_inputs=[f"grad_{n}" for n in m.inputs],

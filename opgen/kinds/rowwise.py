@@ -18,22 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import quote
 
-from .. import __version__
 from ..codegen import (
     CPP_DTYPES,
     Attr,
+    BackwardStubText,
+    OpText,
     attr,
-    cpp_comment,
-    cpp_string,
-    docstring_text,
-    markdown_code,
-    markdown_text,
+    backward_stub_text,
+    op_text,
     py_def,
     py_returns,
     wrap_call,
@@ -86,24 +81,9 @@ class Functor:
 
 
 @dataclass(frozen=True)
-class Context:
+class Context(OpText, BackwardStubText):
     """The template context of one rowwise op."""
 
-    opgen_version: str
-    spec_file_comment: str
-    spec_file_doc: str
-    spec_file_md_link: str
-    spec_file_md_command: str
-    name: str
-    op_name: str
-    camel: str
-    summary_comment: str
-    summary_doc: str
-    summary_md: str
-    no_backward_cpp: str
-    no_backward_match: str
-    no_double_backward_cpp: str
-    no_double_backward_match: str
     inputs: list[str]
     input_roles: dict[str, str]
     role_text: dict[str, str]     # each input's and output's role in words: per-column [C]
@@ -434,33 +414,14 @@ def build_context(spec: Spec) -> Context:
         functions |= set().union(*(e.functions for e in spec.backward.values()))
     helpers = ["_erf = np.vectorize(math.erf, otypes=[np.float64])"] if "erf" in functions else []
 
-    spec_file = Path(spec.path).name
-    summary = m.summary.strip() or f"The {m.name} custom op."
-    no_backward = f"no backward defined for {spec.op_name}: add a `backward:` section to " \
-        f"{spec_file}"
-    no_double_backward = f"{spec.op_name} has no double backward (a gradient of its gradient): " \
-        "opgen ops are differentiable once"
     element_inputs = [n for n in m.inputs if in_roles[n] == "element"]
     role_text = {**{n: ROLES["inputs"][r] for n, r in in_roles.items()},
                  **{n: ROLES["outputs"][r] for n, r in out_roles.items()}}
     py_params = [f"{n}: paddle.Tensor" for n in m.inputs] + \
         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]
     return Context(
-        opgen_version=__version__,
-        spec_file_comment=cpp_comment(spec_file),
-        spec_file_doc=docstring_text(spec_file),
-        spec_file_md_link=f"[{markdown_code(spec_file)}]({quote(spec_file, safe='')})",
-        spec_file_md_command=markdown_code(f"opgen generate {shlex.quote(spec_file)}"),
-        name=m.name,
-        op_name=spec.op_name,
-        camel=camel,
-        summary_comment=cpp_comment(summary),
-        summary_doc=docstring_text(summary),
-        summary_md=markdown_text(summary),
-        no_backward_cpp=cpp_string(no_backward),
-        no_backward_match=repr(re.escape(no_backward)),
-        no_double_backward_cpp=cpp_string(no_double_backward),
-        no_double_backward_match=repr(f"{spec.op_name} has no double backward"),
+        **op_text(spec),
+        **backward_stub_text(spec),
         inputs=list(m.inputs),
         input_roles=dict(in_roles),
         role_text=role_text,
