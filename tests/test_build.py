@@ -357,17 +357,23 @@ def test_build_user_errors_are_one_line(args, message):
 
 
 @pytest.mark.build
-def test_unchanged_op_rebuilds_in_under_two_seconds_and_a_change_rebuilds(tmp_path):
+def test_unchanged_op_is_not_rebuilt_and_a_change_rebuilds(tmp_path):
+    """An unchanged op's build is the cached library as it was (the file untouched); how long
+    that takes is printed, not asserted (about 0.3 s here, several seconds on a loaded machine)."""
     op = new_op(tmp_path, forward="x * 2")
     first = run_opgen("build", str(op))
     assert first.returncode == 0, first.stderr
     assert "t_op: built (CPU)" in first.stdout
+    library = Path(first.stdout.strip().split(": ")[-1])
+    before = library.stat()
     for _ in range(2):
         start = time.perf_counter()
         again = run_opgen("build", str(op))
         elapsed = time.perf_counter() - start
         assert again.returncode == 0 and "up to date" in again.stdout, again.stderr
-        assert elapsed < 2.0, f"unchanged rebuild took {elapsed:.2f} s"
+        assert Path(again.stdout.strip().split(": ")[-1]) == library
+        after = library.stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     print(f"unchanged rebuild: {elapsed:.2f} s")
     spec = op / "t_op.yaml"
     spec.write_text(spec.read_text().replace("out: x * 2", "out: x * 3"))
