@@ -607,8 +607,11 @@ def from_rows(value: Any, role: str, shape: Sequence[int], *, summed: bool = Fal
 
 
 def _float(value: Any) -> np.ndarray:
-    """``value`` as a float array, keeping float32 (the references' float32 runs)."""
-    return np.asarray(value, np.result_type(value, np.float32))
+    """``value`` as a float array: float32 where it is float32 (the references' float32 runs),
+    float64 otherwise. (``np.result_type(value, np.float32)`` made a Python float, such as an
+    attr-only expression's value, float32 in the float64 reference.)"""
+    value = np.asarray(value)
+    return value if value.dtype == np.float32 else value.astype(np.float64)
 
 
 def row_sum(value: Any, shape: tuple[int, int]) -> np.ndarray:

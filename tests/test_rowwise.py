@@ -219,6 +219,18 @@ def test_row_reductions_follow_the_runtime_on_empty_rows_and_nan():
     assert ot.row_max(with_nan, (2, 3))[1, 0] == 3.0
 
 
+@pytest.mark.parametrize("reduce", [ot.row_sum, ot.row_mean, ot.row_max, ot.row_min])
+def test_row_reductions_of_a_python_number_stay_float64(reduce):
+    """A reduction of an attr-only expression (``max(-alpha)``) gets a Python float: the float64
+    reference keeps it exact (the rowwise fuzzer found it rounded to float32: -2.35 became
+    -2.3499999046), and only a float32 array stays float32 (the reference's float32 runs)."""
+    got = reduce(-2.35, (2, 4))
+    assert got.dtype == np.float64 and got.shape == (2, 1)
+    assert np.all(got == (-2.35 * 4 if reduce is ot.row_sum else -2.35))
+    assert reduce(np.float32(-2.35), (2, 4)).dtype == np.float32
+    assert reduce(np.full((2, 4), -2.35, np.float32), (2, 4)).dtype == np.float32
+
+
 def test_from_rows_sums_per_column_gradients_over_rows():
     grad = np.arange(6.0).reshape(2, 3)
     assert ot.from_rows(grad, "column", (2, 3)).tolist() == [3.0, 5.0, 7.0]
