@@ -50,11 +50,13 @@ GENERATED_NAMES = frozenset({
     "float16", "bfloat16", "float32", "float64",
     "ot", "rng", "shape", "device", "attrs", "outputs", "expected", "as_tuple",
     "reference_forward", "reference_backward",
-    # Python built-ins that the generated wrapper (str, tuple) and tests (zip, list) call inside
-    # functions whose parameters or locals are the spec's names; the tests' loop variables
-    # (`for name, got, want, err in zip(...)` would rebind an input called got) and the locals
-    # they assign while the spec's inputs are still in use.
-    "str", "tuple", "zip", "list", "name", "got", "want", "err", "spread", "grads",
+    # Python built-ins that the generated wrappers (str, tuple, isinstance, all, enumerate) and
+    # tests (zip, list) call inside functions whose parameters or locals are the spec's names
+    # (tests/test_python_names.py finds them); the tests' loop variables (`for name, got, want,
+    # err in zip(...)` would rebind an input called got) and the locals they assign while the
+    # spec's inputs are still in use.
+    "str", "tuple", "zip", "list", "isinstance", "all", "enumerate",
+    "name", "got", "want", "err", "spread", "grads",
 })
 
 

@@ -101,7 +101,7 @@ def _check_inputs(ids, table) -> None:
     for name, tensor in (("ids", ids), ("table", table)):
         if not isinstance(tensor, paddle.Tensor):
             raise TypeError(f"embedding: {name} must be a paddle.Tensor, "
-                            f"not {type(tensor).__name__}")
+                            f"not {tensor.__class__.__name__}")
     if _code(ids.dtype) not in _DTYPE_CODES["ids"]:
         raise TypeError(f"embedding: ids is {_dtype_name(ids)}; "
                         "embedding takes int32 or int64")

@@ -110,7 +110,7 @@ def _check_inputs(x: paddle.Tensor) -> None:
     (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"softmax: x must be a paddle.Tensor, "
-                        f"not {type(x).__name__}")
+                        f"not {x.__class__.__name__}")
     shape = list(x.shape)
     if not shape:
         raise ValueError("softmax: x is 0-D; it needs at least one dim, the row")

@@ -110,13 +110,13 @@ def _check_inputs(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tens
     (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"add_rms_norm: x must be a paddle.Tensor, "
-                        f"not {type(x).__name__}")
+                        f"not {x.__class__.__name__}")
     if not isinstance(residual, paddle.Tensor):
         raise TypeError(f"add_rms_norm: residual must be a paddle.Tensor, "
-                        f"not {type(residual).__name__}")
+                        f"not {residual.__class__.__name__}")
     if not isinstance(weight, paddle.Tensor):
         raise TypeError(f"add_rms_norm: weight must be a paddle.Tensor, "
-                        f"not {type(weight).__name__}")
+                        f"not {weight.__class__.__name__}")
     shape = list(x.shape)
     if not shape:
         raise ValueError("add_rms_norm: x is 0-D; it needs at least one dim, the row")

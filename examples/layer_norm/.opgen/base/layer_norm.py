@@ -110,13 +110,13 @@ def _check_inputs(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) 
     (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"layer_norm: x must be a paddle.Tensor, "
-                        f"not {type(x).__name__}")
+                        f"not {x.__class__.__name__}")
     if not isinstance(weight, paddle.Tensor):
         raise TypeError(f"layer_norm: weight must be a paddle.Tensor, "
-                        f"not {type(weight).__name__}")
+                        f"not {weight.__class__.__name__}")
     if not isinstance(bias, paddle.Tensor):
         raise TypeError(f"layer_norm: bias must be a paddle.Tensor, "
-                        f"not {type(bias).__name__}")
+                        f"not {bias.__class__.__name__}")
     shape = list(x.shape)
     if not shape:
         raise ValueError("layer_norm: x is 0-D; it needs at least one dim, the row")
