@@ -57,6 +57,8 @@ GENERATED_NAMES = frozenset({
     # spec's inputs are still in use.
     "str", "tuple", "zip", "list", "isinstance", "all", "enumerate",
     "name", "got", "want", "err", "spread", "grads",
+    # the rowwise references' shape of the op (`op_shape = np.shape(x)` rebound an input so named)
+    "op_shape",
 })
 
 
