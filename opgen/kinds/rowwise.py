@@ -102,6 +102,7 @@ class Context(OpText, BackwardStubText):
     runtime_names: list[str]      # what the op's header takes from opgen::rowwise, sorted
     backward_paddle_inputs: list[str]
     backward_output_grads: list[str]   # outputs whose gradients the backward takes
+    extremum_outputs: list[tuple[int, str]]  # (index, name): outputs that are a row's max or min
     signatures: dict[str, str]
     launches: dict[str, str]      # "cpu_Forward": the start of the call that runs Forward
     py_params: str
@@ -382,6 +383,12 @@ def _numpy_return(name: str, role: str, varies: bool, gradient_of: str | bool) -
 
 # -- the context -------------------------------------------------------------------------------
 
+def _row_extremum(emitted: Emitted) -> bool:
+    """Whether an expression is a row's max or min and nothing else (``m: max(x)``)."""
+    return emitted.cpp == "@0@" and len(emitted.reductions) == 1 and \
+        emitted.reductions[0].op in ("max", "min")
+
+
 def build_context(spec: Spec) -> Context:
     """Compute every name and code fragment the op's templates need."""
     m = spec.model
@@ -441,6 +448,8 @@ def build_context(spec: Spec) -> Context:
             t.tag for f in (forward, backward) if f is not None for t in f.tensors}),
         backward_paddle_inputs=paddle_inputs,
         backward_output_grads=output_grads,
+        extremum_outputs=[(k, o) for k, o in enumerate(m.outputs)
+                          if _row_extremum(spec.forward[o])],
         signatures=_signatures(camel, m.inputs, element_inputs[0], attrs, forward, backward),
         launches={f"{where}_{f.struct}": launch(m.name, where, f.struct)
                   for f in (forward, backward) if f is not None for where in ("cpu", "cuda")},
