@@ -642,9 +642,15 @@ def row_min(value: Any, shape: tuple[int, int]) -> np.ndarray:
 
 
 def directional_difference(fn: Callable[..., float], args: list[np.ndarray], index: int,
-                           direction: np.ndarray, h: float) -> float:
+                           direction: np.ndarray, h: float, *, atol: float | None = None
+                           ) -> float | None:
     """The derivative of the scalar ``fn`` along ``direction`` in args[index], by central
-    differences at h and h/2 combined to cancel the h**2 term (Richardson): O(h**4)."""
+    differences at h and h/2 combined to cancel the h**2 term (Richardson): O(h**4).
+
+    With ``atol``: None where the two differences disagree by more than 1e-6 of the result plus
+    ``atol`` (the Richardson value is then no better than that), which is what crossing a kink
+    within h does (a row's max changing hands, a ``where`` flipping): no derivative to check
+    there."""
     def central(step: float) -> float:
         plus = [a.copy() for a in args]
         minus = [a.copy() for a in args]
@@ -652,7 +658,11 @@ def directional_difference(fn: Callable[..., float], args: list[np.ndarray], ind
         minus[index] = minus[index] - step * direction
         return (fn(*plus) - fn(*minus)) / (2 * step)
 
-    return (4 * central(h / 2) - central(h)) / 3
+    coarse, fine = central(h), central(h / 2)
+    value = (4 * fine - coarse) / 3
+    if atol is not None and not abs(coarse - fine) <= 1e-6 * abs(value) + atol:
+        return None
+    return value
 
 
 def dtype_name(tensor: Any) -> str:
