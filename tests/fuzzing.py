@@ -1586,8 +1586,6 @@ def run_generated_tests(op: FuzzOp, tests: ModuleType, device: str, dtypes: Sequ
                         ) -> list[str]:
     """Call the op's own generated tests (test_<name>.py) in this process, where its wrapper is
     bound to the fuzz library; return one line per failing call."""
-    import pytest
-
     calls: list[tuple[str, dict[str, Any]]] = []
     attr_sets = [param.values[0] for param in tests.ATTRS]
     directions = ("test_forward",) if op.stub_backward else ("test_forward", "test_backward")
@@ -1605,20 +1603,25 @@ def run_generated_tests(op: FuzzOp, tests: ModuleType, device: str, dtypes: Sequ
     for attrs in attr_sets if not op.stub_backward else ():
         calls.append(("test_backward_matches_finite_differences",
                       {"device": device, "attrs": attrs}))
-    failures = []
-    for test, kwargs in calls:
-        fn = getattr(tests, test, None)
-        if fn is None:
-            failures.append(f"generated tests have no {test}")
-            continue
-        try:
-            fn(**kwargs)
-        except pytest.skip.Exception:
-            continue
-        except Exception as exc:  # noqa: BLE001
-            first = "\n".join(str(exc).strip().splitlines()[:8])
-            failures.append(f"generated {test}({kwargs}) failed: {type(exc).__name__}: {first}")
-    return failures
+    return [line for test, kwargs in calls if (line := call_test(tests, test, kwargs))]
+
+
+def call_test(tests: ModuleType, test: str, kwargs: dict[str, Any]) -> str | None:
+    """Call one test of a generated test module; the line reporting its failure, or None where
+    it passed or skipped."""
+    import pytest
+
+    fn = getattr(tests, test, None)
+    if fn is None:
+        return f"generated tests have no {test}"
+    try:
+        fn(**kwargs)
+    except pytest.skip.Exception:
+        return None
+    except Exception as exc:  # noqa: BLE001
+        first = "\n".join(str(exc).strip().splitlines()[:8])
+        return f"generated {test}({kwargs}) failed: {type(exc).__name__}: {first}"
+    return None
 
 
 # ---- generating and building batches -------------------------------------------------------------

@@ -398,8 +398,6 @@ def run_generated_tests(tests: ModuleType, dtypes: Sequence[str]) -> list[str]:
     """Call every test of the op's generated test module (test_<name>.py) on the CPU in
     ``dtypes``, over its own parametrizations, except the deploy tests (fresh processes) and
     tests that take fixtures; one line per failing call."""
-    import pytest
-
     failures = []
     for name in sorted(n for n in dir(tests) if n.startswith("test_")):
         fn: Callable[..., Any] = getattr(tests, name)
@@ -414,19 +412,13 @@ def run_generated_tests(tests: ModuleType, dtypes: Sequence[str]) -> list[str]:
         grid["device"] = ["cpu"] if "device" in grid else []
         if "dtype" in grid:
             grid["dtype"] = [d for d in grid["dtype"] if d in dtypes]
-        params = [p for p in fn.__code__.co_varnames[:fn.__code__.co_argcount]]
+        params = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])
         if set(params) - set(grid):
             continue  # a fixture (tmp_path): not called here
         for values in itertools.product(*(grid[p] for p in params)):
-            kwargs = dict(zip(params, values, strict=True))
-            try:
-                fn(**kwargs)
-            except pytest.skip.Exception:
-                continue
-            except Exception as exc:  # noqa: BLE001
-                first = "\n".join(str(exc).strip().splitlines()[:8])
-                failures.append(f"generated {name}({kwargs}) failed: {type(exc).__name__}: "
-                                f"{first}")
+            line = fuzzing.call_test(tests, name, dict(zip(params, values, strict=True)))
+            if line:
+                failures.append(line)
     return failures
 
 
@@ -478,10 +470,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", type=int, nargs="*", help="these indices of the seed only")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--generated-tests", default="float64",
+                        help="the dtypes the ops' own generated tests run in, comma-separated")
     args = parser.parse_args(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="rowfuzz"))
     indices = args.only if args.only else range(args.count)
-    result = run([draw_op(args.seed, i) for i in indices], work, batch=args.batch)
+    result = run([draw_op(args.seed, i) for i in indices], work, batch=args.batch,
+                 generated_tests=tuple(args.generated_tests.split(",")))
     print(result.text())
     print(result.summary())
     return 1 if result.problems else 0
