@@ -201,15 +201,15 @@ def row_ops(draw: st.DrawFn, *, seed: int = 0, index: int = 0,
                  attrs=attrs, steps=tuple(steps), outputs=tuple(outputs), dtypes=dtypes)
 
 
-def draw_op(seed: int, index: int) -> RowOp:
-    """Op ``index`` of the campaign ``seed``: the same (seed, index) always draws the same op
-    (the second example of a hypothesis run, as tests/fuzzing.py draws)."""
+def draw_op(seed: int, index: int, dtypes: tuple[str, ...] = ("float32", "float64")) -> RowOp:
+    """Op ``index`` of the campaign ``seed``, built for ``dtypes``: the same (seed, index) always
+    draws the same op (the second example of a hypothesis run, as tests/fuzzing.py draws)."""
     drawn: list[RowOp] = []
 
     @settings(max_examples=2, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @hypothesis_seed(seed * 1_000_003 + index + 7_777)
-    @given(row_ops(seed=seed, index=index))
+    @given(row_ops(seed=seed, index=index, dtypes=dtypes))
     def collect(op: RowOp) -> None:
         drawn.append(op)
 
@@ -365,12 +365,10 @@ def mismatches(op: RowOp, got: Sequence[np.ndarray], want: dict[str, Val], ar: A
 
 
 
-def check_forward(op: RowOp, wrapper: ModuleType, dtypes: Sequence[str], seed: int = 0
-                  ) -> list[str]:
-    """The forward kernel against :func:`evaluate_forward` at CHECK_SHAPES, at the default
-    attrs and at the other values; one line per mismatching output."""
-    import paddle
-
+def check_forward(op: RowOp, wrapper: ModuleType, dtypes: Sequence[str], seed: int = 0,
+                  device: str = "cpu") -> list[str]:
+    """The forward kernel on ``device`` against :func:`evaluate_forward` at CHECK_SHAPES, at the
+    default attrs and at the other values; one line per mismatching output."""
     from opgen import testing as ot
 
     fn = getattr(wrapper, op.name)
@@ -379,9 +377,11 @@ def check_forward(op: RowOp, wrapper: ModuleType, dtypes: Sequence[str], seed: i
     attr_sets = [{}, {a.name: a.other for a in op.attrs if a.type != "str"}]
     for dtype, shape, attrs in itertools.product(dtypes, CHECK_SHAPES, attr_sets):
         inputs = sample(op, rng, shape)
-        # the kernel's inputs are the values rounded to the dtype: the reference takes those
-        rounded = {n: a.astype(dtype).astype(np.float64) for n, a in inputs.items()}
-        tensors = [paddle.to_tensor(rounded[s.name].astype(dtype)) for s in op.inputs]
+        # the kernel's inputs are the values rounded to the dtype (by Paddle on the host:
+        # numpy has no bfloat16): the reference takes those
+        rounded = {n: ot.to_numpy(ot.to_paddle(a, dtype, "cpu")).astype(np.float64)
+                   for n, a in inputs.items()}
+        tensors = [ot.to_paddle(rounded[s.name], dtype, device) for s in op.inputs]
         full_attrs = {a.name: attrs.get(a.name, a.default) for a in op.attrs}
         want = evaluate_forward(op, rounded, full_attrs, Arith(dtype), shape)
         what = f"forward kernel ({dtype}, shape {shape}, attrs {attrs})"
@@ -394,8 +394,9 @@ def check_forward(op: RowOp, wrapper: ModuleType, dtypes: Sequence[str], seed: i
     return problems
 
 
-def run_generated_tests(tests: ModuleType, dtypes: Sequence[str]) -> list[str]:
-    """Call every test of the op's generated test module (test_<name>.py) on the CPU in
+def run_generated_tests(tests: ModuleType, dtypes: Sequence[str], device: str = "cpu"
+                        ) -> list[str]:
+    """Call every test of the op's generated test module (test_<name>.py) on ``device`` in
     ``dtypes``, over its own parametrizations, except the deploy tests (fresh processes) and
     tests that take fixtures; one line per failing call."""
     failures = []
@@ -409,7 +410,7 @@ def run_generated_tests(tests: ModuleType, dtypes: Sequence[str]) -> list[str]:
             if mark.name == "parametrize":
                 grid[mark.args[0]] = [v.values[0] if hasattr(v, "values") else v
                                       for v in mark.args[1]]
-        grid["device"] = ["cpu"] if "device" in grid else []
+        grid["device"] = [device] if "device" in grid else []
         if "dtype" in grid:
             grid["dtype"] = [d for d in grid["dtype"] if d in dtypes]
         params = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])
@@ -439,28 +440,37 @@ class Report:
 
 def run(ops: Sequence[RowOp], workdir: Path, *, batch: int = 10,
         generated_tests: Sequence[str] = ("float64",),
-        dtypes: Sequence[str] = ("float64", "float32"),
-        log: Callable[[str], None] = print) -> Report:
-    """Generate, build (``batch`` ops a library) and check ``ops`` on the CPU."""
+        dtypes: Sequence[str] = ("float64", "float32"), device: str = "cpu",
+        compile_only: bool = False, log: Callable[[str], None] = print) -> Report:
+    """Generate, build (``batch`` ops a library; with the CUDA sources unless ``device`` is the
+    CPU) and check ``ops`` on ``device``; with ``compile_only``, build them and check nothing (a
+    machine without a GPU proving the CUDA sources of random ops compile, with
+    paddlepaddle-gpu)."""
     report = Report(ops=list(ops))
+    workdir = workdir.resolve()  # the build runs in a folder of its own
     for start in range(0, len(ops), batch):
         members = list(ops[start:start + batch])
         specs = [fuzzing.generate(op, workdir / "ops") for op in members]
-        library = fuzzing.build_library(specs, workdir / f"lib{start // batch}", cpu_only=True)
+        library = fuzzing.build_library(specs, workdir / f"lib{start // batch}",
+                                        cpu_only=device == "cpu" and not compile_only)
         report.builds += 1
+        if compile_only:
+            log(f"{', '.join(op.name for op in members)}: built")
+            continue
         loaded = fuzzing.load_library(library)
         for op, spec in zip(members, specs, strict=True):
             wrapper, tests = fuzzing.load_op(spec, loaded)
-            found = check_forward(op, wrapper, dtypes) + run_generated_tests(tests,
-                                                                             generated_tests)
+            found = check_forward(op, wrapper, dtypes, device=device) + \
+                run_generated_tests(tests, generated_tests, device)
             report.problems += [(op, what) for what in found]
             log(f"{op.name}: {'ok' if not found else f'{len(found)} problems'}")
     return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python tests/rowwise_fuzzing.py [--count N] [--seed S] [--only I ...] [--workdir D]``:
-    a campaign by hand; prints each problem with its op's spec."""
+    """``python tests/rowwise_fuzzing.py [--count N] [--seed S] [--only I ...] [--workdir D]
+    [--device gpu] [--compile-only]``: a campaign by hand; prints each problem with its op's
+    spec."""
     import argparse
     import tempfile
 
@@ -472,11 +482,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--generated-tests", default="float64",
                         help="the dtypes the ops' own generated tests run in, comma-separated")
+    parser.add_argument("--dtypes", default="float64,float32",
+                        help="the dtypes the forward kernels are checked in, comma-separated")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="build the CPU and CUDA sources and check nothing")
     args = parser.parse_args(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="rowfuzz"))
     indices = args.only if args.only else range(args.count)
-    result = run([draw_op(args.seed, i) for i in indices], work, batch=args.batch,
-                 generated_tests=tuple(args.generated_tests.split(",")))
+    checked, generated = args.dtypes.split(","), args.generated_tests.split(",")
+    built = tuple(d for d in ("float32", "float64", "float16", "bfloat16")
+                  if d in {"float32", "float64", *checked, *generated})
+    result = run([draw_op(args.seed, i, built) for i in indices], work, batch=args.batch,
+                 generated_tests=generated, dtypes=checked, device=args.device,
+                 compile_only=args.compile_only)
     print(result.text())
     print(result.summary())
     return 1 if result.problems else 0
