@@ -231,6 +231,18 @@ def test_row_reductions_of_a_python_number_stay_float64(reduce):
     assert reduce(np.full((2, 4), -2.35, np.float32), (2, 4)).dtype == np.float32
 
 
+def test_assert_close_takes_the_dtypes_infinity_beyond_its_largest_value():
+    """A float16 result beyond 65504 is +-inf in the op (the rowwise fuzzer's row sums of 32768
+    elements); the float64 reference says the finite value. Within the range, or of the other
+    sign, an infinity still fails."""
+    ot.assert_close(np.array([np.inf, -np.inf]), np.array([117481.9, -184021.2]), "float16", "o")
+    ot.assert_close(np.array([np.inf]), np.array([65480.0]), "float16", "o", np.array([10.0]))
+    for got, want in ((np.inf, 60000.0), (-np.inf, 117481.9), (np.inf, 1e30)):
+        dtype = "float32" if want == 1e30 else "float16"
+        with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+            ot.assert_close(np.array([got]), np.array([want]), dtype, "o")
+
+
 def test_from_rows_sums_per_column_gradients_over_rows():
     grad = np.arange(6.0).reshape(2, 3)
     assert ot.from_rows(grad, "column", (2, 3)).tolist() == [3.0, 5.0, 7.0]
