@@ -204,6 +204,7 @@ def row_ops(draw: st.DrawFn, *, seed: int = 0, index: int = 0,
 def draw_op(seed: int, index: int, dtypes: tuple[str, ...] = ("float32", "float64")) -> RowOp:
     """Op ``index`` of the campaign ``seed``, built for ``dtypes``: the same (seed, index) always
     draws the same op (the second example of a hypothesis run, as tests/fuzzing.py draws)."""
+    fuzzing.warm_hypothesis()
     drawn: list[RowOp] = []
 
     @settings(max_examples=2, database=None, deadline=None, phases=[Phase.generate],
