@@ -240,15 +240,13 @@ def handwritten(name: str, inputs: dict[str, tuple[str, float, float]],
 
 # ---- the reference -------------------------------------------------------------------------------
 
-def row_shape_of(op: RowOp, role: str, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """An input's shape in ``role`` for per-element inputs of ``shape``."""
-    return {"element": shape, "column": shape[-1:], "row": shape[:-1]}[role]
-
-
 def sample(op: RowOp, rng: np.random.Generator, shape: tuple[int, ...]
            ) -> dict[str, np.ndarray]:
-    """Each input's values in its domain (tests/fuzzing.py's sampling), in its role's shape."""
-    return {s.name: fuzzing.sample_inputs(rng, s, row_shape_of(op, r, shape))
+    """Each input's values in its domain (tests/fuzzing.py's sampling), in its role's shape
+    (opgen.testing.role_shape, as the generated tests make them)."""
+    from opgen.testing import role_shape
+
+    return {s.name: fuzzing.sample_inputs(rng, s, role_shape(shape, r))
             for s, r in zip(op.inputs, op.roles, strict=True)}
 
 
@@ -308,7 +306,6 @@ class _AttrsOnly:
     attrs: tuple[Sym, ...]
 
 
-# ---- checking a built op -------------------------------------------------------------------------
 def reference_module(op: RowOp, folder: Path) -> ModuleType:
     """The op's generated test module (its numpy reference), rendered into ``folder`` and
     imported without the op's library: its wrapper is a stand-in that no reference calls."""
@@ -365,6 +362,7 @@ def mismatches(op: RowOp, got: Sequence[np.ndarray], want: dict[str, Val], ar: A
     return problems
 
 
+# ---- checking a built op -------------------------------------------------------------------------
 
 def check_forward(op: RowOp, wrapper: ModuleType, dtypes: Sequence[str], seed: int = 0,
                   device: str = "cpu") -> list[str]:

@@ -16,6 +16,7 @@ from opgen.names import identifier_problem
 from opgen.render import render_op
 from opgen.spec import load
 
+BUILTINS = frozenset(dir(builtins))
 EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if (p / f"{p.name}.yaml").is_file())
 
 
@@ -36,7 +37,7 @@ def builtins_read_where_spec_names_are_bound(source: str, spec_names: set[str]
             continue
         for node in ast.walk(fn):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
-                    node.id in dir(builtins) and node.id not in bound:
+                    node.id in BUILTINS and node.id not in bound:
                 found.setdefault(node.id, set()).add(getattr(fn, "name", "<lambda>"))
     return found
 
