@@ -102,7 +102,7 @@ class Context(OpText, BackwardStubText):
     runtime_names: list[str]      # what the op's header takes from opgen::rowwise, sorted
     backward_paddle_inputs: list[str]
     backward_output_grads: list[str]   # outputs whose gradients the backward takes
-    extremum_outputs: list[tuple[int, str]]  # (index, name): outputs that are a row's max or min
+    extremum_outputs: list[str]   # outputs that are a row's max or min (m: max(x))
     signatures: dict[str, str]
     launches: dict[str, str]      # "cpu_Forward": the start of the call that runs Forward
     py_params: str
@@ -448,8 +448,7 @@ def build_context(spec: Spec) -> Context:
             t.tag for f in (forward, backward) if f is not None for t in f.tensors}),
         backward_paddle_inputs=paddle_inputs,
         backward_output_grads=output_grads,
-        extremum_outputs=[(k, o) for k, o in enumerate(m.outputs)
-                          if _row_extremum(spec.forward[o])],
+        extremum_outputs=[o for o in m.outputs if _row_extremum(spec.forward[o])],
         signatures=_signatures(camel, m.inputs, element_inputs[0], attrs, forward, backward),
         launches={f"{where}_{f.struct}": launch(m.name, where, f.struct)
                   for f in (forward, backward) if f is not None for where in ("cpu", "cuda")},
