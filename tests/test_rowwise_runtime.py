@@ -241,6 +241,75 @@ int main() {
     assert "row.put: the lambda returns a different number of values" in result.stderr
 
 
+def test_several_values_reduced_at_once_have_the_bits_of_one_at_a_time(tmp_path: Path) -> None:
+    """row.sum / mean / max / min of a lambda returning opgen::Array (what the generator writes
+    for independent reductions of one kind) against each value's reduction on its own, over rows
+    with NaN, infinities and signed zeros: the same bits, in float and double."""
+    if GPP is None:
+        pytest.skip("needs g++")
+    source = tmp_path / "fused.cc"
+    source.write_text("""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#include "opgen/rowwise.h"
+template <typename T>
+struct Fused {
+  using Acc = opgen::Acc<T>;
+  static constexpr int kReduceWidth = 3;
+  template <class Row> void operator()(Row& row) const {
+    using A3 = opgen::Array<Acc, 3>;
+    using A2 = opgen::Array<Acc, 2>;
+    const A3 s = row.sum([&](Acc x) -> A3 { return {x, x * x, Acc(1) / (x + Acc(3))}; });
+    const A2 m = row.mean([&](Acc x) -> A2 { return {x * Acc(0.5), -x}; });
+    const A2 hi = row.max([&](Acc x) -> A2 { return {x, -x * x}; });
+    const A2 lo = row.min([&](Acc x) -> A2 { return {x, x - Acc(1)}; });
+    row.put_rows(s[0], s[1], s[2], m[0], m[1], hi[0], hi[1], lo[0], lo[1],
+                 row.sum([&](Acc x) { return x; }), row.sum([&](Acc x) { return x * x; }),
+                 row.sum([&](Acc x) { return Acc(1) / (x + Acc(3)); }),
+                 row.mean([&](Acc x) { return x * Acc(0.5); }), row.mean([&](Acc x) { return -x; }),
+                 row.max([&](Acc x) { return x; }), row.max([&](Acc x) { return -x * x; }),
+                 row.min([&](Acc x) { return x; }), row.min([&](Acc x) { return x - Acc(1); }));
+  }
+};
+template <typename T>
+int Mismatches(int rows, int cols) {
+  std::vector<T> x(static_cast<std::size_t>(rows) * cols);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = T(((i * 7919) % 2003) / 1001.0 - 1.0);
+  const T special[] = {T(NAN), T(INFINITY), -T(INFINITY), T(-0.0), T(0.0)};
+  for (int r = 1; r < rows && r <= 5 && cols > 0; ++r) {
+    x[static_cast<std::size_t>(r) * cols] = special[r - 1];
+  }
+  std::vector<std::vector<T>> outs(18, std::vector<T>(rows));
+  opgen::rowwise::Pointers<T, 1, 0, 18> p;
+  p.in[0] = x.data();
+  for (int k = 0; k < 18; ++k) p.row_out[k] = outs[k].data();
+  p.rows = rows;
+  p.cols = cols;
+  opgen::rowwise::RunCpu<Fused<T>, opgen::rowwise::Elem>(Fused<T>{}, p);
+  int bad = 0;
+  for (int k = 0; k < 9; ++k) {
+    bad += std::memcmp(outs[k].data(), outs[k + 9].data(), rows * sizeof(T)) != 0;
+  }
+  return bad;
+}
+int main() {
+  int bad = 0;
+  for (int cols : {0, 1, 7, 31, 32, 33, 1000, 4099}) {
+    bad += Mismatches<float>(7, cols) + Mismatches<double>(7, cols);
+  }
+  std::printf("mismatches %d\\n", bad);
+  return bad != 0;
+}
+""")
+    binary = tmp_path / "fused"
+    subprocess.run([GPP, *FLAGS, "-O2", *INCLUDES, str(source), "-o", str(binary)], check=True,
+                   capture_output=True, text=True)
+    result = subprocess.run([str(binary)], capture_output=True, text=True)
+    assert result.stdout == "mismatches 0\n", result.stdout + result.stderr
+
+
 # ---- the GPU bench compiles --------------------------------------------------------------------
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")

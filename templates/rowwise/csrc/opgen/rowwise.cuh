@@ -242,42 +242,58 @@ struct Min {
   }
 };
 
+// The reductions below combine K values at once (a functor's row.sum of a lambda returning K
+// values: one set of shuffles and one barrier for all K), lane by lane; K is 1 for most.
+
 // Combines v over kLanes consecutive lanes (a power of two up to 32); every lane gets the result
 // (for max and min, a zero result's sign may differ between lanes: see BlockReduce).
-template <int kLanes, typename Op, typename A>
-__device__ __forceinline__ A WarpReduce(A v, Op op) {
+template <int kLanes, typename Op, typename A, int K>
+__device__ __forceinline__ Array<A, K> WarpReduce(Array<A, K> v, Op op) {
 #pragma unroll
   for (int offset = kLanes / 2; offset > 0; offset /= 2) {
-    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = op(v[k], __shfl_xor_sync(0xffffffffu, v[k], offset));
   }
   return v;
 }
 
 // Combines v over each group of kLanes consecutive threads of the block (a multiple of 32; the
 // whole block when kLanes is its size); every thread gets its group's result, the same bits in
-// each. `slots` is [2][32] of shared memory used alternately, so one barrier per reduction (every
-// thread of the block takes part). The warps' values meet by shuffles: each warp reads its
+// each. `slots` is [2][32][K] of shared memory used alternately, so one barrier per reduction
+// (every thread of the block takes part). The warps' values meet by shuffles: each warp reads its
 // group's kWarps values, kWarps lanes apart, and combines them as WarpReduce does.
-template <int kLanes, typename Op, typename A>
-__device__ __forceinline__ A BlockReduce(A v, Op op, A* slots, int& phase) {
+template <int kLanes, typename Op, typename A, int K>
+__device__ __forceinline__ Array<A, K> BlockReduce(Array<A, K> v, Op op, A* slots, int& phase) {
   constexpr int kWarps = kLanes / 32;
   v = WarpReduce<32>(v, op);
-  A* slot = slots + phase * 32;
+  A* slot = slots + phase * 32 * K;
   phase ^= 1;
-  if (threadIdx.x % 32 == 0) slot[threadIdx.x / 32] = v;
+  if (threadIdx.x % 32 == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) slot[threadIdx.x / 32 * K + k] = v[k];
+  }
   __syncthreads();
-  const A* group = slot + threadIdx.x / kLanes * kWarps;
+  const A* group = slot + threadIdx.x / kLanes * kWarps * K;
+  Array<A, K> r;
   if constexpr (kBlockShuffle && (kWarps & (kWarps - 1)) == 0) {
     // Lanes l and l ^ offset combine the same two values in opposite orders, which max and min
     // may answer with different bits (max(+0, -0) is -0, max(-0, +0) is +0); every warp of the
     // group computes the same lanes, so lane 0's result is the same in all of them.
-    return __shfl_sync(0xffffffffu, WarpReduce<kWarps>(group[threadIdx.x % kWarps], op), 0);
-  } else {  // OPGEN_ROW_BLOCK_SHUFFLE=0, or OPGEN_ROW_THREADS not a power of two
-    A r = group[0];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) r = op(r, group[w]);
-    return r;
+    for (int k = 0; k < K; ++k) r[k] = group[threadIdx.x % kWarps * K + k];
+    r = WarpReduce<kWarps>(r, op);
+#pragma unroll
+    for (int k = 0; k < K; ++k) r[k] = __shfl_sync(0xffffffffu, r[k], 0);
+  } else {  // OPGEN_ROW_BLOCK_SHUFFLE=0, or OPGEN_ROW_THREADS not a power of two
+#pragma unroll
+    for (int k = 0; k < K; ++k) r[k] = group[k];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) r[k] = op(r[k], group[w * K + k]);
+    }
   }
+  return r;
 }
 
 template <typename A>
@@ -291,6 +307,13 @@ __device__ __forceinline__ A Identity(Max) {
 template <typename A>
 __device__ __forceinline__ A Identity(Min) {
   return Infinity<A>();
+}
+template <typename A, int K, typename Op>
+__device__ __forceinline__ Array<A, K> Identities(Op op) {
+  Array<A, K> v;
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = Identity<A>(op);
+  return v;
 }
 
 // A schedule that holds the row in registers: kLanes threads per row (up to 32: a part of a warp;
@@ -327,21 +350,22 @@ constexpr bool kPrefetches =
 template <class Cfg>
 constexpr int kMinBlocks = Cfg::kCluster > 1 && Cfg::kThreads == 512 ? 1 : 0;
 
-// The shared memory of a register kernel's reductions: two rounds of one value per warp
-// (BlockReduce), and for a cluster's (ClusterReduce) two rounds of each block's value, with the
-// mbarriers that count them in (OPGEN_ROW_CLUSTER_PUSH) or the block's own value (the barrier).
-template <typename A>
+// The shared memory of a kernel's reductions of up to kWidth values at once (the functor's
+// kReduceWidth): two rounds of each warp's values (BlockReduce), and for a cluster's
+// (ClusterReduce) two rounds of each block's values, with the mbarriers that count them in
+// (OPGEN_ROW_CLUSTER_PUSH) or the block's own values (the barrier).
+template <typename A, int kWidth>
 struct ReduceShared {
-  A warps[2 * 32];
-  A blocks[2][kMaxCluster];
+  A warps[2 * 32 * kWidth];
+  A blocks[2][kMaxCluster * kWidth];
   alignas(8) unsigned long long arrived[2];
 };
 
 // Sets up a cluster kernel's ReduceShared before its first ClusterReduce: with
 // OPGEN_ROW_CLUSTER_PUSH, each block's mbarriers, which every block of the cluster must see
 // initialized before it sends to them (hence the cluster barrier).
-template <int kCluster, typename A>
-__device__ __forceinline__ void ClusterReduceInit(ReduceShared<A>* shared) {
+template <int kCluster, typename A, int kWidth>
+__device__ __forceinline__ void ClusterReduceInit(ReduceShared<A, kWidth>* shared) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kClusterPush) {
     if (threadIdx.x == 0) {
@@ -388,29 +412,34 @@ __device__ __forceinline__ void SendToBlock(A value, unsigned address, unsigned 
 // kCluster blocks, in rank order; every thread of the cluster gets the result. `round` counts
 // the kernel's cluster reductions (the caller keeps it), so rounds alternate between two sets
 // of slots.
-//   Push (OPGEN_ROW_CLUSTER_PUSH): block r's first kCluster threads send v to slot r of every
-//   block, and each block waits on its mbarrier for kCluster values. A block sends round n + 2
-//   (the same slots) only after it received round n + 1 from every block, which each block sent
-//   after the barrier of its next BlockReduce, so after all its threads read round n.
-//   Barrier: each block writes v to its slot and the cluster meets at a barrier; a block writes
+//   Push (OPGEN_ROW_CLUSTER_PUSH): block r's first kCluster threads send v to slots r of every
+//   block, and each block waits on its mbarrier for kCluster * K values. A block sends round
+//   n + 2 (the same slots) only after it received round n + 1 from every block, which each block
+//   sent after the barrier of its next BlockReduce, so after all its threads read round n.
+//   Barrier: each block writes v to its slots and the cluster meets at a barrier; a block writes
 //   a slot again only after every block passed the next barrier, so after it read the slot.
-template <int kCluster, typename Op, typename A>
-__device__ __forceinline__ A ClusterReduce(A v, Op op, ReduceShared<A>* shared, int& round) {
+template <int kCluster, typename Op, typename A, int K, int kWidth>
+__device__ __forceinline__ Array<A, K> ClusterReduce(Array<A, K> v, Op op,
+                                                     ReduceShared<A, kWidth>* shared, int& round) {
+  static_assert(K <= kWidth, "more values than the functor's kReduceWidth");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int set = round & 1;
-  A* slots = shared->blocks[set];
+  A* slots = shared->blocks[set];  // block r's values at r * K
   if constexpr (kClusterPush) {
     const unsigned parity = static_cast<unsigned>(round >> 1) & 1u;
     const unsigned bar = static_cast<unsigned>(__cvta_generic_to_shared(&shared->arrived[set]));
     const unsigned rank = blockIdx.x % kCluster;
     if (threadIdx.x == 0) {
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-                   "r"(static_cast<unsigned>(kCluster * sizeof(A)))
+                   "r"(static_cast<unsigned>(kCluster * K * sizeof(A)))
                    : "memory");
     }
     if (threadIdx.x < kCluster) {
-      SendToBlock(v, static_cast<unsigned>(__cvta_generic_to_shared(&slots[rank])), bar,
-                  threadIdx.x);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        SendToBlock(v[k], static_cast<unsigned>(__cvta_generic_to_shared(&slots[rank * K + k])),
+                    bar, threadIdx.x);
+      }
     }
     // The wait acquires at CTA scope (try_wait's default), as TMA pipelines wait for data other
     // blocks' async copies complete on their mbarrier: the values are in this block's shared
@@ -428,19 +457,31 @@ __device__ __forceinline__ A ClusterReduce(A v, Op op, ReduceShared<A>* shared, 
           : "memory");
     } while (!done);
     ++round;
-    A r = slots[0];
+    Array<A, K> r;
 #pragma unroll
-    for (int k = 1; k < kCluster; ++k) r = op(r, slots[k]);
+    for (int k = 0; k < K; ++k) r[k] = slots[k];
+#pragma unroll
+    for (int b = 1; b < kCluster; ++b) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) r[k] = op(r[k], slots[b * K + k]);
+    }
     return r;
   } else {
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    A* slot = &slots[0];
-    if (threadIdx.x == 0) *slot = v;
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) slots[k] = v[k];
+    }
     cluster.sync();
     ++round;
-    A r = *cluster.map_shared_rank(slot, 0);
+    Array<A, K> r;
 #pragma unroll
-    for (int rank = 1; rank < kCluster; ++rank) r = op(r, *cluster.map_shared_rank(slot, rank));
+    for (int k = 0; k < K; ++k) r[k] = *cluster.map_shared_rank(&slots[k], 0);
+#pragma unroll
+    for (int rank = 1; rank < kCluster; ++rank) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) r[k] = op(r[k], *cluster.map_shared_rank(&slots[k], rank));
+    }
     return r;
   }
 #elif defined(__CUDA_ARCH__)
@@ -462,9 +503,9 @@ __device__ __forceinline__ void ClusterSync() {
 }
 
 // A kernel's reductions: its shared memory and the counters that alternate between its sets.
-template <typename A>
+template <typename A, int kWidth>
 struct Reduction {
-  ReduceShared<A>* shared;
+  ReduceShared<A, kWidth>* shared;
   int phase = 0;  // BlockReduce's set
   int round = 0;  // ClusterReduce's rounds
 };
@@ -483,19 +524,19 @@ struct ColumnSums {
     return Recompute(f, kept...);                                                    \
   }                                                                                  \
   template <typename F, typename K, typename... Ks>                                  \
-  __device__ __forceinline__ Acc sum(const F& f, const K& k, const Ks&... ks) {      \
+  __device__ __forceinline__ auto sum(const F& f, const K& k, const Ks&... ks) {      \
     return sum(Recompute(f, k, ks...));                                              \
   }                                                                                  \
   template <typename F, typename K, typename... Ks>                                  \
-  __device__ __forceinline__ Acc mean(const F& f, const K& k, const Ks&... ks) {     \
+  __device__ __forceinline__ auto mean(const F& f, const K& k, const Ks&... ks) {     \
     return mean(Recompute(f, k, ks...));                                             \
   }                                                                                  \
   template <typename F, typename K, typename... Ks>                                  \
-  __device__ __forceinline__ Acc max(const F& f, const K& k, const Ks&... ks) {      \
+  __device__ __forceinline__ auto max(const F& f, const K& k, const Ks&... ks) {      \
     return max(Recompute(f, k, ks...));                                              \
   }                                                                                  \
   template <typename F, typename K, typename... Ks>                                  \
-  __device__ __forceinline__ Acc min(const F& f, const K& k, const Ks&... ks) {      \
+  __device__ __forceinline__ auto min(const F& f, const K& k, const Ks&... ks) {      \
     return min(Recompute(f, k, ks...));                                              \
   }                                                                                  \
   template <typename F, typename K, typename... Ks>                                  \
@@ -508,8 +549,9 @@ struct ColumnSums {
     put_column_sums(Recompute(f, k, ks...));                                         \
   }
 
-// One row held in registers; see rowwise.h for what the functor calls.
-template <class Cfg, class P, class... Roles>
+// One row held in registers; see rowwise.h for what the functor calls. Its reductions take up to
+// kWidth values at once.
+template <class Cfg, class P, int kWidth, class... Roles>
 class RegisterRow {
  public:
 
@@ -525,7 +567,7 @@ class RegisterRow {
 
   // `staged`: the row's element inputs already in shared memory (see Stage), or null.
   __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live,
-                                         Reduction<Acc>& reduction, Sums& sums,
+                                         Reduction<Acc, kWidth>& reduction, Sums& sums,
                                          const V* staged = nullptr)
       : p_(p), row_(row), lane_(lane), live_(live), reduction_(reduction), sums_(sums) {
     Load(staged, std::make_index_sequence<kIn>{});
@@ -570,19 +612,19 @@ class RegisterRow {
   }
 
   template <typename F, typename... K>
-  __device__ __forceinline__ Acc sum(const F& f, const K&... kept) {
+  __device__ __forceinline__ auto sum(const F& f, const K&... kept) {
     return Reduce(f, Sum{}, kept...);
   }
   template <typename F, typename... K>
-  __device__ __forceinline__ Acc mean(const F& f, const K&... kept) {
-    return Reduce(f, Sum{}, kept...) / size();
+  __device__ __forceinline__ auto mean(const F& f, const K&... kept) {
+    return Mean(Reduce(f, Sum{}, kept...), size());
   }
   template <typename F, typename... K>
-  __device__ __forceinline__ Acc max(const F& f, const K&... kept) {
+  __device__ __forceinline__ auto max(const F& f, const K&... kept) {
     return Reduce(f, Max{}, kept...);
   }
   template <typename F, typename... K>
-  __device__ __forceinline__ Acc min(const F& f, const K&... kept) {
+  __device__ __forceinline__ auto min(const F& f, const K&... kept) {
     return Reduce(f, Min{}, kept...);
   }
 
@@ -752,8 +794,12 @@ class RegisterRow {
   }
 
   template <typename F, typename Op, typename... K>
-  __device__ __forceinline__ Acc Reduce(const F& f, Op op, const K&... kept) {
-    Acc acc = Identity<Acc>(op);
+  __device__ __forceinline__ auto Reduce(const F& f, Op op, const K&... kept) {
+    using R = decltype(Call(f, 0, 0, nullptr, Indices{}, kept...));
+    constexpr int kValues = ResultSize<R>::value;
+    static_assert(kValues <= kWidth,
+                  "a reduction of more values at once than the functor's kReduceWidth");
+    Array<Acc, kValues> acc = Identities<Acc, kValues>(op);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       if (!Valid(c)) continue;
@@ -761,27 +807,27 @@ class RegisterRow {
       LoadColumns(c, cols, Indices{});
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        acc = op(acc, static_cast<Acc>(Call(f, c, e, cols, Indices{}, kept...)));
+        const R r = Call(f, c, e, cols, Indices{}, kept...);
+#pragma unroll
+        for (int k = 0; k < kValues; ++k) acc[k] = op(acc[k], Part<Acc>(r, k));
       }
     }
     if constexpr (kLanes <= 32) {
-      return WarpReduce<kLanes>(acc, op);
+      acc = WarpReduce<kLanes>(acc, op);
     } else {
-      const Acc block =
-          BlockReduce<kLanes>(acc, op, reduction_.shared->warps, reduction_.phase);
+      acc = BlockReduce<kLanes>(acc, op, reduction_.shared->warps, reduction_.phase);
       if constexpr (kCluster > 1) {
-        return ClusterReduce<kCluster>(block, op, reduction_.shared, reduction_.round);
-      } else {
-        return block;
+        acc = ClusterReduce<kCluster>(acc, op, reduction_.shared, reduction_.round);
       }
     }
+    return ReductionResult<Acc, R>(acc);
   }
 
   const P& p_;
   int64_t row_;
   int lane_;
   bool live_;
-  Reduction<Acc>& reduction_;  // the kernel's, so consecutive rows alternate too
+  Reduction<Acc, kWidth>& reduction_;  // the kernel's, so consecutive rows alternate too
   Sums& sums_;
   V data_[kIn][kChunks];  // the element inputs' vectors (the other roles' slots go unused)
   Acc row_value_[kIn];    // the per-row inputs
@@ -794,11 +840,12 @@ template <class Cfg, class F, class P, class... Roles>
 __global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
     RegisterKernel(F f, P p, typename P::Acc* partials) {
   using Acc = typename P::Acc;
-  using Row = RegisterRow<Cfg, P, Roles...>;
+  constexpr int kWidth = ReduceWidthOf<F>::value;
+  using Row = RegisterRow<Cfg, P, kWidth, Roles...>;
   constexpr int kColSum = P::kColumnSums;
   constexpr int kPerThread = Cfg::kChunks * Cfg::kVec;
-  __shared__ ReduceShared<Acc> reduce_shared;
-  Reduction<Acc> reduction{&reduce_shared};
+  __shared__ ReduceShared<Acc, kWidth> reduce_shared;
+  Reduction<Acc, kWidth> reduction{&reduce_shared};
   if constexpr (Cfg::kCluster > 1) ClusterReduceInit<Cfg::kCluster>(&reduce_shared);
   // A cluster works as one block would: `unit` counts clusters (blocks when kCluster is 1).
   const int64_t unit = blockIdx.x / Cfg::kCluster;
@@ -878,7 +925,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
 // One row looped over global memory by a block; each reduction and each put re-reads the inputs.
 // Column sums go straight to the block's slice of the workspace: its first row writes it, the
 // next ones add to it (each thread keeps to its own columns, so no barrier).
-template <int kVec, int kThreads, class P, class... Roles>
+template <int kVec, int kThreads, class P, int kWidth, class... Roles>
 class LoopRow {
  public:
 
@@ -889,7 +936,7 @@ class LoopRow {
   static constexpr int kUnroll = 4;  // vectors a thread loads before it computes
 
   __device__ __forceinline__ LoopRow(const P& p, int64_t row, bool first,
-                                     Reduction<Acc>& reduction, Acc* sums)
+                                     Reduction<Acc, kWidth>& reduction, Acc* sums)
       : p_(p), row_(row), first_(first), reduction_(reduction), sums_(sums) {
     LoadRowValues(std::make_index_sequence<kIn>{});
   }
@@ -897,19 +944,19 @@ class LoopRow {
   __device__ __forceinline__ Acc size() const { return static_cast<Acc>(p_.cols); }
   OPGEN_ROW_RECOMPUTES_KEPT
   template <typename F>
-  __device__ __forceinline__ Acc sum(const F& f) {
+  __device__ __forceinline__ auto sum(const F& f) {
     return Reduce(f, Sum{});
   }
   template <typename F>
-  __device__ __forceinline__ Acc mean(const F& f) {
-    return Reduce(f, Sum{}) / size();
+  __device__ __forceinline__ auto mean(const F& f) {
+    return Mean(Reduce(f, Sum{}), size());
   }
   template <typename F>
-  __device__ __forceinline__ Acc max(const F& f) {
+  __device__ __forceinline__ auto max(const F& f) {
     return Reduce(f, Max{});
   }
   template <typename F>
-  __device__ __forceinline__ Acc min(const F& f) {
+  __device__ __forceinline__ auto min(const F& f) {
     return Reduce(f, Min{});
   }
 
@@ -1036,19 +1083,28 @@ class LoopRow {
   }
 
   template <typename F, typename Op>
-  __device__ __forceinline__ Acc Reduce(const F& f, Op op) {
-    Acc acc = Identity<Acc>(op);
+  __device__ __forceinline__ auto Reduce(const F& f, Op op) {
+    using R = decltype(Call(f, nullptr, 0, Indices{}));
+    constexpr int kValues = ResultSize<R>::value;
+    static_assert(kValues <= kWidth,
+                  "a reduction of more values at once than the functor's kReduceWidth");
+    Array<Acc, kValues> acc = Identities<Acc, kValues>(op);
     ForVectors([&](int64_t, const V* in) {
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) acc = op(acc, static_cast<Acc>(Call(f, in, e, Indices{})));
+      for (int e = 0; e < kVec; ++e) {
+        const R r = Call(f, in, e, Indices{});
+#pragma unroll
+        for (int k = 0; k < kValues; ++k) acc[k] = op(acc[k], Part<Acc>(r, k));
+      }
     });
-    return BlockReduce<kThreads>(acc, op, reduction_.shared->warps, reduction_.phase);
+    acc = BlockReduce<kThreads>(acc, op, reduction_.shared->warps, reduction_.phase);
+    return ReductionResult<Acc, R>(acc);
   }
 
   const P& p_;
   int64_t row_;
   bool first_;  // the block's first row
-  Reduction<Acc>& reduction_;
+  Reduction<Acc, kWidth>& reduction_;
   Acc* sums_;
   Acc row_value_[kIn];
 };
@@ -1056,12 +1112,14 @@ class LoopRow {
 template <int kVec, int kThreads, class F, class P, class... Roles>
 __global__ void __launch_bounds__(kThreads) LoopKernel(F f, P p, typename P::Acc* partials) {
   using Acc = typename P::Acc;
-  __shared__ ReduceShared<Acc> reduce_shared;
-  Reduction<Acc> reduction{&reduce_shared};
+  constexpr int kWidth = ReduceWidthOf<F>::value;
+  __shared__ ReduceShared<Acc, kWidth> reduce_shared;
+  Reduction<Acc, kWidth> reduction{&reduce_shared};
   Acc* sums = P::kColumnSums > 0 ? partials + int64_t{blockIdx.x} * P::kColumnSums * p.cols
                                  : nullptr;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    LoopRow<kVec, kThreads, P, Roles...> r(p, row, row == int64_t{blockIdx.x}, reduction, sums);
+    LoopRow<kVec, kThreads, P, kWidth, Roles...> r(p, row, row == int64_t{blockIdx.x}, reduction,
+                                                   sums);
     f(r);
   }
 }

@@ -37,6 +37,10 @@
 //   row.sum(f), row.mean(f) f(inputs at j...) summed over the row in Acc; mean = sum / size
 //   row.max(f), row.min(f)  NaN-propagating (a NaN anywhere gives NaN)
 //                           Empty rows (cols == 0): sum 0, mean NaN, max -inf, min +inf.
+//                           Where f returns opgen::Array<Acc, K>, each returns
+//                           opgen::Array<Acc, K>: K reductions of one kind in one round (on the
+//                           GPU, one set of shuffles and barriers for all K). The functor then
+//                           states the largest such K as `static constexpr int kReduceWidth`.
 //   row.put(f)              f returns Acc (one output) or opgen::Array<Acc, kOut>: out[k][r, j]
 //   row.put_rows(a, ...)    kRowOut Acc values: row_out[k][r]
 //   row.put_column_sums(f)  f returns Acc or opgen::Array<Acc, kColSum>: col_sum[k][j] is the sum
@@ -155,6 +159,27 @@ OPGEN_HD AccT Part(const R& result, int k) {
   }
 }
 
+// What a reduction of a lambda returning R gives: Acc for one value, opgen::Array<Acc, K> for K.
+template <typename AccT, typename R>
+OPGEN_HD auto ReductionResult(const Array<AccT, ResultSize<R>::value>& values) {
+  if constexpr (ResultSize<R>::value == 1 && !std::is_class_v<R>) {
+    return values[0];
+  } else {
+    return values;
+  }
+}
+
+// The most values a functor reduces in one round (its kReduceWidth, else 1): the GPU sizes its
+// reductions' shared memory by it.
+template <typename F, typename = void>
+struct ReduceWidthOf {
+  static constexpr int value = 1;
+};
+template <typename F>
+struct ReduceWidthOf<F, std::void_t<decltype(F::kReduceWidth)>> {
+  static constexpr int value = F::kReduceWidth;
+};
+
 // A kept value (row.keep) on a schedule that recomputes it where a lambda takes it, as the GPU's
 // do (the row is in registers or in cache there, and the math is cheap next to its memory): f of
 // the inputs at a column, and of the kept values f itself takes. A lambda called with kept values
@@ -167,6 +192,17 @@ OPGEN_HD auto Recompute(const F& f, const K&... kept) {
 template <typename AccT>
 OPGEN_HD AccT Infinity() {
   return static_cast<AccT>(HUGE_VALF);  // std::numeric_limits is host-only in CUDA
+}
+
+// row.mean from row.sum's result: each sum divided by the row's size.
+template <typename AccT>
+OPGEN_HD AccT Mean(AccT sum, AccT size) {
+  return sum / size;
+}
+template <typename AccT, int K>
+OPGEN_HD Array<AccT, K> Mean(Array<AccT, K> sums, AccT size) {
+  for (int k = 0; k < K; ++k) sums[k] = sums[k] / size;
+  return sums;
 }
 
 }  // namespace detail
@@ -303,19 +339,19 @@ class Row<P, Reads<kRead...>, Roles...> {
   Acc size() const { return static_cast<Acc>(cols_); }
 
   template <typename F, typename... K>
-  Acc sum(const F& f, const K&... kept) const {
+  auto sum(const F& f, const K&... kept) const {
     return Reduce<Add>(Acc(0), f, kept...);
   }
   template <typename F, typename... K>
-  Acc mean(const F& f, const K&... kept) const {
-    return sum(f, kept...) / size();  // 0 / 0 is NaN for an empty row
+  auto mean(const F& f, const K&... kept) const {
+    return detail::Mean(sum(f, kept...), size());  // 0 / 0 is NaN for an empty row
   }
   template <typename F, typename... K>
-  Acc max(const F& f, const K&... kept) const {
+  auto max(const F& f, const K&... kept) const {
     return Reduce<Max>(-detail::Infinity<Acc>(), f, kept...);
   }
   template <typename F, typename... K>
-  Acc min(const F& f, const K&... kept) const {
+  auto min(const F& f, const K&... kept) const {
     return Reduce<Min>(detail::Infinity<Acc>(), f, kept...);
   }
 
@@ -422,27 +458,43 @@ class Row<P, Reads<kRead...>, Roles...> {
     return static_cast<Acc>(Call(j, f, kept...));
   }
 
-  // `f` over the row combined by `Op` (Add, Max, Min), starting from `start`: column j goes to
-  // lane j % kLanes, and the lanes are combined as a tree (lane l with l + 16, then with l + 8,
-  // then the last 8 pairwise). f's values are computed kLanes at a time into a buffer, in a loop
-  // of their own (which GCC vectorizes however much math f holds; the build's
+  // `f` over the row combined by `Op` (Add, Max, Min), starting from `start`; where f returns K
+  // values, each of them over the row (the CPU gains nothing from reducing them together: each
+  // pass computes one, and the compiler drops the others' math).
+  template <typename Op, typename F, typename... K>
+  auto Reduce(Acc start, const F& f, const K&... kept) const {
+    using R = decltype(Call(0, f, kept...));
+    constexpr int kValues = detail::ResultSize<R>::value;
+    Array<Acc, kValues> values;
+    for (int k = 0; k < kValues; ++k) {
+      values[k] = ReduceOne<Op>(start, [&](int64_t j) {
+        return detail::Part<Acc>(Call(j, f, kept...), k);
+      });
+    }
+    return detail::ReductionResult<Acc, R>(values);
+  }
+
+  // `at(j)` over the row combined by `Op`, starting from `start`: column j goes to lane
+  // j % kLanes, and the lanes are combined as a tree (lane l with l + 16, then with l + 8, then
+  // the last 8 pairwise). The values are computed kLanes at a time into a buffer, in a loop of
+  // their own (which GCC vectorizes however much math f holds; the build's
   // -fno-tree-loop-distribute-patterns keeps a plain copy a loop, not a memcpy call), then
   // combined into the lanes as 4 vectors of 8 (GCC's vector extension, lane by lane in every
   // clone; 4 so that a sum does not wait on the one before). The last values are padded with
   // `start`, which changes no lane (a lane is never -0).
-  template <typename Op, typename F, typename... K>
-  Acc Reduce(Acc start, const F& f, const K&... kept) const {
+  template <typename Op, typename At>
+  Acc ReduceOne(Acc start, const At& at) const {
     Lanes lanes;
     Fill(lanes, start);
     Acc v[kLanes];
     int64_t j = 0;
     for (; j + kLanes <= cols_; j += kLanes) {
-      for (int i = 0; i < kLanes; ++i) v[i] = Value(j + i, f, kept...);
+      for (int i = 0; i < kLanes; ++i) v[i] = at(j + i);
       Combine<Op>(lanes, v);
     }
     if (j < cols_) {
       const int m = static_cast<int>(cols_ - j);
-      for (int i = 0; i < m; ++i) v[i] = Value(j + i, f, kept...);
+      for (int i = 0; i < m; ++i) v[i] = at(j + i);
       for (int i = m; i < kLanes; ++i) v[i] = start;
       Combine<Op>(lanes, v);
     }
