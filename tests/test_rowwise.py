@@ -186,6 +186,50 @@ def test_a_value_is_computed_in_each_lambda_unless_it_is_costly_and_read_twice(f
     assert not any("row.keep" in line for line in body), body
 
 
+def body_of(forward: str) -> list[str]:
+    """The forward functor's body of a one-input rowwise op with these forward lines."""
+    text = SOFTMAX[:SOFTMAX.index("forward:")] + "forward:\n" + forward
+    return build_context(loads(text, "sm.yaml", check_builtins=False)).forward.body
+
+
+def test_independent_reductions_of_one_kind_are_made_in_one_call():
+    forward = build_context(loads(
+        SOFTMAX.replace("  m: max(x)\n  e: exp(x - m)\n  out: e / sum(e)\n",
+                        "  a: mean(x)\n  b: mean(x * x)\n  out: (x - a) * b\n"),
+        "sm.yaml", check_builtins=False)).forward
+    assert forward.reduce_width == 2
+    assert forward.body == [
+        "const opgen::Array<MT, 2> means = row.mean([&](MT x) -> opgen::Array<MT, 2> {",
+        "  return {x, x * x};",
+        "});",
+        "const MT a = means[0];",
+        "const MT b = means[1];",
+        "row.put([&](MT x) { return (x - a) * b; });",
+    ]
+
+
+@pytest.mark.parametrize("forward", [
+    "  a: mean(x)\n  b: mean((x - a) ** 2)\n  out: x * b\n",   # the second reads the first
+    "  a: mean(x)\n  d: x - a\n  b: mean(d * d)\n  out: x * b\n",  # through a per-element value
+    "  a: mean(x)\n  b: sum(x * x)\n  out: x * a * b\n",       # two kinds
+    "  a: max(x)\n  c: a * 2\n  b: max(-x)\n  out: x * c * b\n",  # a per-row value between
+])
+def test_reductions_that_depend_or_differ_are_made_one_by_one(forward):
+    body = body_of(forward)
+    assert not any("opgen::Array<MT, 2>" in line for line in body), body
+    context = build_context(loads(SOFTMAX[:SOFTMAX.index("forward:")] + "forward:\n" + forward,
+                                  "sm.yaml", check_builtins=False))
+    assert context.forward.reduce_width == 1
+
+
+def test_a_kept_value_that_reads_a_pending_reduction_comes_after_it():
+    # e reads m, and sum(e) and out both take e: m is made before e is kept, e once
+    body = body_of("  m: max(x)\n  e: exp(x - m)\n  s: sum(e)\n  out: e / s\n")
+    keeps = [k for k, line in enumerate(body) if "row.keep" in line]
+    assert len(keeps) == 1, body
+    assert body.index("const MT m = row.max([&](MT x) { return x; });") < keeps[0]
+
+
 def test_every_line_of_the_examples_headers_fits_100_columns():
     for name, folder in ROWWISE_EXAMPLES.items():
         for line in (folder / "csrc" / f"{name}.h").read_text().splitlines():

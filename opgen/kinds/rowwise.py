@@ -75,6 +75,7 @@ class Functor:
     targets: list[tuple[str, str]]  # (what it computes, its output role), in output order
     lines: list[tuple[str, str]]    # (name, spec source) per entry, for the comment above it
     body: list[str]              # the operator()'s statements, indented within it
+    reduce_width: int            # the most values one of its reductions makes at once
     numpy_lines: list[tuple[str, str]]  # (name, numpy expression) in order
     returns: list[str]           # the numpy reference's results, in the op's shapes
     io: list[str]                # the members of its <Struct>Io, wrapped within 100 columns
@@ -119,7 +120,10 @@ class Context(OpText, BackwardStubText):
 @dataclass
 class _Emitter:
     """Turns a section's entries into a functor body: per-row values as locals in order, each
-    reduction as a local (``row.sum([&](...) { ... })``), per-element values inside the lambdas."""
+    reduction as a local (``row.sum([&](...) { ... })``), per-element values inside the lambdas.
+    Consecutive reductions of one kind that do not read each other are made in one call whose
+    lambda returns all their values (layer_norm's backward: ``mean(dxhat)`` and
+    ``mean(dxhat * xhat)``), so the GPU reduces them in one round."""
 
     entries: dict[str, Emitted]
     tensors: list[Tensor]
@@ -133,6 +137,8 @@ class _Emitter:
     keep: set[str] = dataclasses.field(default_factory=set)   # per-element values to row.keep
     kept: list[str] = dataclasses.field(default_factory=list)  # those kept so far, in order
     readers: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> lambdas reading it
+    pending: list[tuple[str, str, Emitted]] = dataclasses.field(default_factory=list)  # to reduce
+    reduce_width: int = 1        # the most values one call reduces
 
     def __post_init__(self) -> None:
         self.taken = set(self.entries) | {t.name for t in self.tensors} | self.attrs
@@ -158,13 +164,59 @@ class _Emitter:
             local = owner if whole else self.fresh(f"{reduction.op}_{owner}")
             if whole:
                 self.taken.add(owner)
-            self.statements.append(self.lambda_call(f"const MT {local} = ", f"row.{reduction.op}",
-                                                    reduction.inner))
+            self.reduce(local, reduction.op, reduction.inner)
             self.outer.add(local)
             self.reduced[key] = local
             names[k] = local
         cpp = _PLACEHOLDER.sub(lambda m: names[int(m.group(1))], cpp)
         return cpp, {n for n in _IDENTIFIER.findall(cpp) if n in self.taken}
+
+    def append(self, statement: str) -> None:
+        """Adds ``statement`` after the reductions still pending."""
+        self.flush()
+        self.statements.append(statement)
+
+    def reduce(self, local: str, op: str, inner: Emitted) -> None:
+        """``const MT local = row.op(inner)``, made with the pending reductions when it is of their
+        kind and reads none of them (through the per-element values it takes, too)."""
+        pending = {name for name, _, _ in self.pending}
+        if self.pending and (self.pending[0][1] != op or self.reads_through(inner.cpp) & pending):
+            self.flush()
+        self.pending.append((local, op, inner))
+
+    def reads_of(self, cpp: str) -> set[str]:
+        """The names ``cpp`` reads."""
+        return {n for n in _IDENTIFIER.findall(cpp) if n in self.taken}
+
+    def reads_through(self, cpp: str) -> set[str]:
+        """The names ``cpp`` reads, and those the per-element values it reads read, in turn."""
+        reads = self.reads_of(cpp)
+        stack = [n for n in reads if n in self.inner]
+        while stack:
+            for n in self.inner_reads[stack.pop()]:
+                if n not in reads:
+                    reads.add(n)
+                    stack += [n] if n in self.inner else []
+        return reads
+
+    def flush(self) -> None:
+        """The pending reductions' statements: one call for one, or a call whose lambda returns
+        them all, then a local for each."""
+        group, self.pending = self.pending, []
+        if len(group) == 1:
+            local, op, inner = group[0]
+            self.statements.append(self.lambda_call(f"const MT {local} = ", f"row.{op}", inner))
+        elif group:
+            op, width = group[0][1], len(group)
+            self.reduce_width = max(self.reduce_width, width)
+            cpp = ", ".join(inner.cpp for _, _, inner in group)
+            lines, used, kept = self.lambda_body(self.reads_of(cpp))
+            values = self.fresh(f"{op}s")
+            self.statements.append(self._lambda(
+                f"const opgen::Array<MT, {width}> {values} = row.{op}", used,
+                f" -> opgen::Array<MT, {width}>", lines, "{" + cpp + "}", ";", kept))
+            self.statements += [f"const MT {local} = {values}[{k}];"
+                                for k, (local, _, _) in enumerate(group)]
 
     def is_inner(self, reads: set[str]) -> bool:
         tensors = {t.name for t in self.tensors}
@@ -199,6 +251,9 @@ class _Emitter:
 
     def keep_value(self, name: str) -> None:
         """``const auto name = row.keep(...);``: per-element value ``name`` computed once."""
+        self.flush()  # it may read a pending reduction, whose lambda may keep it first
+        if name in self.kept:
+            return
         lines, used, kept = self.lambda_body(self.inner_reads[name])
         cpp = self.inner[name].split(" = ", 1)[1][:-1]
         self.statements.append(self._lambda(f"const auto {name} = row.keep", used, "", lines,
@@ -207,8 +262,7 @@ class _Emitter:
 
     def lambda_call(self, prefix: str, call: str, inner: Emitted) -> str:
         """``prefix`` (``const MT m = ``) and ``call`` of a lambda returning ``inner``."""
-        reads = {n for n in _IDENTIFIER.findall(inner.cpp) if n in self.taken}
-        lines, used, kept = self.lambda_body(reads)
+        lines, used, kept = self.lambda_body(self.reads_of(inner.cpp))
         return self._lambda(f"{prefix}{call}", used, "", lines, inner.cpp, ";", kept)
 
     def put(self, call: str, values: list[tuple[str, str, set[str]]]) -> str:
@@ -259,8 +313,7 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
     # the costly ones that several read.
     first = _body(emitted, tensors, attrs, targets, renamed, set())
     keep = {n for n, count in first.readers.items() if count >= 2 and first.costly(n)}
-    body = _body(emitted, tensors, attrs, targets, renamed, keep).statements if keep else \
-        first.statements
+    emitter = _body(emitted, tensors, attrs, targets, renamed, keep) if keep else first
     read = set().union(*(e.names for e in emitted.values()))
     inits = [f"{a.name}(static_cast<MT>({a.name}))" if a.member_type == "MT" else
              f"{a.name}({a.name})" for a in members]
@@ -274,7 +327,8 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
         reads=[t.name in read for t in tensors],
         targets=[(renamed[k], r) for k, r in targets],
         lines=[(renamed[k], sources[k]) for k in emitted],
-        body=[line for statement in body for line in statement.split("\n")],
+        body=[line for statement in emitter.statements for line in statement.split("\n")],
+        reduce_width=emitter.reduce_width,
         numpy_lines=[(renamed[k], e.numpy) for k, e in emitted.items()],
         returns=[_numpy_return(renamed[k], r, emitted[k].varies, likes is not None and k)
                  for k, r in targets],
@@ -302,7 +356,7 @@ def _body(emitted: dict[str, Emitted], tensors: list[Tensor], attrs: list[Attr],
             if role in ("element", "column"):
                 continue                 # returned by its lambda
             local = "bool" if e.type == "bool" else "MT"
-            emitter.statements.append(f"const {local} {name} = {cpp};")
+            emitter.append(f"const {local} {name} = {cpp};")
             emitter.outer.add(name)
         elif role == "row":
             # A per-row result computed where the lambdas are. Of per-element values (the
@@ -311,7 +365,7 @@ def _body(emitted: dict[str, Emitted], tensors: list[Tensor], attrs: list[Attr],
             # column, so the row's max of it (an empty row's is -inf; the runtime has no
             # accessor for a per-row input outside a lambda yet).
             total = "row.sum" if e.varies else "row.max"
-            emitter.statements.append(emitter.lambda_call(
+            emitter.append(emitter.lambda_call(
                 f"const MT {name} = ", total, dataclasses.replace(e, cpp=cpp, reductions=())))
             emitter.outer.add(name)
         else:
@@ -322,7 +376,7 @@ def _body(emitted: dict[str, Emitted], tensors: list[Tensor], attrs: list[Attr],
     for key, role in targets:
         by_role[role].append(key)
     if by_role["row"]:
-        emitter.statements.append(
+        emitter.append(
             "row.put_rows(" + ", ".join(renamed[k] for k in by_role["row"]) + ");")
     for role, call in (("element", "row.put"), ("column", "row.put_column_sums")):
         if by_role[role]:
@@ -334,7 +388,8 @@ def _body(emitted: dict[str, Emitted], tensors: list[Tensor], attrs: list[Attr],
                 else:
                     cpp, reads = locals_[key]
                     values.append((name, cpp, reads))
-            emitter.statements.append(emitter.put(call, values))
+            emitter.append(emitter.put(call, values))
+    emitter.flush()
     return emitter
 
 

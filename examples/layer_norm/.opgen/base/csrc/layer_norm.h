@@ -59,19 +59,18 @@ struct ForwardIo {
 template <typename T>
 struct Backward {
   using MT = opgen::Acc<T>;  // the math type: float for float and 16-bit types, double for double
+  static constexpr int kReduceWidth = 2;  // values reduced in one round, at most
 
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
-    const MT mean_grad_x = row.mean([&](MT /*x*/, MT weight, MT /*bias*/, MT /*mean*/, MT /*rstd*/,
-                                        MT grad_out) {
-      return grad_out * weight;
-    });
-    const MT mean_grad_x1 = row.mean([&](MT x, MT weight, MT /*bias*/, MT mean, MT rstd,
-                                         MT grad_out) {
+    const opgen::Array<MT, 2> means = row.mean([&](MT x, MT weight, MT /*bias*/, MT mean, MT rstd,
+                                                   MT grad_out) -> opgen::Array<MT, 2> {
       const MT xhat = (x - mean) * rstd;
       const MT dxhat = grad_out * weight;
-      return dxhat * xhat;
+      return {dxhat, dxhat * xhat};
     });
+    const MT mean_grad_x = means[0];
+    const MT mean_grad_x1 = means[1];
     row.put([&](MT x, MT weight, MT /*bias*/, MT mean, MT rstd, MT grad_out) {
       const MT xhat = (x - mean) * rstd;
       const MT dxhat = grad_out * weight;
