@@ -208,6 +208,14 @@ def test_independent_reductions_of_one_kind_are_made_in_one_call():
     ]
 
 
+@pytest.mark.parametrize(("op", "values"), [("sum", "sums"), ("max", "maxima"),
+                                             ("min", "minima")])
+def test_each_kind_of_reduction_is_grouped_under_its_plural(op, values):
+    body = body_of(f"  a: {op}(x)\n  b: {op}(-x)\n  out: x * a * b\n")
+    assert body[0].startswith(f"const opgen::Array<MT, 2> {values} = row.{op}("), body
+    assert body[-3:-1] == [f"const MT a = {values}[0];", f"const MT b = {values}[1];"]
+
+
 @pytest.mark.parametrize("forward", [
     "  a: mean(x)\n  b: mean((x - a) ** 2)\n  out: x * b\n",   # the second reads the first
     "  a: mean(x)\n  d: x - a\n  b: mean(d * d)\n  out: x * b\n",  # through a per-element value

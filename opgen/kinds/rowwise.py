@@ -44,6 +44,8 @@ ROLE_TAGS = {"element": "Elem", "column": "Col", "row": "RowIn", "stat": "RowSta
 #: The output roles of opgen/rowwise_op.h: per-element, per-row, sum over rows (per-column).
 OUT_ROLES = {"element": "kElem", "row": "kRow", "column": "kColSum"}
 _PLACEHOLDER = re.compile(r"@(\d+)@")
+#: The local holding the values of one call that makes several reductions of a kind.
+_PLURALS = {"sum": "sums", "mean": "means", "max": "maxima", "min": "minima"}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: The functions that cost more than reading a value again (opgen/math.h): a per-element value
 #: calling one, read by several lambdas, is kept (row.keep) rather than computed in each.
@@ -169,7 +171,7 @@ class _Emitter:
             self.reduced[key] = local
             names[k] = local
         cpp = _PLACEHOLDER.sub(lambda m: names[int(m.group(1))], cpp)
-        return cpp, {n for n in _IDENTIFIER.findall(cpp) if n in self.taken}
+        return cpp, self.reads_of(cpp)
 
     def append(self, statement: str) -> None:
         """Adds ``statement`` after the reductions still pending."""
@@ -211,7 +213,7 @@ class _Emitter:
             self.reduce_width = max(self.reduce_width, width)
             cpp = ", ".join(inner.cpp for _, _, inner in group)
             lines, used, kept = self.lambda_body(self.reads_of(cpp))
-            values = self.fresh(f"{op}s")
+            values = self.fresh(_PLURALS[op])
             self.statements.append(self._lambda(
                 f"const opgen::Array<MT, {width}> {values} = row.{op}", used,
                 f" -> opgen::Array<MT, {width}>", lines, "{" + cpp + "}", ";", kept))
