@@ -27,6 +27,7 @@ import itertools
 import json
 import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -437,39 +438,50 @@ class Report:
         return "\n\n".join(f"{op.name}: {what}\n{op.yaml()}" for op, what in self.problems)
 
 
-def run(ops: Sequence[RowOp], workdir: Path, *, batch: int = 10,
+def run(ops: Sequence[RowOp], workdir: Path, *, batch: int = 10, jobs: int = 1,
         generated_tests: Sequence[str] = ("float64",),
         dtypes: Sequence[str] = ("float64", "float32"), device: str = "cpu",
         compile_only: bool = False, log: Callable[[str], None] = print) -> Report:
-    """Generate, build (``batch`` ops a library; with the CUDA sources unless ``device`` is the
-    CPU) and check ``ops`` on ``device``; with ``compile_only``, build them and check nothing (a
+    """Generate, build (``batch`` ops a library, ``jobs`` libraries at a time; with the CUDA
+    sources unless ``device`` is the CPU) and check ``ops`` on ``device``, each library as soon
+    as it and those before it are built; with ``compile_only``, build them and check nothing (a
     machine without a GPU proving the CUDA sources of random ops compile, with
     paddlepaddle-gpu)."""
     report = Report(ops=list(ops))
     workdir = workdir.resolve()  # the build runs in a folder of its own
-    for start in range(0, len(ops), batch):
-        members = list(ops[start:start + batch])
-        specs = [fuzzing.generate(op, workdir / "ops") for op in members]
-        library = fuzzing.build_library(specs, workdir / f"lib{start // batch}",
-                                        cpu_only=device == "cpu" and not compile_only)
-        report.builds += 1
-        if compile_only:
-            log(f"{', '.join(op.name for op in members)}: built")
-            continue
-        loaded = fuzzing.load_library(library)
-        for op, spec in zip(members, specs, strict=True):
-            wrapper, tests = fuzzing.load_op(spec, loaded)
-            found = check_forward(op, wrapper, dtypes, device=device) + \
-                run_generated_tests(tests, generated_tests, device)
-            report.problems += [(op, what) for what in found]
-            log(f"{op.name}: {'ok' if not found else f'{len(found)} problems'}")
+    batches = [list(ops[start:start + batch]) for start in range(0, len(ops), batch)]
+    specs_of = [[fuzzing.generate(op, workdir / "ops") for op in members] for members in batches]
+    cpu_only = device == "cpu" and not compile_only
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        libraries = [pool.submit(fuzzing.build_library, specs, workdir / f"lib{k}",
+                                 cpu_only=cpu_only) for k, specs in enumerate(specs_of)]
+        for members, specs, future in zip(batches, specs_of, libraries, strict=True):
+            report.builds += 1
+            _check_library(report, members, specs, future.result(), generated_tests, dtypes,
+                           device, compile_only, log)
     return report
+
+
+def _check_library(report: Report, members: list[RowOp], specs: list[Any], library: Path,
+                   generated_tests: Sequence[str], dtypes: Sequence[str], device: str,
+                   compile_only: bool, log: Callable[[str], None]) -> None:
+    """The checks of :func:`run` for one built library's ops."""
+    if compile_only:
+        log(f"{', '.join(op.name for op in members)}: built")
+        return
+    loaded = fuzzing.load_library(library)
+    for op, spec in zip(members, specs, strict=True):
+        wrapper, tests = fuzzing.load_op(spec, loaded)
+        found = check_forward(op, wrapper, dtypes, device=device) + \
+            run_generated_tests(tests, generated_tests, device)
+        report.problems += [(op, what) for what in found]
+        log(f"{op.name}: {'ok' if not found else f'{len(found)} problems'}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python tests/rowwise_fuzzing.py [--count N] [--seed S] [--only I ...] [--workdir D]
-    [--device gpu] [--compile-only]``: a campaign by hand; prints each problem with its op's
-    spec."""
+    [--batch B] [--jobs J] [--device gpu] [--compile-only]``: a campaign by hand; prints each
+    problem with its op's spec."""
     import argparse
     import tempfile
 
@@ -479,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", type=int, nargs="*", help="these indices of the seed only")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--jobs", type=int, default=1, help="libraries built at a time")
     parser.add_argument("--generated-tests", default="float64",
                         help="the dtypes the ops' own generated tests run in, comma-separated")
     parser.add_argument("--dtypes", default="float64,float32",
@@ -493,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     built = tuple(d for d in ("float32", "float64", "float16", "bfloat16")
                   if d in {"float32", "float64", *checked, *generated})
     result = run([draw_op(args.seed, i, built) for i in indices], work, batch=args.batch,
-                 generated_tests=generated, dtypes=checked, device=args.device,
+                 jobs=args.jobs, generated_tests=generated, dtypes=checked, device=args.device,
                  compile_only=args.compile_only)
     print(result.text())
     print(result.summary())
