@@ -259,14 +259,16 @@ __device__ __forceinline__ Array<A, K> WarpReduce(Array<A, K> v, Op op) {
 
 // Combines v over each group of kLanes consecutive threads of the block (a multiple of 32; the
 // whole block when kLanes is its size); every thread gets its group's result, the same bits in
-// each. `slots` is [2][32][K] of shared memory used alternately, so one barrier per reduction
-// (every thread of the block takes part). The warps' values meet by shuffles: each warp reads its
-// group's kWarps values, kWarps lanes apart, and combines them as WarpReduce does.
-template <int kLanes, typename Op, typename A, int K>
+// each. `slots` is [2][32][kWidth] of shared memory whose halves are used alternately, so one
+// barrier per reduction (every thread of the block takes part): a reduction of any K <= kWidth
+// values never writes the half the one before it read. The warps' values meet by shuffles: each
+// warp reads its group's kWarps values, kWarps lanes apart, and combines them as WarpReduce does.
+template <int kLanes, int kWidth, typename Op, typename A, int K>
 __device__ __forceinline__ Array<A, K> BlockReduce(Array<A, K> v, Op op, A* slots, int& phase) {
+  static_assert(K <= kWidth, "more values than the functor's kReduceWidth");
   constexpr int kWarps = kLanes / 32;
   v = WarpReduce<32>(v, op);
-  A* slot = slots + phase * 32 * K;
+  A* slot = slots + phase * 32 * kWidth;
   phase ^= 1;
   if (threadIdx.x % 32 == 0) {
 #pragma unroll
@@ -815,7 +817,7 @@ class RegisterRow {
     if constexpr (kLanes <= 32) {
       acc = WarpReduce<kLanes>(acc, op);
     } else {
-      acc = BlockReduce<kLanes>(acc, op, reduction_.shared->warps, reduction_.phase);
+      acc = BlockReduce<kLanes, kWidth>(acc, op, reduction_.shared->warps, reduction_.phase);
       if constexpr (kCluster > 1) {
         acc = ClusterReduce<kCluster>(acc, op, reduction_.shared, reduction_.round);
       }
@@ -1097,7 +1099,7 @@ class LoopRow {
         for (int k = 0; k < kValues; ++k) acc[k] = op(acc[k], Part<Acc>(r, k));
       }
     });
-    acc = BlockReduce<kThreads>(acc, op, reduction_.shared->warps, reduction_.phase);
+    acc = BlockReduce<kThreads, kWidth>(acc, op, reduction_.shared->warps, reduction_.phase);
     return ReductionResult<Acc, R>(acc);
   }
 
