@@ -313,6 +313,34 @@ int main() {
 # ---- the GPU bench compiles --------------------------------------------------------------------
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
+def test_a_gpu_reduction_wider_than_kreducewidth_fails_to_compile(tmp_path: Path) -> None:
+    """The GPU sizes a kernel's reductions' shared memory by the functor's kReduceWidth (1 when
+    it states none): a reduction of more values at once is refused at compile time, by name."""
+    nvcc = _nvcc()
+    assert nvcc is not None
+    source = tmp_path / "wide.cu"
+    source.write_text("""
+#include "opgen/rowwise.cuh"
+struct TwoAtOnce {  // states no kReduceWidth
+  template <class Row> __host__ __device__ void operator()(Row& row) const {
+    const opgen::Array<float, 2> s = row.sum([&](float x) -> opgen::Array<float, 2> {
+      return {x, x * x};
+    });
+    row.put_rows(s[0], s[1]);
+  }
+};
+cudaError_t Launch(const opgen::rowwise::Pointers<float, 1, 0, 2>& p, cudaStream_t stream) {
+  return opgen::rowwise::Run<TwoAtOnce, opgen::rowwise::Elem>(TwoAtOnce{}, p, nullptr, stream);
+}
+""")
+    result = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", *INCLUDES[:2], "-c", str(source),
+                             "-o", str(tmp_path / "wide.o")], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "more values at once than the functor's kReduceWidth" in result.stderr, \
+        result.stderr[-3000:]
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
 def test_gpu_bench_compiles_for_sm_90(tmp_path: Path) -> None:
     """float32 only (ROWWISE_BENCH_FLOAT_ONLY): every schedule of every op, a quarter of the
     build."""
