@@ -310,6 +310,40 @@ int main() {
     assert result.stdout == "mismatches 0\n", result.stdout + result.stderr
 
 
+def test_a_lambda_may_return_a_class_that_converts_to_acc(tmp_path: Path) -> None:
+    """A hand-written functor's lambdas may return a 16-bit type or another class that converts
+    to Acc (only opgen::Array means several values): its sum and its output are that value's."""
+    if GPP is None:
+        pytest.skip("needs g++")
+    source = tmp_path / "boxed.cc"
+    source.write_text("""
+#include <cstdio>
+#include "opgen/rowwise.h"
+struct Boxed {  // a class that converts to float, as paddle::float16 does
+  float v;
+  operator float() const { return v; }
+};
+struct Sum {
+  template <class Row> void operator()(Row& row) const {
+    const float s = row.sum([&](float x) { return Boxed{2 * x}; });
+    row.put([&](float x) { return Boxed{x + s}; });
+    row.put_rows(s);
+  }
+};
+int main() {
+  float x[3] = {1, 2, 4}, out[3], total[1];
+  opgen::rowwise::Pointers<float, 1, 1, 1> p;
+  p.in[0] = x; p.out[0] = out; p.row_out[0] = total; p.rows = 1; p.cols = 3;
+  opgen::rowwise::RunCpu<Sum, opgen::rowwise::Elem>(Sum{}, p);
+  std::printf("%g %g %g %g\\n", total[0], out[0], out[1], out[2]);
+}
+""")
+    binary = tmp_path / "boxed"
+    subprocess.run([GPP, *FLAGS, *INCLUDES, str(source), "-o", str(binary)], check=True,
+                   capture_output=True, text=True)
+    assert subprocess.run([str(binary)], capture_output=True, text=True).stdout == "14 15 16 18\n"
+
+
 # ---- the GPU bench compiles --------------------------------------------------------------------
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")

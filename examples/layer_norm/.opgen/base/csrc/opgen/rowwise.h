@@ -136,14 +136,17 @@ constexpr bool KnownRoles() {
            std::is_same_v<Roles, RowIn> || std::is_same_v<Roles, RowStat>) && ...);
 }
 
-// How many values a lambda's result holds: an opgen::Array's size, else 1.
+// How many values a lambda's result holds: an opgen::Array's size, else 1 (a number, or a class
+// that converts to one, such as a 16-bit type).
 template <typename R>
 struct ResultSize {
   static constexpr int value = 1;
+  static constexpr bool kArray = false;
 };
 template <typename A, int N>
 struct ResultSize<Array<A, N>> {
   static constexpr int value = N;
+  static constexpr bool kArray = true;
 };
 template <typename F, typename... Args>
 using ResultOf = std::decay_t<std::invoke_result_t<const F&, Args...>>;
@@ -151,7 +154,7 @@ using ResultOf = std::decay_t<std::invoke_result_t<const F&, Args...>>;
 // Value k of a lambda's result, as Acc.
 template <typename AccT, typename R>
 OPGEN_HD AccT Part(const R& result, int k) {
-  if constexpr (ResultSize<R>::value == 1 && !std::is_class_v<R>) {
+  if constexpr (!ResultSize<R>::kArray) {
     (void)k;
     return static_cast<AccT>(result);
   } else {
@@ -162,7 +165,7 @@ OPGEN_HD AccT Part(const R& result, int k) {
 // What a reduction of a lambda returning R gives: Acc for one value, opgen::Array<Acc, K> for K.
 template <typename AccT, typename R>
 OPGEN_HD auto ReductionResult(const Array<AccT, ResultSize<R>::value>& values) {
-  if constexpr (ResultSize<R>::value == 1 && !std::is_class_v<R>) {
+  if constexpr (!ResultSize<R>::kArray) {
     return values[0];
   } else {
     return values;
