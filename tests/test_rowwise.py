@@ -166,6 +166,12 @@ forward:
 """
 
 
+def forward_of(forward: str):
+    """The forward functor of a one-input rowwise op with these forward lines."""
+    text = SOFTMAX[:SOFTMAX.index("forward:")] + "forward:\n" + forward
+    return build_context(loads(text, "sm.yaml", check_builtins=False)).forward
+
+
 def test_a_costly_value_that_two_lambdas_read_is_kept_and_passed_to_them():
     body = build_context(loads(SOFTMAX, "sm.yaml", check_builtins=False)).forward.body
     assert body == [
@@ -181,22 +187,12 @@ def test_a_costly_value_that_two_lambdas_read_is_kept_and_passed_to_them():
     "  m: max(x)\n  e: x - m\n  out: e / sum(e)\n",  # two read it, but it is cheap
 ])
 def test_a_value_is_computed_in_each_lambda_unless_it_is_costly_and_read_twice(forward):
-    text = SOFTMAX[:SOFTMAX.index("forward:")] + "forward:\n" + forward
-    body = build_context(loads(text, "sm.yaml", check_builtins=False)).forward.body
+    body = forward_of(forward).body
     assert not any("row.keep" in line for line in body), body
 
 
-def body_of(forward: str) -> list[str]:
-    """The forward functor's body of a one-input rowwise op with these forward lines."""
-    text = SOFTMAX[:SOFTMAX.index("forward:")] + "forward:\n" + forward
-    return build_context(loads(text, "sm.yaml", check_builtins=False)).forward.body
-
-
 def test_independent_reductions_of_one_kind_are_made_in_one_call():
-    forward = build_context(loads(
-        SOFTMAX.replace("  m: max(x)\n  e: exp(x - m)\n  out: e / sum(e)\n",
-                        "  a: mean(x)\n  b: mean(x * x)\n  out: (x - a) * b\n"),
-        "sm.yaml", check_builtins=False)).forward
+    forward = forward_of("  a: mean(x)\n  b: mean(x * x)\n  out: (x - a) * b\n")
     assert forward.reduce_width == 2
     assert forward.body == [
         "const opgen::Array<MT, 2> means = row.mean([&](MT x) -> opgen::Array<MT, 2> {",
@@ -211,7 +207,7 @@ def test_independent_reductions_of_one_kind_are_made_in_one_call():
 @pytest.mark.parametrize(("op", "values"), [("sum", "sums"), ("max", "maxima"),
                                              ("min", "minima")])
 def test_each_kind_of_reduction_is_grouped_under_its_plural(op, values):
-    body = body_of(f"  a: {op}(x)\n  b: {op}(-x)\n  out: x * a * b\n")
+    body = forward_of(f"  a: {op}(x)\n  b: {op}(-x)\n  out: x * a * b\n").body
     assert body[0].startswith(f"const opgen::Array<MT, 2> {values} = row.{op}("), body
     assert body[-3:-1] == [f"const MT a = {values}[0];", f"const MT b = {values}[1];"]
 
@@ -223,16 +219,14 @@ def test_each_kind_of_reduction_is_grouped_under_its_plural(op, values):
     "  a: max(x)\n  c: a * 2\n  b: max(-x)\n  out: x * c * b\n",  # a per-row value between
 ])
 def test_reductions_that_depend_or_differ_are_made_one_by_one(forward):
-    body = body_of(forward)
-    assert not any("opgen::Array<MT, 2>" in line for line in body), body
-    context = build_context(loads(SOFTMAX[:SOFTMAX.index("forward:")] + "forward:\n" + forward,
-                                  "sm.yaml", check_builtins=False))
-    assert context.forward.reduce_width == 1
+    functor = forward_of(forward)
+    assert not any("opgen::Array<MT, 2>" in line for line in functor.body), functor.body
+    assert functor.reduce_width == 1
 
 
 def test_a_kept_value_that_reads_a_pending_reduction_comes_after_it():
     # e reads m, and sum(e) and out both take e: m is made before e is kept, e once
-    body = body_of("  m: max(x)\n  e: exp(x - m)\n  s: sum(e)\n  out: e / s\n")
+    body = forward_of("  m: max(x)\n  e: exp(x - m)\n  s: sum(e)\n  out: e / s\n").body
     keeps = [k for k, line in enumerate(body) if "row.keep" in line]
     assert len(keeps) == 1, body
     assert body.index("const MT m = row.max([&](MT x) { return x; });") < keeps[0]
