@@ -35,6 +35,14 @@ def build(out: Path, *extra: str) -> Path:
     return out
 
 
+def run_program(source: Path, *flags: str) -> str:
+    """``source`` built with the driver's flags (and ``flags``) and run: its standard output."""
+    binary = source.with_suffix("")
+    subprocess.run([GPP, *FLAGS, *flags, *INCLUDES, str(source), "-o", str(binary)], check=True,
+                   capture_output=True, text=True)
+    return subprocess.run([str(binary)], capture_output=True, text=True).stdout
+
+
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if GPP is None:
@@ -303,11 +311,7 @@ int main() {
   return bad != 0;
 }
 """)
-    binary = tmp_path / "fused"
-    subprocess.run([GPP, *FLAGS, "-O2", *INCLUDES, str(source), "-o", str(binary)], check=True,
-                   capture_output=True, text=True)
-    result = subprocess.run([str(binary)], capture_output=True, text=True)
-    assert result.stdout == "mismatches 0\n", result.stdout + result.stderr
+    assert run_program(source, "-O2") == "mismatches 0\n"
 
 
 def test_a_lambda_may_return_a_class_that_converts_to_acc(tmp_path: Path) -> None:
@@ -338,10 +342,7 @@ int main() {
   std::printf("%g %g %g %g\\n", total[0], out[0], out[1], out[2]);
 }
 """)
-    binary = tmp_path / "boxed"
-    subprocess.run([GPP, *FLAGS, *INCLUDES, str(source), "-o", str(binary)], check=True,
-                   capture_output=True, text=True)
-    assert subprocess.run([str(binary)], capture_output=True, text=True).stdout == "14 15 16 18\n"
+    assert run_program(source) == "14 15 16 18\n"
 
 
 # ---- the GPU bench compiles --------------------------------------------------------------------
