@@ -148,10 +148,12 @@ def test_rms_norm_functor_is_straight_line_code_with_named_per_row_values():
     assert backward.targets == [("grad_x", "element"), ("grad_weight", "column")]
     assert "row.put_column_sums([&](MT x, MT /*weight*/, MT grad_out) { " \
            "return grad_out * x * rstd; });" in backward.body
-    # the reduction of the backward is hoisted out of the per-element lambda that reads it
+    # the backward's reduction is hoisted out of the per-element lambda that reads it, and made
+    # with rstd's, which it does not read, in one call
     put = backward.body.index("row.put([&](MT x, MT weight, MT grad_out) {")
-    assert any(line.startswith("const MT mean_grad_x = row.mean(") for line in
-               backward.body[:put])
+    assert backward.body.index("const MT mean_grad_x = means[1];") < put
+    assert backward.body[0].startswith("const opgen::Array<MT, 2> means = row.mean(")
+    assert backward.reduce_width == 2
 
 
 SOFTMAX = """\
@@ -216,12 +218,27 @@ def test_each_kind_of_reduction_is_grouped_under_its_plural(op, values):
     "  a: mean(x)\n  b: mean((x - a) ** 2)\n  out: x * b\n",   # the second reads the first
     "  a: mean(x)\n  d: x - a\n  b: mean(d * d)\n  out: x * b\n",  # through a per-element value
     "  a: mean(x)\n  b: sum(x * x)\n  out: x * a * b\n",       # two kinds
-    "  a: max(x)\n  c: a * 2\n  b: max(-x)\n  out: x * c * b\n",  # a per-row value between
+    "  a: max(x)\n  c: a * 2\n  b: max(x * c)\n  out: x * b\n",  # through a per-row value
 ])
 def test_reductions_that_depend_or_differ_are_made_one_by_one(forward):
     functor = forward_of(forward)
     assert not any("opgen::Array<MT, 2>" in line for line in functor.body), functor.body
     assert functor.reduce_width == 1
+
+
+def test_a_per_row_value_between_waits_for_a_later_reduction_that_does_not_read_it():
+    # rms_norm's backward: rstd from the first mean; the second mean does not read it
+    body = forward_of("  a: mean(x * x)\n  r: rsqrt(a + 1)\n  b: mean(x * 2)\n"
+                      "  out: x * r * b\n").body
+    assert body == [
+        "const opgen::Array<MT, 2> means = row.mean([&](MT x) -> opgen::Array<MT, 2> {",
+        "  return {x * x, x * MT(2)};",
+        "});",
+        "const MT a = means[0];",
+        "const MT b = means[1];",
+        "const MT r = opgen::rsqrt(a + MT(1));",
+        "row.put([&](MT x) { return x * r * b; });",
+    ]
 
 
 def test_a_kept_value_that_reads_a_pending_reduction_comes_after_it():

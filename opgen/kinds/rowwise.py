@@ -125,7 +125,9 @@ class _Emitter:
     reduction as a local (``row.sum([&](...) { ... })``), per-element values inside the lambdas.
     Consecutive reductions of one kind that do not read each other are made in one call whose
     lambda returns all their values (layer_norm's backward: ``mean(dxhat)`` and
-    ``mean(dxhat * xhat)``), so the GPU reduces them in one round."""
+    ``mean(dxhat * xhat)``), so the GPU reduces them in one round. A per-row value defined
+    between them waits until after that call, unless a later reduction reads it (rms_norm's
+    backward: ``rstd`` from ``mean(x * x)``, then ``mean(dxw * x)``, which does not read it)."""
 
     entries: dict[str, Emitted]
     tensors: list[Tensor]
@@ -140,6 +142,7 @@ class _Emitter:
     kept: list[str] = dataclasses.field(default_factory=list)  # those kept so far, in order
     readers: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> lambdas reading it
     pending: list[tuple[str, str, Emitted]] = dataclasses.field(default_factory=list)  # to reduce
+    deferred: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # after pending
     reduce_width: int = 1        # the most values one call reduces
 
     def __post_init__(self) -> None:
@@ -178,11 +181,20 @@ class _Emitter:
         self.flush()
         self.statements.append(statement)
 
+    def define(self, name: str, statement: str) -> None:
+        """Adds per-row local ``name`` (``statement``, which only computes it): after the pending
+        reductions, leaving them open to more that do not read it."""
+        if self.pending:
+            self.deferred.append((name, statement))
+        else:
+            self.statements.append(statement)
+
     def reduce(self, local: str, op: str, inner: Emitted) -> None:
         """``const MT local = row.op(inner)``, made with the pending reductions when it is of their
-        kind and reads none of them (through the per-element values it takes, too)."""
-        pending = {name for name, _, _ in self.pending}
-        if self.pending and (self.pending[0][1] != op or self.reads_through(inner.cpp) & pending):
+        kind and reads none of them nor the per-row values waiting for them (through the
+        per-element values it takes, too)."""
+        waiting = {name for name, _, _ in self.pending} | {name for name, _ in self.deferred}
+        if self.pending and (self.pending[0][1] != op or self.reads_through(inner.cpp) & waiting):
             self.flush()
         self.pending.append((local, op, inner))
 
@@ -203,8 +215,9 @@ class _Emitter:
 
     def flush(self) -> None:
         """The pending reductions' statements: one call for one, or a call whose lambda returns
-        them all, then a local for each."""
+        them all, then a local for each, then the per-row values that waited for them."""
         group, self.pending = self.pending, []
+        deferred, self.deferred = self.deferred, []
         if len(group) == 1:
             local, op, inner = group[0]
             self.statements.append(self.lambda_call(f"const MT {local} = ", f"row.{op}", inner))
@@ -219,6 +232,7 @@ class _Emitter:
                 f" -> opgen::Array<MT, {width}>", lines, "{" + cpp + "}", ";", kept))
             self.statements += [f"const MT {local} = {values}[{k}];"
                                 for k, (local, _, _) in enumerate(group)]
+        self.statements += [statement for _, statement in deferred]
 
     def is_inner(self, reads: set[str]) -> bool:
         tensors = {t.name for t in self.tensors}
@@ -358,7 +372,7 @@ def _body(emitted: dict[str, Emitted], tensors: list[Tensor], attrs: list[Attr],
             if role in ("element", "column"):
                 continue                 # returned by its lambda
             local = "bool" if e.type == "bool" else "MT"
-            emitter.append(f"const {local} {name} = {cpp};")
+            emitter.define(name, f"const {local} {name} = {cpp};")
             emitter.outer.add(name)
         elif role == "row":
             # A per-row result computed where the lambdas are. Of per-element values (the

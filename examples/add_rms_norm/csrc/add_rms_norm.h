@@ -61,6 +61,7 @@ struct ForwardIo {
 template <typename T>
 struct Backward {
   using MT = opgen::Acc<T>;  // the math type: float for float and 16-bit types, double for double
+  static constexpr int kReduceWidth = 2;  // values reduced in one round, at most
   MT eps;
 
   explicit Backward(double eps)
@@ -68,16 +69,15 @@ struct Backward {
 
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
-    const MT mean_rstd = row.mean([&](MT /*x*/, MT /*residual*/, MT /*weight*/, MT h,
-                                      MT /*grad_out*/, MT /*grad_h*/) {
-      return h * h;
-    });
-    const MT rstd = opgen::rsqrt(mean_rstd + eps);
-    const MT mean_dh = row.mean([&](MT /*x*/, MT /*residual*/, MT weight, MT h, MT grad_out,
-                                    MT /*grad_h*/) {
+    const opgen::Array<MT, 2> means = row.mean([&](MT /*x*/, MT /*residual*/, MT weight, MT h,
+                                                   MT grad_out,
+                                                   MT /*grad_h*/) -> opgen::Array<MT, 2> {
       const MT dhw = grad_out * weight;
-      return dhw * h;
+      return {h * h, dhw * h};
     });
+    const MT mean_rstd = means[0];
+    const MT mean_dh = means[1];
+    const MT rstd = opgen::rsqrt(mean_rstd + eps);
     row.put([&](MT /*x*/, MT /*residual*/, MT weight, MT h, MT grad_out,
                 MT grad_h) -> opgen::Array<MT, 2> {
       const MT dhw = grad_out * weight;

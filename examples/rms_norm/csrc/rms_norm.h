@@ -51,6 +51,7 @@ struct ForwardIo {
 template <typename T>
 struct Backward {
   using MT = opgen::Acc<T>;  // the math type: float for float and 16-bit types, double for double
+  static constexpr int kReduceWidth = 2;  // values reduced in one round, at most
   MT eps;
 
   explicit Backward(double eps)
@@ -58,12 +59,14 @@ struct Backward {
 
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
-    const MT mean_rstd = row.mean([&](MT x, MT /*weight*/, MT /*grad_out*/) { return x * x; });
-    const MT rstd = opgen::rsqrt(mean_rstd + eps);
-    const MT mean_grad_x = row.mean([&](MT x, MT weight, MT grad_out) {
+    const opgen::Array<MT, 2> means = row.mean([&](MT x, MT weight,
+                                                   MT grad_out) -> opgen::Array<MT, 2> {
       const MT dxw = grad_out * weight;
-      return dxw * x;
+      return {x * x, dxw * x};
     });
+    const MT mean_rstd = means[0];
+    const MT mean_grad_x = means[1];
+    const MT rstd = opgen::rsqrt(mean_rstd + eps);
     row.put([&](MT x, MT weight, MT grad_out) {
       const MT dxw = grad_out * weight;
       return rstd * (dxw - x * rstd * rstd * mean_grad_x);
