@@ -46,6 +46,23 @@ cudaError_t RunOn(const F& f, const P& p, RoleList<Roles...>, const paddle::Plac
   return Run<F, Roles...>(f, p, bytes > 0 ? workspace.data() : nullptr, stream);
 }
 
+// to[i] = from[i] in T (a 16-bit type), rounded as the launcher's own stores are.
+template <typename A, typename T>
+__global__ void __launch_bounds__(256) NarrowKernel(const A* from, T* to, int64_t n) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+    to[i] = static_cast<T>(from[i]);
+  }
+}
+
+template <typename A, typename T>
+cudaError_t Narrow(const A* from, T* to, int64_t n, cudaStream_t stream) {
+  const int64_t blocks = (n + 255) / 256;
+  NarrowKernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(from, to,
+                                                                                        n);
+  return cudaGetLastError();
+}
+
 // Launch (opgen/rowwise_op.h) on GPU tensors, on their device and stream.
 template <typename DtypeList, template <typename> class Functor, typename Io, std::size_t kIn,
           typename... Attrs>
@@ -73,8 +90,11 @@ std::vector<paddle::Tensor> Rowwise(const char* op, const char* kernel,
     if (status != cudaSuccess) return;
     status = RunOn(f, p, roles, place, stream);
   };
+  auto narrow = [&](const auto* from, auto* to, int64_t n) {
+    if (status == cudaSuccess) status = Narrow(from, to, n, stream);
+  };
   std::vector<paddle::Tensor> outputs =
-      Launch<DtypeList, Functor, Io>(op, inputs, poison, run, attrs...);
+      Launch<DtypeList, Functor, Io>(op, inputs, poison, run, narrow, attrs...);
   if (status != cudaSuccess) {
     Fail(op, ": CUDA kernel '", kernel, "' failed: ", cudaGetErrorString(status));
   }

@@ -194,12 +194,15 @@ std::vector<paddle::Tensor> Allocate(const View& view, const paddle::Tensor& lik
 // it does not read is passed as null, never loaded), its outputs `kOuts` and how many of each
 // role `kOut`, `kRowOut`, `kColSum`): checks the inputs, allocates the outputs, fills the
 // pointers. `poison(outputs)` fills them with NaN when OPGEN_POISON_OUTPUTS asks for it; `run`
-// is the CPU loop or the GPU launcher. Returns the outputs in `kOuts`' order; a
-// per-row gradient of an input that is not in the math type is cast to it.
+// is the CPU loop or the GPU launcher. Returns the outputs in `kOuts`' order. A per-row gradient
+// of a 16-bit input is computed in the math type, then stored in the input's dtype by
+// `narrow(from, to, n)` (opgen's own loop or kernel: Paddle 2.6.2's cast kernel is not built for
+// every GPU, and on the H200 it left such gradients as garbage).
 template <typename DtypeList, template <typename> class Functor, typename Io, std::size_t kIn,
-          typename Poison, typename Run, typename... Attrs>
+          typename Poison, typename Run, typename Narrow, typename... Attrs>
 std::vector<paddle::Tensor> Launch(const char* op, const paddle::Tensor (&inputs)[kIn],
-                                   const Poison& poison, const Run& run, const Attrs&... attrs) {
+                                   const Poison& poison, const Run& run, const Narrow& narrow,
+                                   const Attrs&... attrs) {
   constexpr int kOut = Io::kOut, kRowOut = Io::kRowOut, kColSum = Io::kColSum;
   constexpr std::size_t kOutAll = std::size(Io::kOuts);
   static_assert(kOut + kRowOut + kColSum == int(kOutAll), "one Out per output");
@@ -230,13 +233,17 @@ std::vector<paddle::Tensor> Launch(const char* op, const paddle::Tensor (&inputs
     p.rows = view.rows;
     p.cols = view.cols;
     run(Functor<T>(attrs...), p, typename Io::Roles{});
-  });
-  for (std::size_t k = 0; k < kOutAll; ++k) {  // a per-row gradient of a 16-bit input
-    const int like_input = Io::kOuts[k].like;
-    if (like_input >= 0 && tensors[k].dtype() != inputs[like_input].dtype()) {
-      tensors[k] = paddle::experimental::cast(tensors[k], inputs[like_input].dtype());
+    for (std::size_t k = 0; k < kOutAll; ++k) {  // a per-row gradient of a 16-bit input
+      const int like_input = Io::kOuts[k].like;
+      if (like_input < 0 || tensors[k].dtype() == inputs[like_input].dtype()) continue;
+      paddle::Tensor stored = EmptyOutput(tensors[k].shape(), DataTypeOf<T>(), like->place());
+      if (stored.numel() > 0) {
+        narrow(static_cast<const OpMathT<T>*>(tensors[k].data()), static_cast<T*>(stored.data()),
+               stored.numel());
+      }
+      tensors[k] = stored;
     }
-  }
+  });
   return tensors;
 }
 
@@ -266,7 +273,11 @@ std::vector<paddle::Tensor> Rowwise(const char* op, const char* kernel,
   auto run = [](const auto& f, const auto& p, auto roles) {
     RunWith<Io>(f, p, roles, std::make_index_sequence<kIn>{});
   };
-  return Launch<DtypeList, Functor, Io>(op, inputs, poison, run, attrs...);
+  auto narrow = [](const auto* from, auto* to, int64_t n) {
+    using T = std::remove_pointer_t<decltype(to)>;
+    for (int64_t i = 0; i < n; ++i) to[i] = StoreAs<T>::From(from[i]);
+  };
+  return Launch<DtypeList, Functor, Io>(op, inputs, poison, run, narrow, attrs...);
 }
 
 }  // namespace cpu
