@@ -58,8 +58,8 @@
 #   rowwise-fuzz  16 random rowwise ops (tests/rowwise_fuzzing.py, seed 6): their CUDA forward
 #             kernels against the evaluator in float32, float16 and bfloat16, then their generated
 #             tests on gpu:0 in float32 and float16 (docs/fuzzing.md, "Row-wise ops"). A row-wise
-#             op takes about 80 s to build there, so 2 to a library, 8 libraries at a time (not
-#             yet run: estimated 4-6 min)
+#             op takes about 80 s to build there, so 2 to a library, 8 libraries at a time
+#             (5 min 20 s in round 16)
 #   softmax-e tests/specs/softmax_e.yaml (a per-element output read by a later output): its
 #             generated tests on gpu:0, all dtypes
 #   backward-probe  issue 11: bias_gelu's forward and autograd step per dtype, then the same
