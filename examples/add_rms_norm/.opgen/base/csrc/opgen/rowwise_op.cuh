@@ -58,8 +58,8 @@ __global__ void __launch_bounds__(256) NarrowKernel(const A* from, T* to, int64_
 template <typename A, typename T>
 cudaError_t Narrow(const A* from, T* to, int64_t n, cudaStream_t stream) {
   const int64_t blocks = (n + 255) / 256;
-  NarrowKernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(from, to,
-                                                                                        n);
+  const unsigned grid = static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+  NarrowKernel<<<grid, 256, 0, stream>>>(from, to, n);
   return cudaGetLastError();
 }
 
