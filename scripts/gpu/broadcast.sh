@@ -7,7 +7,8 @@
 # variant (its --profile run). Output under $OUT; exits non-zero when any variant finds a mismatch.
 #   bash scripts/gpu/broadcast.sh                      # the default knobs
 #   bash scripts/gpu/broadcast.sh "" "-DOPGEN_BCAST_COLUMN_LANES=32" "-DOPGEN_THREADS=256"
-# LARGE=0 skips the >2^31 checks, NCU=0 the ncu run, QUICK=1 the checks of variants after the first.
+# LARGE=0 skips the >2^31 checks, NCU=0 the ncu run, QUICK=1 the checks of variants after the first,
+# NCU_FULL=1 adds ncu's every section for the 16-bit forward targets' kernels.
 set -uo pipefail
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 OUT=${OUT:-/tmp/opgen-out}
@@ -50,5 +51,11 @@ if command -v ncu >/dev/null && [ "${NCU:-1}" = 1 ] && [ -x /tmp/broadcast/v1 ];
   metrics+=,launch__registers_per_thread,launch__grid_size
   ncu --metrics "$metrics" --kernel-name regex:'Broadcast2dKernel|ColumnPassKernel|SumPartials' \
     /tmp/broadcast/v1 --profile 2>&1 | grep -v '^==PROF==' > "$OUT/broadcast-ncu.txt"
+fi
+# NCU_FULL=1: every ncu section (stall reasons, occupancy, memory) for the forward kernels of the
+# 16-bit targets (--profile-forward: bias_gelu [4096, 4096], the general mul), every dtype.
+if command -v ncu >/dev/null && [ "${NCU_FULL:-0}" = 1 ] && [ -x /tmp/broadcast/v1 ]; then
+  ncu --set full --kernel-name regex:'Broadcast2dKernel|BroadcastNdKernel' \
+    /tmp/broadcast/v1 --profile-forward 2>&1 | grep -v '^==PROF==' > "$OUT/broadcast-ncu-full.txt"
 fi
 exit $status

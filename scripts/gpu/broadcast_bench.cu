@@ -1,7 +1,8 @@
 // Checks and times opgen's broadcasting launcher (templates/elementwise/csrc/opgen/broadcast.cuh) on its
 // own, without Paddle (scripts/gpu/broadcast.sh builds and runs it):
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc scripts/gpu/broadcast_bench.cu
-//     -o /tmp/broadcast_bench && /tmp/broadcast_bench [--large] [--check-only | --time-only | --profile]
+//     -o /tmp/broadcast_bench && /tmp/broadcast_bench [--large] [--check-only | --time-only | --profile |
+//     --profile-forward]
 // First every path, forward and backward, in float32, float16 and bfloat16, against a host
 // reference: bias, unaligned and ragged rows, per-row values, scalars, general N-d, empty and 0-d
 // shapes, misaligned pointers, each output checked for writes past its end, each backward run
@@ -655,6 +656,15 @@ void TimeCase(const char* op, const Shape& a, const Shape& b, double forward_tar
     const float memset_ms = TimeMs(
         [&](int i) { CHECK(cudaMemsetAsync(out[i % sets], 0, n * sizeof(T))); }, calls);
     Report(what + " memset out", Dtype<T>::kName, forward_bytes, memset_ms, forward_copy_ms, 0);
+    // The same kernel with both inputs absent (read as zeros, never loaded): its stores alone.
+    const float stores_ms = TimeMs(
+        [&](int i) {
+          CHECK(opgen::cuda::LaunchBroadcast(Fwd<MT>{}, plan,
+                                             opgen::Pointers<const T, 2>{{nullptr, nullptr}},
+                                             opgen::Pointers<T, 1>{{out[i % sets]}}, 0, 0));
+        },
+        calls);
+    Report(what + " stores only", Dtype<T>::kName, forward_bytes, stores_ms, forward_copy_ms, 0);
   }
   if (backward) {
     const std::size_t workspace_bytes =
@@ -737,18 +747,49 @@ void ProfileBias() {
   }
 }
 
+// One forward of each shape the forward targets miss in 16-bit, for ncu (--profile-forward):
+// bias_gelu [4096, 4096] + [4096] (2-d kernel) and mul [64, 1, 512] * [1, 256, 512] (N-d kernel).
+template <typename T, template <typename> class Fwd>
+void ProfileForwardWith(const Shape& a, const Shape& b) {
+  using MT = opgen::OpMathT<T>;
+  opgen::BroadcastPlan<2> plan;
+  const Shape shapes[2] = {a, b};
+  opgen::MakeBroadcastPlan(shapes, &plan);
+  DeviceArray<T> x(plan.in_numel[0], 0), y(plan.in_numel[1], 0), out(plan.numel, 0);
+  CHECK(opgen::cuda::LaunchBroadcast(Fwd<MT>{}, plan, opgen::Pointers<const T, 2>{{x.p, y.p}},
+                                     opgen::Pointers<T, 1>{{out.p}}, 0, 0));
+  CHECK(cudaDeviceSynchronize());
+}
+template <typename T>
+void ProfileForward() {
+  if constexpr (kLowp<T>) {
+    ProfileForwardWith<T, BiasGeluLowp>({4096, 4096}, {4096});
+  } else {
+    ProfileForwardWith<T, BiasGelu>({4096, 4096}, {4096});
+  }
+  ProfileForwardWith<T, Mul>({64, 1, 512}, {1, 256, 512});
+}
+
 int main(int argc, char** argv) {
   bool large = false, check_only = false, profile = false, time_only = false;
+  bool profile_forward = false;
   for (int i = 1; i < argc; ++i) {
     large = large || std::strcmp(argv[i], "--large") == 0;
     time_only = time_only || std::strcmp(argv[i], "--time-only") == 0;
     check_only = check_only || std::strcmp(argv[i], "--check-only") == 0;
     profile = profile || std::strcmp(argv[i], "--profile") == 0;
+    profile_forward = profile_forward || std::strcmp(argv[i], "--profile-forward") == 0;
   }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount);
+  if (profile_forward) {
+    ProfileForward<float>();
+    ProfileForward<__half>();
+    ProfileForward<__nv_bfloat16>();
+    return 0;
+  }
   if (profile) {
     ProfileBias<float>();
     ProfileBias<__half>();
