@@ -421,6 +421,10 @@ void CheckAll() {
       {{2, 1, 3000}, {1, 500, 1}},    // general, the [500] gradient sums 6000 along the inner dim
       {{4, 1, 64}, {4, 24, 64}},      // general, one input full, the other summed in vectors
       {{3, 1, 16}, {1, 5, 16}},       // general, reduced counts that are no whole unrolls
+      {{3, 1, 1000}, {1, 7, 1000}},   // general, no whole tiles
+      {{2, 3, 1, 64}, {1, 3, 5, 64}},  // general, rank 4, both inputs in vectors
+      {{5, 1, 37}, {1, 9, 37}},       // general, one element at a time
+      {{6, 1, 40}, {1, 5, 40}},       // general, 16-bit vectors of 8, 32-bit of 4
       {{2, 1, 2, 1, 2, 1, 2, 1, 2}, {1, 2, 1, 2, 1, 2, 1, 2, 1}},  // 9 dims that stay 9: refused
       {{0, 3}, {3}},                  // empty: the [3] gradient is zeros
       {{4, 0}, {1}},                  // empty, scalar
@@ -453,6 +457,7 @@ void CheckAll() {
     CheckCase<T, Mul, MulGrad>("mul", {100003}, {}, 0, 0, k);
     CheckCase<T, Mul, MulGrad>("mul", {8, 1, 64}, {1, 16, 64}, 0, 0, k);
     CheckCase<T, Mul, MulGrad>("mul", {2, 3, 4, 5, 6}, {3, 1, 5, 1}, 0, 0, k);
+    CheckCase<T, Mul, MulGrad>("mul", {2, 3, 1, 64}, {1, 3, 5, 64}, 0, 0, k);
     CheckBiasGelu<T>({6, 1, 5}, {6, 7, 5}, 0, 0, k);
     CheckCase<T, Mul, MulGrad>("mul", {1000}, {1000}, 0, 0, k);
   }

@@ -90,6 +90,11 @@ namespace cuda {
 #ifndef OPGEN_BCAST_ND_UNROLL
 #define OPGEN_BCAST_ND_UNROLL OPGEN_BCAST_UNROLL
 #endif
+// 1: a vector of 16-bit values from one of several sources is assembled as 32-bit words
+// (LoadOrSplat); 0: lane by lane, as before round 18 (kept to measure the difference).
+#ifndef OPGEN_BCAST_WORDS
+#define OPGEN_BCAST_WORDS 1
+#endif
 constexpr int kReduceThreads = OPGEN_BCAST_REDUCE_THREADS;
 constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;
 constexpr int kBroadcastUnroll = OPGEN_BCAST_UNROLL;
@@ -166,20 +171,52 @@ void ForEachIndex(Body&& body) {
 
 }  // namespace detail
 
-// A vector of zeros: what an absent (null) input reads as.
+// A vector of zeros (+0 in every floating type: all bits clear): what an absent (null) input
+// reads as.
 template <typename V>
 __device__ __forceinline__ V ZeroVec() {
-  using T = std::remove_reference_t<decltype(V{}.v[0])>;
   V v;
-#pragma unroll
-  for (int j = 0; j < static_cast<int>(sizeof(v.v) / sizeof(T)); ++j) v.v[j] = static_cast<T>(0.0f);
+  __builtin_memset(&v, 0, sizeof v);
   return v;
+}
+
+// kVec values of an input: the vector at `p + offset` when `vector`, else the one value at
+// `p + offset` in every lane; zeros for a null input (no load). Vectors of 16-bit values are
+// assembled as 32-bit words: choosing among the three sources lane by lane costs a byte permute
+// (PRMT) per 16-bit lane and source, about five instructions an element in the broadcasting
+// kernels' SASS (round 18 on the H200); choosing among words costs a register move at most.
+template <typename V, typename T, typename I>
+__device__ __forceinline__ V LoadOrSplat(const T* p, I offset, bool vector) {
+  if constexpr (OPGEN_BCAST_WORDS && sizeof(T) == 2 && sizeof(V) % 4 == 0) {
+    using W = Vec<uint32_t, sizeof(V) / 4>;
+    W words;
+    if (p == nullptr) {
+      words = ZeroVec<W>();
+    } else if (vector) {
+      words = LoadVec(reinterpret_cast<const W*>(p + offset));
+    } else {
+      const uint32_t bits = *reinterpret_cast<const uint16_t*>(p + offset);
+#pragma unroll
+      for (int i = 0; i < static_cast<int>(sizeof(V) / 4); ++i) words.v[i] = bits * 0x10001u;
+    }
+    V v;
+    __builtin_memcpy(&v, &words, sizeof v);
+    return v;
+  } else {
+    if (p == nullptr) return ZeroVec<V>();
+    if (vector) return LoadVec(reinterpret_cast<const V*>(p + offset));
+    V v;
+    const T value = p[offset];
+#pragma unroll
+    for (int j = 0; j < static_cast<int>(sizeof(V) / sizeof(T)); ++j) v.v[j] = value;
+    return v;
+  }
 }
 
 // A vector of an input at `p + offset`, zeros for a null input (no load).
 template <typename V, typename T, typename I>
 __device__ __forceinline__ V LoadVecOrZero(const T* p, I offset) {
-  return p != nullptr ? LoadVec(reinterpret_cast<const V*>(p + offset)) : ZeroVec<V>();
+  return LoadOrSplat<V>(p, offset, true);
 }
 
 // One element of an input as OpMathT, 0 for a null input (no load).
@@ -284,15 +321,33 @@ template <int kVec, bool kWholeRows, typename I, typename T>
 __device__ __forceinline__ Vec<T, kVec> Load2d(const T* p, Operand2d kind, I first, DivMod<I> at,
                                                I cols) {
   using V = Vec<T, kVec>;
-  if (p == nullptr) return ZeroVec<V>();
-  V v;
-  switch (kind) {
-    case Operand2d::kFull:
-      return LoadVec(reinterpret_cast<const V*>(p + first));
-    case Operand2d::kPerColumn:
-      if constexpr (kWholeRows) {
-        return *reinterpret_cast<const V*>(p + at.mod);
-      } else {
+  if constexpr (kWholeRows) {
+    // One vector load or one value repeated: the source's offset chosen first, so a 16-bit
+    // vector is assembled once (LoadOrSplat).
+    I offset = 0;
+    switch (kind) {
+      case Operand2d::kFull:
+        offset = first;
+        break;
+      case Operand2d::kPerColumn:
+        offset = at.mod;
+        break;
+      case Operand2d::kPerRow:
+        offset = at.div;
+        break;
+      case Operand2d::kScalar:
+      default:
+        break;
+    }
+    return LoadOrSplat<V>(p, offset, kind == Operand2d::kFull || kind == Operand2d::kPerColumn);
+  } else {
+    // A vector's outputs may span two rows: a [cols] or [rows, 1] input element by element.
+    if (p == nullptr) return ZeroVec<V>();
+    V v;
+    switch (kind) {
+      case Operand2d::kFull:
+        return LoadVec(reinterpret_cast<const V*>(p + first));
+      case Operand2d::kPerColumn: {
         I col = at.mod;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
@@ -301,12 +356,7 @@ __device__ __forceinline__ Vec<T, kVec> Load2d(const T* p, Operand2d kind, I fir
         }
         return v;
       }
-    case Operand2d::kPerRow:
-      if constexpr (kWholeRows) {
-        const T value = p[at.div];
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) v.v[j] = value;
-      } else {
+      case Operand2d::kPerRow: {
         I row = at.div, col = at.mod;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
@@ -316,14 +366,15 @@ __device__ __forceinline__ Vec<T, kVec> Load2d(const T* p, Operand2d kind, I fir
             ++row;
           }
         }
+        return v;
       }
-      return v;
-    case Operand2d::kScalar:
-    default: {
-      const T value = p[0];
+      case Operand2d::kScalar:
+      default: {
+        const T value = p[0];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) v.v[j] = value;
-      return v;
+        for (int j = 0; j < kVec; ++j) v.v[j] = value;
+        return v;
+      }
     }
   }
 }
@@ -528,15 +579,7 @@ __global__ void __launch_bounds__(kThreads)
       calc.Offsets(first + u * kStep, offsets);
 #pragma unroll
       for (int k = 0; k < kIn; ++k) {
-        if (in.at[k] == nullptr) {
-          values[u][k] = ZeroVec<V>();
-        } else if (calc.strides[0][k] != 0) {
-          values[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + offsets[k]));
-        } else {
-          const T v = in.at[k][offsets[k]];
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) values[u][k].v[j] = v;
-        }
+        values[u][k] = LoadOrSplat<V>(in.at[k], offsets[k], calc.strides[0][k] != 0);
       }
     }
 #pragma unroll
@@ -751,11 +794,22 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
         }
       }
     };
+    // Input k's values in `row`. With the mask known only at run time, what is chosen is the
+    // offset, not the vector (a [C] input is read again, from L1), so that a 16-bit vector is
+    // assembled once (LoadOrSplat); `row` may then be past the block's rows, where a full input is
+    // read at row 0 (in bounds; the values are not used).
+    const auto load_one = [&](int k, int64_t row) {
+      if constexpr (kMask == kRuntimeMask) {
+        const bool same = per_column(k) || row >= end_row;
+        return LoadVecOrZero<V>(in.at[k], same ? col : row * p.cols + col);
+      } else {
+        return per_column(k) || row >= end_row ? fixed[k]
+                                               : LoadVecOrZero<V>(in.at[k], row * p.cols + col);
+      }
+    };
     const auto load = [&](V (&values)[kIn], int64_t row) {
 #pragma unroll
-      for (int k = 0; k < kIn; ++k) {
-        values[k] = per_column(k) ? fixed[k] : LoadVecOrZero<V>(in.at[k], row * p.cols + col);
-      }
+      for (int k = 0; k < kIn; ++k) values[k] = load_one(k, row);
     };
     if constexpr (kColumnPrefetch) {
       // The next row's loads are in flight while this one computes.
@@ -776,11 +830,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
       for (int u = 0; u < kRowUnroll; ++u) {
         const int64_t row = row0 + u * step;
 #pragma unroll
-        for (int k = 0; k < kIn; ++k) {
-          loaded[u][k] = per_column(k) || row >= end_row
-                             ? fixed[k]
-                             : LoadVecOrZero<V>(in.at[k], row * p.cols + col);
-        }
+        for (int k = 0; k < kIn; ++k) loaded[u][k] = load_one(k, row);
       }
 #pragma unroll
       for (int u = 0; u < kRowUnroll; ++u) {
@@ -1303,15 +1353,7 @@ __global__ void __launch_bounds__(kReduceThreads)
           }
 #pragma unroll
           for (int k = 0; k < kIn; ++k) {
-            if (in.at[k] == nullptr) {
-              loaded[u][k] = ZeroVec<V>();
-            } else if (map.kept_strides[0][k] != 0) {
-              loaded[u][k] = LoadVec(reinterpret_cast<const V*>(in.at[k] + offsets[k]));
-            } else {
-              const T v = in.at[k][offsets[k]];
-#pragma unroll
-              for (int i = 0; i < kVec; ++i) loaded[u][k].v[i] = v;
-            }
+            loaded[u][k] = LoadOrSplat<V>(in.at[k], offsets[k], map.kept_strides[0][k] != 0);
           }
         }
 #pragma unroll
