@@ -262,7 +262,7 @@ for stage in "$@"; do
       done ;;
     rowwise-fuzz)
       python3 -u tests/rowwise_fuzzing.py --device gpu --count 16 --seed 6 --batch 2 --jobs 8 \
-        --dtypes float32,float16,bfloat16 --generated-tests float32,float16 \
+        --dtypes float32,float16,bfloat16 --generated-tests float32,float16,bfloat16 \
         --workdir /tmp/rowwise-fuzz 2>&1 | tee "$OUT/rowwise-fuzz-gpu.txt" | tail -n 60
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     softmax-e)
