@@ -134,6 +134,14 @@ namespace rowwise {
 #ifndef OPGEN_ROW_KEPT_REGS
 #define OPGEN_ROW_KEPT_REGS 32
 #endif
+// 1: a 16-bit input vector that is either loaded or zeros (an absent input, a lane past the row)
+// is chosen as 32-bit words; 0: lane by lane, which costs a byte permute (PRMT) per 16-bit lane:
+// 200-2200 of them in each 16-bit kernel of the row-wise examples (opgen's docs/benchmarks.md,
+// round 18). The broadcasting launcher's word assembly made its 16-bit kernels up to 1.3 x as
+// fast; this one is off until it is measured on a GPU.
+#ifndef OPGEN_ROW_WORDS
+#define OPGEN_ROW_WORDS 0
+#endif
 // Clusters need CUDA 11.8's runtime API (cudaLaunchKernelEx, cluster occupancy); with an older
 // toolkit such rows take the loop.
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 11080
@@ -157,6 +165,7 @@ constexpr int kLoopThreads = OPGEN_ROW_LOOP_THREADS;
 constexpr int kWaves = OPGEN_ROW_WAVES;
 constexpr bool kClusterPush = OPGEN_ROW_CLUSTER_PUSH != 0;
 constexpr bool kBlockShuffle = OPGEN_ROW_BLOCK_SHUFFLE != 0;
+constexpr bool kRowWords = OPGEN_ROW_WORDS != 0;
 constexpr int kMaxBlockThreads = 1024;
 constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;  // blocks stride over the rest
 static_assert(kRowThreads % 32 == 0 && kRowThreads <= kMaxBlockThreads, "OPGEN_ROW_THREADS");
@@ -174,6 +183,23 @@ template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
   T v[N];
 };
+
+// Whether vectors V are loaded and chosen as 32-bit words (OPGEN_ROW_WORDS, 16-bit values, an
+// even count); other vectors keep the loads they had.
+template <typename V>
+constexpr bool kAsWords = kRowWords && sizeof(V{}.v[0]) == 2 && sizeof(V) % 4 == 0;
+
+// `*p` when `load`, else zeros (p is not read), for vectors kAsWords picks.
+template <typename V>
+__device__ __forceinline__ V LoadOrZero(bool load, const V* p) {
+  static_assert(kAsWords<V>, "LoadOrZero assembles 16-bit vectors as words");
+  using W = Vec<uint32_t, sizeof(V) / 4>;
+  W words{};
+  if (load) words = *reinterpret_cast<const W*>(p);
+  V v;
+  __builtin_memcpy(&v, &words, sizeof v);
+  return v;
+}
 
 template <int I, typename... Roles>
 using RoleAt = std::tuple_element_t<I, std::tuple<Roles...>>;
@@ -735,7 +761,14 @@ class RegisterRow {
       const V* mine = staged + kElemSlot<I, Roles...> * kChunks * kLanes + lane_;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        if (ptr == nullptr || !Valid(c)) {
+        if constexpr (kAsWords<V>) {
+          const bool load = ptr != nullptr && Valid(c);
+          if (staged != nullptr) {
+            data_[I][c] = LoadOrZero(load, mine + c * kLanes);
+          } else {
+            data_[I][c] = LoadOrZero(load, reinterpret_cast<const V*>(base + (load ? Column(c) : 0)));
+          }
+        } else if (ptr == nullptr || !Valid(c)) {
           data_[I][c] = V{};
         } else if (staged != nullptr) {
           data_[I][c] = mine[c * kLanes];
@@ -755,13 +788,27 @@ class RegisterRow {
 
   template <std::size_t... I>
   __device__ __forceinline__ void LoadColumns(int c, V* cols, std::index_sequence<I...>) const {
-    ((std::is_same_v<RoleAt<int(I), Roles...>, Col>
-          ? (void)(cols[I] = p_.in[I] != nullptr
-                                 ? *reinterpret_cast<const V*>(static_cast<const T*>(p_.in[I]) +
-                                                               Column(c))
-                                 : V{})
-          : (void)0),
-     ...);
+    if constexpr (kAsWords<V>) {
+      ((std::is_same_v<RoleAt<int(I), Roles...>, Col> ? (void)(cols[I] = ColumnVector<int(I)>(c))
+                                                        : (void)0),
+       ...);
+    } else {
+      ((std::is_same_v<RoleAt<int(I), Roles...>, Col>
+            ? (void)(cols[I] = p_.in[I] != nullptr
+                                   ? *reinterpret_cast<const V*>(static_cast<const T*>(p_.in[I]) +
+                                                                 Column(c))
+                                   : V{})
+            : (void)0),
+       ...);
+    }
+  }
+  // Column input I's vector of chunk c, as 32-bit words (LoadOrZero); a null input's pointer
+  // stays null (offset 0): it is not read.
+  template <int I>
+  __device__ __forceinline__ V ColumnVector(int c) const {
+    const T* ptr = static_cast<const T*>(p_.in[I]);
+    return LoadOrZero(ptr != nullptr,
+                      reinterpret_cast<const V*>(ptr + (ptr != nullptr ? Column(c) : 0)));
   }
 
   template <int I>
@@ -1036,7 +1083,12 @@ class LoopRow {
   __device__ __forceinline__ V LoadVector(int64_t v) const {
     using Role = RoleAt<I, Roles...>;
     const T* ptr = static_cast<const T*>(p_.in[I]);
-    if constexpr (std::is_same_v<Role, Elem>) {
+    if constexpr (kAsWords<V> && (std::is_same_v<Role, Elem> || std::is_same_v<Role, Col>)) {
+      // A null input's pointer stays null (offset 0): it is not read.
+      const int64_t row_at = std::is_same_v<Role, Elem> ? row_ * p_.cols : 0;
+      const int64_t at = ptr != nullptr ? row_at + v * kVec : 0;
+      return LoadOrZero(ptr != nullptr, reinterpret_cast<const V*>(ptr + at));
+    } else if constexpr (std::is_same_v<Role, Elem>) {
       return ptr != nullptr ? reinterpret_cast<const V*>(ptr + row_ * p_.cols)[v] : V{};
     } else if constexpr (std::is_same_v<Role, Col>) {
       return ptr != nullptr ? reinterpret_cast<const V*>(ptr)[v] : V{};
