@@ -52,6 +52,8 @@
 #   rowwise-launcher  the row-wise launcher alone (scripts/gpu/rowwise.sh, default knobs, no
 #             PyTorch): memcheck, every check against the host reference in double (softmax,
 #             rms_norm, layer_norm, add_rms_norm; all dtypes), timings; about 4 minutes
+#   rowwise-words  the same with OPGEN_ROW_WORDS=1 (16-bit vectors chosen as words), then the
+#             examples' functors timed with it off and on, same run (about 8 minutes)
 #   add-rms   examples/add_rms_norm against a generated add followed by examples/rms_norm and
 #             against numpy, read on the host, then timed (scripts/gpu/add_rms_compare.py;
 #             builds both; about 3 minutes)
@@ -236,6 +238,13 @@ for stage in "$@"; do
       OUT="$OUT" bash scripts/gpu/rowwise_examples.sh || status=1 ;;
     rowwise-launcher)
       OUT="$OUT" TORCH=0 bash scripts/gpu/rowwise.sh || status=1 ;;
+    rowwise-words)
+      # OPGEN_ROW_WORDS (off until measured): the launcher's checks and memcheck with it on, then
+      # the examples' functors timed with it off and on in the same run
+      mkdir -p "$OUT/launcher" "$OUT/examples"
+      OUT="$OUT/launcher" TORCH=0 bash scripts/gpu/rowwise.sh "-DOPGEN_ROW_WORDS=1" || status=1
+      OUT="$OUT/examples" bash scripts/gpu/rowwise_examples.sh "" "-DOPGEN_ROW_WORDS=1" ||
+        status=1 ;;
     add-rms)
       for op in rms_norm add_rms_norm; do
         opgen build examples/$op --arch 90 > "$OUT/build-$op.txt" 2>&1 &
