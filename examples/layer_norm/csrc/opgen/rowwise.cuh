@@ -137,8 +137,8 @@ namespace rowwise {
 // 1: a 16-bit input vector that is either loaded or zeros (an absent input, a lane past the row)
 // is chosen as 32-bit words; 0: lane by lane, which costs a byte permute (PRMT) per 16-bit lane:
 // 200-2200 of them in each 16-bit kernel of the row-wise examples (opgen's docs/benchmarks.md,
-// round 18). The broadcasting launcher's word assembly made its 16-bit kernels up to 1.3 x as
-// fast; this one is off until it is measured on a GPU.
+// round 18). The broadcasting launcher's word assembly made its 16-bit kernels faster (same
+// document); this one is off until it is measured on a GPU.
 #ifndef OPGEN_ROW_WORDS
 #define OPGEN_ROW_WORDS 0
 #endif
