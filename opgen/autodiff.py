@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .expr import parse_expr
@@ -497,6 +497,91 @@ def _sum(terms: list[Expr]) -> Expr:
         total = add(total, term)
     return total
 
+
+
+# -- calls made once ------------------------------------------------------------------------------
+
+#: Functions that cost no more than reading a local, where their arguments are names or numbers:
+#: a repeated call of one of them on such arguments stays where it is.
+_INLINE = frozenset({"square", "abs", "sign", "floor", "ceil", "min", "max", "clamp"})
+
+
+def share_calls(section: Mapping[str, str], reserved: Iterable[str],
+                known: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``section`` (a backward, in order) with each function call it makes more than once, on the
+    same arguments, computed once in a local of its own (``tanh_u: tanh(...)``) defined just above
+    the first entry that reads it, as a careful hand-written backward would: derivatives repeat
+    the forward's calls (``tanh(z)`` and ``1 - tanh(z) ** 2``). Innermost calls first, so a call
+    of a shared call reads its local. The same operations on the same values: the same results.
+    A local's name is the function's and the names its arguments read (``exp_x``), never one of
+    ``reserved`` or of the section's own names. ``where`` and cheap functions of names or numbers
+    (``abs(x)``) stay inline. ``known``: values computed before the section (the intermediates
+    it may read), each read by name wherever the section spells out its expression."""
+    trees = {name: parse(text) for name, text in section.items()}
+    for value, text in (known or {}).items():
+        tree = parse(text)
+        if tree.args:
+            trees = {name: _replace(e, tree, var(value)) for name, e in trees.items()}
+    taken = set(reserved) | set(trees)
+    for tree in trees.values():
+        taken.update(names(tree))
+    while True:
+        counts: dict[Expr, int] = {}
+        for tree in trees.values():
+            _count_calls(tree, counts)
+        shared = [e for e, n in counts.items() if n > 1 and _worth_a_local(e)]
+        if not shared:
+            return {name: source(tree) for name, tree in trees.items()}
+        call_ = min(shared, key=_size)  # innermost first; among equals, the first met
+        local = _local_name(call_, taken)
+        taken.add(local)
+        first = next(n for n, tree in trees.items() if _contains(tree, call_))
+        replaced = {n: _replace(tree, call_, var(local)) for n, tree in trees.items()}
+        trees = {}
+        for name, tree in replaced.items():
+            if name == first:
+                trees[local] = call_
+            trees[name] = tree
+
+
+def _count_calls(e: Expr, counts: dict[Expr, int]) -> None:
+    if e.op == "call":
+        counts[e] = counts.get(e, 0) + 1
+    for a in e.args:
+        _count_calls(a, counts)
+
+
+def _worth_a_local(e: Expr) -> bool:
+    if e.name == "where" or e.name in REDUCTIONS:
+        return False
+    return not (e.name in _INLINE and all(a.op in ("name", "num") for a in e.args))
+
+
+def _size(e: Expr) -> int:
+    return 1 + sum(_size(a) for a in e.args)
+
+
+def _contains(e: Expr, part: Expr) -> bool:
+    return e == part or any(_contains(a, part) for a in e.args)
+
+
+def _replace(e: Expr, part: Expr, by: Expr) -> Expr:
+    if e == part:
+        return by
+    if not e.args:
+        return e
+    return Expr(e.op, tuple(_replace(a, part, by) for a in e.args), e.name, e.value)
+
+
+def _local_name(e: Expr, taken: set[str]) -> str:
+    """``<function>_<the first two names its arguments read>`` (``tanh_u``), numbered where
+    taken."""
+    read = [n for a in e.args for n in names(a)]
+    base = "_".join([e.name, *dict.fromkeys(read)][:3])
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    return name
 
 # -- row-wise ops: reductions over the row ------------------------------------------------------
 

@@ -906,13 +906,16 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict
                       per_row_inputs: list[str] | None = None) -> dict[str, str]:
     """``backward: auto``: each input's gradient, derived from the forward (a rowwise one's
     with ``per_row_inputs``)."""
-    from .autodiff import AutodiffError, backward_of, rowwise_backward_of
+    from .autodiff import AutodiffError, backward_of, rowwise_backward_of, share_calls
 
     try:
         if per_row_inputs is not None:
             return rowwise_backward_of(forward.sources, model.inputs, model.outputs,
                                        per_row_inputs)
-        return backward_of(forward.sources, model.inputs, model.outputs)
+        reserved = [*symbols_of(model, backward=True), *forward.sources]
+        known = {k: v for k, v in forward.sources.items() if k in forward.intermediates}
+        return share_calls(backward_of(forward.sources, model.inputs, model.outputs), reserved,
+                           known)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
 

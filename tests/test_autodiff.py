@@ -4,12 +4,13 @@ central differences in numpy float64, its kinks against Paddle's own kernels, an
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 
 import numpy as np
 import pytest
 
-from opgen.autodiff import backward_of, parse, partial, source
+from opgen.autodiff import backward_of, parse, partial, share_calls, source
 from opgen.expr import FUNCTIONS
 from opgen.spec import Spec, loads
 
@@ -137,6 +138,64 @@ def test_the_derived_text(forward: dict[str, str], want: dict[str, str]) -> None
     outputs = [k for k in forward if k.startswith("out")]
     assert backward_of(forward, ["x", "y"], outputs) == want
 
+
+
+# -- calls made once: what ``backward: auto`` emits ------------------------------------------------
+
+@pytest.mark.parametrize(("section", "reserved", "known", "want"), [
+    # the derivative repeats the forward's call: computed once, above its first reader
+    ({"grad_u": "grad_out * (0.5 * (1 + tanh(0.8 * u)) + u * (1 - tanh(0.8 * u) ** 2))",
+      "x": "grad_u"}, [], {},
+     {"tanh_u": "tanh(0.8 * u)",
+      "grad_u": "grad_out * (0.5 * (1 + tanh_u) + u * (1 - tanh_u ** 2))", "x": "grad_u"}),
+    # innermost first: the outer call then reads the inner one's local
+    ({"x": "grad_out * exp(tanh(x)) * (1 - tanh(x) ** 2) * y", "y": "grad_out * exp(tanh(x))"},
+     [], {}, {"tanh_x": "tanh(x)", "exp_tanh_x": "exp(tanh_x)",
+              "x": "grad_out * exp_tanh_x * (1 - tanh_x ** 2) * y", "y": "grad_out * exp_tanh_x"}),
+    # a taken name is numbered; the local sits above the first entry that reads it
+    ({"x": "grad_out", "y": "grad_out * exp(x) + exp(x)"}, ["exp_x"], {},
+     {"x": "grad_out", "exp_x2": "exp(x)", "y": "grad_out * exp_x2 + exp_x2"}),
+    # where, and cheap functions of names and numbers, stay inline; a single call too
+    ({"x": "where(x > 0, y, 0) * abs(x) + where(x > 0, y, 0) * abs(x) + exp(y)"}, [], {},
+     {"x": "where(x > 0, y, 0) * abs(x) + where(x > 0, y, 0) * abs(x) + exp(y)"}),
+    # known values (the forward's intermediates) are read by name
+    ({"x": "grad_e * exp(x)", "y": "grad_out * (x + y)"}, [], {"e": "exp(x)", "s": "x + y"},
+     {"x": "grad_e * e", "y": "grad_out * s"}),
+])
+def test_calls_made_once(section: dict[str, str], reserved: list[str], known: dict[str, str],
+                         want: dict[str, str]) -> None:
+    assert share_calls(section, reserved, known) == want
+
+
+@pytest.mark.parametrize(("label", "forward", "domain"), CASES, ids=[c[0] for c in CASES])
+def test_calls_made_once_give_the_same_bits(label: str, forward: dict[str, str],
+                                            domain: tuple[float, float]) -> None:
+    """The derived backward (with its shared calls) against the same derivation written out
+    by hand without them: the same values, bit for bit."""
+    outputs = [k for k in forward if k.startswith("out")]
+    derived = _spec(forward, outputs)
+    plain = backward_of(forward, ["x", "y"], outputs)
+    for local in [k for k in plain if k not in ("x", "y")]:  # a spec's own may not be grad_*
+        plain = {("d" + k[4:] if k == local else k): re.sub(rf"\b{local}\b", "d" + local[4:], v)
+                 for k, v in plain.items()}
+    written = loads(textwrap.dedent(f"""\
+        name: written
+        kind: elementwise
+        inputs: [x, y]
+        outputs: [{', '.join(outputs)}]
+        forward:
+        """) + "".join(f"  {k}: '{v}'\n" for k, v in forward.items()) + "backward:\n" +
+        "".join(f"  {k}: '{v}'\n" for k, v in plain.items()),
+        check_builtins=False)
+    rng = np.random.default_rng(1)
+    env = {"x": rng.uniform(*domain, size=300), "y": rng.uniform(*domain, size=300),
+           **{f"grad_{o}": rng.uniform(-1, 1, size=300) for o in outputs}}
+    ours = _run(derived.backward or {}, env, ("x", "y"))
+    theirs = _run(written.backward or {}, env, ("x", "y"))
+    for name in ("grad_x", "grad_y"):
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=label)
+    if label == "two outputs":  # exp(x) is the forward's e: read, not called again
+        assert derived.backward_source["x"] == "grad_out2 + grad_e * e"
 
 @pytest.mark.parametrize(("text", "wrt", "want"), [
     ("x * 1 + 0 * y", "x", "1"),

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..autodiff import AutodiffError, backward_of
+from ..autodiff import AutodiffError, backward_of, share_calls
 from ..codegen import (
     CPP_DTYPES,
     Attr,
@@ -485,6 +485,10 @@ def _derived_double_backward(spec: Spec) -> Compiled | None:
                if k not in model.outputs and not (k in [*model.inputs, *grads] and v == "0")}
     if not any(k in [*model.inputs, *grads] for k in section):
         return None
+    reserved = [*symbols_of(model, backward=True), *spec.backward,
+                *(f"grad_grad_{i}" for i in model.inputs)]
+    section = share_calls(section, reserved, {k: v for k, v in spec.backward_source.items()
+                                              if k not in model.inputs})
     # the backward's entries (the forward intermediates it recomputes, its own intermediates)
     # are read as they are, recomputed first
     intermediates = frozenset(k for k in spec.backward if k not in model.inputs)
