@@ -716,6 +716,21 @@ void LaunchSumPartials(const OpMathT<T>* partials, int64_t count, int64_t cols, 
                                                                           out);
 }
 
+// Whether every operand that is not fixed (inputs and gradients alike; gradient g is fixed iff
+// input g is) is aligned to `bytes`: a vector width the [N, 1] and scalar passes may take.
+template <typename T, int kIn, int kOut>
+bool FullOperandsAligned(const bool (&fixed_input)[kIn], const Pointers<const T, kIn>& in,
+                         const Pointers<T, kOut>& grads, std::size_t bytes) {
+  bool aligned = true;
+  for (int k = 0; k < kIn; ++k) {
+    if (!fixed_input[k]) aligned = aligned && detail::AlignedTo(in.at[k], bytes);
+  }
+  for (int g = 0; g < kOut; ++g) {
+    if (!fixed_input[g]) aligned = aligned && detail::AlignedTo(grads.at[g], bytes);
+  }
+  return aligned;
+}
+
 // ---- backward, [N, C] with [C] ---------------------------------------------------------------
 template <int kIn>
 struct ColumnPass {
@@ -1057,14 +1072,7 @@ void LaunchRowBackward(const F& f, const BroadcastPlan<kIn>& plan,
   p.cols = view.cols;
   for (int k = 0; k < kIn; ++k) p.per_row[k] = view.kind[k] == Operand2d::kPerRow;
   const int width = detail::WidestVector<T>([&](int w) {
-    bool fits = view.cols % w == 0;
-    for (int k = 0; k < kIn; ++k) {
-      if (!p.per_row[k]) fits = fits && detail::AlignedTo(in.at[k], w * sizeof(T));
-    }
-    for (int g = 0; g < kOut; ++g) {
-      if (!p.per_row[g]) fits = fits && detail::AlignedTo(grads.at[g], w * sizeof(T));
-    }
-    return fits;
+    return view.cols % w == 0 && FullOperandsAligned(p.per_row, in, grads, w * sizeof(T));
   });
   detail::WithVectorWidth<T>(width, [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
@@ -1179,16 +1187,8 @@ void LaunchScalarBackward(const F& f, const BroadcastPlan<kIn>& plan,
   ScalarPass<kIn> p;
   p.n = plan.numel;
   for (int k = 0; k < kIn; ++k) p.scalar[k] = !plan.IsFull(k);
-  const int width = detail::WidestVector<T>([&](int w) {
-    bool aligned = true;
-    for (int k = 0; k < kIn; ++k) {
-      if (!p.scalar[k]) aligned = aligned && detail::AlignedTo(in.at[k], w * sizeof(T));
-    }
-    for (int g = 0; g < kOut; ++g) {
-      if (!p.scalar[g]) aligned = aligned && detail::AlignedTo(grads.at[g], w * sizeof(T));
-    }
-    return aligned;
-  });
+  const int width = detail::WidestVector<T>(
+      [&](int w) { return FullOperandsAligned(p.scalar, in, grads, w * sizeof(T)); });
   detail::WithVectorWidth<T>(width, [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
     constexpr auto kernel = ScalarPassKernel<kVec, T, F, kIn, kOut>;
