@@ -47,8 +47,11 @@ cudaError_t RunOn(const F& f, const P& p, RoleList<Roles...>, const paddle::Plac
 }
 
 // to[i] = from[i] in T (a 16-bit type), rounded as the launcher's own stores are.
+constexpr int kNarrowThreads = 256;
+constexpr int64_t kNarrowMaxBlocks = 4096;
+
 template <typename A, typename T>
-__global__ void __launch_bounds__(256) NarrowKernel(const A* from, T* to, int64_t n) {
+__global__ void __launch_bounds__(kNarrowThreads) NarrowKernel(const A* from, T* to, int64_t n) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     to[i] = static_cast<T>(from[i]);
@@ -57,9 +60,10 @@ __global__ void __launch_bounds__(256) NarrowKernel(const A* from, T* to, int64_
 
 template <typename A, typename T>
 cudaError_t Narrow(const A* from, T* to, int64_t n, cudaStream_t stream) {
-  const int64_t blocks = (n + 255) / 256;
-  const unsigned grid = static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
-  NarrowKernel<<<grid, 256, 0, stream>>>(from, to, n);
+  const int64_t blocks = detail::CeilDiv(n, kNarrowThreads);
+  const unsigned grid =
+      static_cast<unsigned>(blocks < kNarrowMaxBlocks ? blocks : kNarrowMaxBlocks);
+  NarrowKernel<<<grid, kNarrowThreads, 0, stream>>>(from, to, n);
   return cudaGetLastError();
 }
 
