@@ -498,7 +498,6 @@ def _sum(terms: list[Expr]) -> Expr:
     return total
 
 
-
 # -- calls made once ------------------------------------------------------------------------------
 
 #: Functions that cost no more than reading a local, where their arguments are names or numbers:
@@ -582,6 +581,7 @@ def _local_name(e: Expr, taken: set[str]) -> str:
     while name in taken:
         name, k = f"{base}{k}", k + 1
     return name
+
 
 # -- row-wise ops: reductions over the row ------------------------------------------------------
 
