@@ -239,3 +239,23 @@ def test_kinks_follow_paddle(label, text, paddle_fn, points) -> None:
     for name, value in zip("xy", theirs, strict=True):
         want = np.zeros_like(xs) if value is None else value.numpy()
         np.testing.assert_array_equal(ours[f"grad_{name}"], want, err_msg=f"{label}: d/d{name}")
+
+
+def test_shared_calls_take_no_name_of_the_spec() -> None:
+    """A forward intermediate already named like the local a shared call would get: the local
+    is numbered, and the double backward (which differentiates the backward with its locals)
+    is still derived."""
+    spec = loads(textwrap.dedent("""\
+        name: clash
+        kind: elementwise
+        inputs: [x, y]
+        outputs: [out]
+        forward:
+          exp_x: x * 2
+          out: tanh(exp(x) * y) + exp_x
+        backward: auto
+        """), check_builtins=False)
+    assert spec.backward_source["exp_x2"] == "exp(x)"
+    assert spec.backward_source["y"] == "grad_out * (1 - tanh_exp_x2_y ** 2) * exp_x2"
+    assert {"x", "y", "grad_out"} <= set(spec.double_backward_source)
+    assert "exp(" not in spec.double_backward_source["x"]  # reads the backward's local
