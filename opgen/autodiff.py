@@ -488,7 +488,7 @@ def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequ
                     incoming[read].append(term)
     for i in inputs:
         section[i] = source(_sum(incoming[i]))
-    return section
+    return _read_only(section, inputs)
 
 
 def _sum(terms: list[Expr]) -> Expr:
@@ -524,6 +524,7 @@ def share_calls(section: Mapping[str, str], reserved: Iterable[str],
     taken = set(reserved) | set(trees)
     for tree in trees.values():
         taken.update(names(tree))
+    leaves: dict[str, list[str]] = {}  # each local's name: the names it reads, locals expanded
     while True:
         counts: dict[Expr, int] = {}
         for tree in trees.values():
@@ -532,7 +533,9 @@ def share_calls(section: Mapping[str, str], reserved: Iterable[str],
         if not shared:
             return {name: source(tree) for name, tree in trees.items()}
         call_ = min(shared, key=_size)  # innermost first; among equals, the first met
-        local = _local_name(call_, taken)
+        read = [leaf for n in names(call_) for leaf in leaves.get(n, [n])]
+        local = _local_name(call_, list(dict.fromkeys(read)), taken)
+        leaves[local] = read
         taken.add(local)
         first = next(n for n, tree in trees.items() if _contains(tree, call_))
         replaced = {n: _replace(tree, call_, var(local)) for n, tree in trees.items()}
@@ -551,7 +554,7 @@ def _count_calls(e: Expr, counts: dict[Expr, int]) -> None:
 
 
 def _worth_a_local(e: Expr) -> bool:
-    if e.name == "where" or e.name in REDUCTIONS:
+    if e.name == "where" or e.name in REDUCTIONS or not names(e):  # rsqrt(2): a constant
         return False
     return not (e.name in _INLINE and all(a.op in ("name", "num") for a in e.args))
 
@@ -572,15 +575,27 @@ def _replace(e: Expr, part: Expr, by: Expr) -> Expr:
     return Expr(e.op, tuple(_replace(a, part, by) for a in e.args), e.name, e.value)
 
 
-def _local_name(e: Expr, taken: set[str]) -> str:
-    """``<function>_<the first two names its arguments read>`` (``tanh_u``), numbered where
-    taken."""
-    read = [n for a in e.args for n in names(a)]
-    base = "_".join([e.name, *dict.fromkeys(read)][:3])
+def _local_name(e: Expr, read: list[str], taken: set[str]) -> str:
+    """``<function>_<its argument>`` where that is one name (``tanh_sp``, ``exp_tanh_x``), else
+    ``<function>_<the first two names it reads>``, through other locals the names those read
+    (``tanh(exp_x * y)`` is ``tanh_x_y``); numbered where taken."""
+    only = e.args[0].name if len(e.args) == 1 and e.args[0].op == "name" else None
+    base = "_".join([e.name, only] if only else [e.name, *read[:2]])
     name, k = base, 2
     while name in taken:
         name, k = f"{base}{k}", k + 1
     return name
+
+
+def inline_locals(section: Mapping[str, str], locals_: Iterable[str]) -> dict[str, str]:
+    """``section`` without the entries ``locals_``, each written out where it is read: a shared
+    section as it was derived (what a double backward differentiates, so that the chain rule
+    stays inside the ``where`` that guards a call)."""
+    trees = {name: parse(text) for name, text in section.items()}
+    for local in locals_:
+        value = trees.pop(local)
+        trees = {name: _replace(e, var(local), value) for name, e in trees.items()}
+    return {name: source(e) for name, e in trees.items()}
 
 
 # -- row-wise ops: reductions over the row ------------------------------------------------------

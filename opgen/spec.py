@@ -912,7 +912,7 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict
         if per_row_inputs is not None:
             return rowwise_backward_of(forward.sources, model.inputs, model.outputs,
                                        per_row_inputs)
-        reserved = [*symbols_of(model, backward=True), *forward.sources]
+        reserved = [model.name, *symbols_of(model, backward=True), *forward.sources]
         known = {k: v for k, v in forward.sources.items() if k in forward.intermediates}
         return share_calls(backward_of(forward.sources, model.inputs, model.outputs), reserved,
                            known)

@@ -256,6 +256,50 @@ def test_shared_calls_take_no_name_of_the_spec() -> None:
         backward: auto
         """), check_builtins=False)
     assert spec.backward_source["exp_x2"] == "exp(x)"
-    assert spec.backward_source["y"] == "grad_out * (1 - tanh_exp_x2_y ** 2) * exp_x2"
+    assert spec.backward_source["y"] == "grad_out * (1 - tanh_x_y ** 2) * exp_x2"
     assert {"x", "y", "grad_out"} <= set(spec.double_backward_source)
     assert "exp(" not in spec.double_backward_source["x"]  # reads the backward's local
+
+
+def _load(forward: str, inputs: str = "[x, y]", attrs: str = "") -> Spec:
+    return loads(f"name: shared\nkind: elementwise\ninputs: {inputs}\noutputs: [out]\n{attrs}"
+                 f"forward:\n{textwrap.indent(textwrap.dedent(forward), '  ')}backward: auto\n",
+                 check_builtins=False)
+
+
+@pytest.mark.parametrize(("forward", "attrs", "local"), [
+    ("out: 0.5 * x * (1 + erf(x * rsqrt(2))) + 0 * y\n", "", None),  # a constant call: inline
+    ("out: x * y * exp(a)\n", "attrs: {a: {type: float, default: 0.5}}\n", "exp_a"),  # attrs only
+    ("out: floor(x * y) * (x + y)\n", "", "floor_x_y"),  # a call whose derivative is 0
+    ("k: exp(a)\nout: x * y * k\n", "attrs: {a: {type: float, default: 0.5}}\n", None),
+])
+def test_shared_calls_keep_the_double_backward(forward: str, attrs: str, local: str | None
+                                               ) -> None:
+    """A shared call that reads no input, or has no derivative, never costs the op its double
+    backward (the double backward differentiates the backward as derived, with its calls written
+    out); nor does a forward intermediate of attrs alone, whose gradient nothing reads."""
+    spec = _load(forward, attrs=attrs)
+    assert (local in spec.backward_source) if local else \
+        not set(spec.backward_source) - {"x", "y", "k"}
+    assert "rsqrt =" not in " ".join(f"{k} =" for k in spec.backward_source)
+    assert spec.double_backward, spec.backward_source
+    assert "grad_out" in spec.double_backward_source
+
+
+def test_the_double_backward_keeps_a_guarded_call_inside_its_where() -> None:
+    """where(x > 0, sqrt(x) * y, 0): the backward shares sqrt(x), but the double backward's
+    chain rule stays inside the where, so x <= 0 gives 0, not 0 * inf = NaN."""
+    spec = _load("out: where(x > 0, sqrt(x) * y, 0)\n")
+    assert spec.backward_source["sqrt_x"] == "sqrt(x)"
+    env = {"x": np.array([-1.0, 0.0, 2.0]), "y": np.ones(3), "grad_out": np.ones(3),
+           "grad_grad_x": np.ones(3), "grad_grad_y": np.ones(3)}
+    got = _run(spec.double_backward or {}, env, ("x", "y", "grad_out"))
+    np.testing.assert_allclose(got["grad_x"], [0.0, 0.0, -0.25 / 2 ** 1.5 + 0.5 / 2 ** 0.5])
+
+
+def test_a_local_is_named_after_its_argument() -> None:
+    """One name as the argument: the function and that name (exp_tanh_x); an expression: the
+    names it reads, through other locals (tanh(exp_x * y) reads x and y)."""
+    section = share_calls({"x": "exp(tanh(x)) * tanh(x) + exp(tanh(x)) + tanh(exp(x) * y)",
+                           "y": "tanh(exp(x) * y) * exp(x)"}, [])
+    assert list(section) == ["tanh_x", "exp_tanh_x", "exp_x", "tanh_x_y", "x", "y"]

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..autodiff import AutodiffError, backward_of, share_calls
+from ..autodiff import AutodiffError, backward_of, inline_locals, share_calls
 from ..codegen import (
     CPP_DTYPES,
     Attr,
@@ -472,6 +472,9 @@ def _derived_double_backward(spec: Spec) -> Compiled | None:
         return None
     entries = {f"grad_{k}" if k in model.inputs else k: text
                for k, text in spec.backward_source.items()}
+    if model.backward == "auto":  # the backward as derived: its shared calls written out again
+        entries = inline_locals(entries, [k for k in entries if k not in spec.forward_source
+                                          and not k.startswith("grad_")])
     targets = [f"grad_{i}" for i in model.inputs]
     grads = [f"grad_{o}" for o in model.outputs]
     try:

@@ -199,8 +199,7 @@ def reference_double_backward(x, bias, grad_out, grad_grad_x, grad_grad_bias):
     u = x + bias
     tanh_u = np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0)))
     d2_grad_u = grad_grad_bias + grad_grad_x
-    d2_tanh_u = d2_grad_u * grad_out * (0.5 - 0.7978845608028654 * u * tanh_u * (1.0 + 0.134145 * np.power(u, 2.0)))
-    d2_u = d2_grad_u * grad_out * (0.3989422804014327 * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)) + 0.10703222440890037 * u * (1.0 - np.power(tanh_u, 2.0)) * u) + 0.7978845608028654 * d2_tanh_u * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0))
+    d2_u = d2_grad_u * grad_out * (0.3989422804014327 * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)) + ((0.3989422804014327 * (1.0 - np.power(tanh_u, 2.0)) - 0.6366197723675814 * u * tanh_u * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0))) * (1.0 + 0.134145 * np.power(u, 2.0)) + 0.10703222440890037 * u * (1.0 - np.power(tanh_u, 2.0)) * u))
     grad_x = d2_u
     grad_bias = d2_u
     grad_grad_out = d2_grad_u * (0.5 * (1.0 + tanh_u) + 0.3989422804014327 * u * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)))
