@@ -502,7 +502,7 @@ def _sum(terms: list[Expr]) -> Expr:
 
 #: Functions that cost no more than reading a local, where their arguments are names or numbers:
 #: a repeated call of one of them on such arguments stays where it is.
-_INLINE = frozenset({"square", "abs", "sign", "floor", "ceil", "min", "max", "clamp"})
+_INLINE = frozenset({"square", "abs", "sign", "floor", "ceil", "clamp"})
 
 
 def share_calls(section: Mapping[str, str], reserved: Iterable[str],
@@ -512,10 +512,11 @@ def share_calls(section: Mapping[str, str], reserved: Iterable[str],
     the first entry that reads it, as a careful hand-written backward would: derivatives repeat
     the forward's calls (``tanh(z)`` and ``1 - tanh(z) ** 2``). Innermost calls first, so a call
     of a shared call reads its local. The same operations on the same values: the same results.
-    A local's name is the function's and the names its arguments read (``exp_x``), never one of
-    ``reserved`` or of the section's own names. ``where`` and cheap functions of names or numbers
-    (``abs(x)``) stay inline. ``known``: values computed before the section (the intermediates
-    it may read), each read by name wherever the section spells out its expression."""
+    A local is named by :func:`_local_name`, never one of ``reserved`` or of the section's own
+    names. ``where``, ``min``, ``max`` (selections) and reductions, calls of numbers alone
+    (``rsqrt(2)``) and cheap functions of names or numbers (``abs(x)``) stay inline. ``known``:
+    values computed before the section (the intermediates it may read), each read by name
+    wherever the section spells out its expression."""
     trees = {name: parse(text) for name, text in section.items()}
     for value, text in (known or {}).items():
         tree = parse(text)
@@ -554,7 +555,8 @@ def _count_calls(e: Expr, counts: dict[Expr, int]) -> None:
 
 
 def _worth_a_local(e: Expr) -> bool:
-    if e.name == "where" or e.name in REDUCTIONS or not names(e):  # rsqrt(2): a constant
+    # selections (where; min and max, which REDUCTIONS holds) and reductions; rsqrt(2)
+    if e.name == "where" or e.name in REDUCTIONS or not names(e):
         return False
     return not (e.name in _INLINE and all(a.op in ("name", "num") for a in e.args))
 

@@ -49,16 +49,22 @@ def test_every_function_is_covered() -> None:
     assert covered >= OTHER_FUNCTIONS
 
 
-def _spec(forward: dict[str, str], outputs: list[str]) -> Spec:
-    lines = "\n".join(f"  {k}: {v!r}" if "'" not in v else f'  {k}: "{v}"'
-                      for k, v in forward.items())
+def _spec(forward: dict[str, str], outputs: list[str], *, attrs: str = "",
+          backward: dict[str, str] | None = None) -> Spec:
+    """An op of inputs x and y: ``backward: auto``, or ``backward`` written out; ``attrs`` is
+    the spec's ``attrs:`` line, if any."""
+    def section(entries: dict[str, str]) -> str:
+        return "".join(f"  {k}: {v!r}\n" if "'" not in v else f'  {k}: "{v}"\n'
+                       for k, v in entries.items())
+
     return loads(textwrap.dedent(f"""\
         name: derived
         kind: elementwise
         inputs: [x, y]
         outputs: [{', '.join(outputs)}]
-        forward:
-        """) + lines + "\nbackward: auto\n", check_builtins=False)
+        """) + attrs + "forward:\n" + section(forward) +
+        ("backward: auto\n" if backward is None else "backward:\n" + section(backward)),
+        check_builtins=False)
 
 
 def _run(section: dict, env: dict[str, np.ndarray], targets: tuple[str, ...] = ()
@@ -178,15 +184,7 @@ def test_calls_made_once_give_the_same_bits(label: str, forward: dict[str, str],
     for local in [k for k in plain if k not in ("x", "y")]:  # a spec's own may not be grad_*
         plain = {("d" + k[4:] if k == local else k): re.sub(rf"\b{local}\b", "d" + local[4:], v)
                  for k, v in plain.items()}
-    written = loads(textwrap.dedent(f"""\
-        name: written
-        kind: elementwise
-        inputs: [x, y]
-        outputs: [{', '.join(outputs)}]
-        forward:
-        """) + "".join(f"  {k}: '{v}'\n" for k, v in forward.items()) + "backward:\n" +
-        "".join(f"  {k}: '{v}'\n" for k, v in plain.items()),
-        check_builtins=False)
+    written = _spec(forward, outputs, backward=plain)
     rng = np.random.default_rng(1)
     env = {"x": rng.uniform(*domain, size=300), "y": rng.uniform(*domain, size=300),
            **{f"grad_{o}": rng.uniform(-1, 1, size=300) for o in outputs}}
@@ -245,40 +243,28 @@ def test_shared_calls_take_no_name_of_the_spec() -> None:
     """A forward intermediate already named like the local a shared call would get: the local
     is numbered, and the double backward (which differentiates the backward with its locals)
     is still derived."""
-    spec = loads(textwrap.dedent("""\
-        name: clash
-        kind: elementwise
-        inputs: [x, y]
-        outputs: [out]
-        forward:
-          exp_x: x * 2
-          out: tanh(exp(x) * y) + exp_x
-        backward: auto
-        """), check_builtins=False)
+    spec = _spec({"exp_x": "x * 2", "out": "tanh(exp(x) * y) + exp_x"}, ["out"])
     assert spec.backward_source["exp_x2"] == "exp(x)"
     assert spec.backward_source["y"] == "grad_out * (1 - tanh_x_y ** 2) * exp_x2"
     assert {"x", "y", "grad_out"} <= set(spec.double_backward_source)
     assert "exp(" not in spec.double_backward_source["x"]  # reads the backward's local
 
 
-def _load(forward: str, inputs: str = "[x, y]", attrs: str = "") -> Spec:
-    return loads(f"name: shared\nkind: elementwise\ninputs: {inputs}\noutputs: [out]\n{attrs}"
-                 f"forward:\n{textwrap.indent(textwrap.dedent(forward), '  ')}backward: auto\n",
-                 check_builtins=False)
+ATTR_A = "attrs: {a: {type: float, default: 0.5}}\n"
 
 
 @pytest.mark.parametrize(("forward", "attrs", "local"), [
-    ("out: 0.5 * x * (1 + erf(x * rsqrt(2))) + 0 * y\n", "", None),  # a constant call: inline
-    ("out: x * y * exp(a)\n", "attrs: {a: {type: float, default: 0.5}}\n", "exp_a"),  # attrs only
-    ("out: floor(x * y) * (x + y)\n", "", "floor_x_y"),  # a call whose derivative is 0
-    ("k: exp(a)\nout: x * y * k\n", "attrs: {a: {type: float, default: 0.5}}\n", None),
+    ({"out": "0.5 * x * (1 + erf(x * rsqrt(2))) + 0 * y"}, "", None),  # a constant call: inline
+    ({"out": "x * y * exp(a)"}, ATTR_A, "exp_a"),  # a call of attrs only
+    ({"out": "floor(x * y) * (x + y)"}, "", "floor_x_y"),  # a call whose derivative is 0
+    ({"k": "exp(a)", "out": "x * y * k"}, ATTR_A, None),
 ])
-def test_shared_calls_keep_the_double_backward(forward: str, attrs: str, local: str | None
-                                               ) -> None:
+def test_shared_calls_keep_the_double_backward(forward: dict[str, str], attrs: str,
+                                               local: str | None) -> None:
     """A shared call that reads no input, or has no derivative, never costs the op its double
     backward (the double backward differentiates the backward as derived, with its calls written
     out); nor does a forward intermediate of attrs alone, whose gradient nothing reads."""
-    spec = _load(forward, attrs=attrs)
+    spec = _spec(forward, ["out"], attrs=attrs)
     assert (local in spec.backward_source) if local else \
         not set(spec.backward_source) - {"x", "y", "k"}
     assert "rsqrt =" not in " ".join(f"{k} =" for k in spec.backward_source)
@@ -289,7 +275,7 @@ def test_shared_calls_keep_the_double_backward(forward: str, attrs: str, local: 
 def test_the_double_backward_keeps_a_guarded_call_inside_its_where() -> None:
     """where(x > 0, sqrt(x) * y, 0): the backward shares sqrt(x), but the double backward's
     chain rule stays inside the where, so x <= 0 gives 0, not 0 * inf = NaN."""
-    spec = _load("out: where(x > 0, sqrt(x) * y, 0)\n")
+    spec = _spec({"out": "where(x > 0, sqrt(x) * y, 0)"}, ["out"])
     assert spec.backward_source["sqrt_x"] == "sqrt(x)"
     env = {"x": np.array([-1.0, 0.0, 2.0]), "y": np.ones(3), "grad_out": np.ones(3),
            "grad_grad_x": np.ones(3), "grad_grad_y": np.ones(3)}
