@@ -8,7 +8,8 @@
 #   bash scripts/gpu/broadcast.sh                      # the default knobs
 #   bash scripts/gpu/broadcast.sh "" "-DOPGEN_BCAST_COLUMN_LANES=32" "-DOPGEN_THREADS=256"
 # LARGE=0 skips the >2^31 checks, NCU=0 the ncu run, QUICK=1 the checks of variants after the first,
-# NCU_FULL=1 adds ncu's every section for the 16-bit forward targets' kernels.
+# NCU_FULL=1 adds ncu's every section for the 16-bit forward targets' kernels. PREBUILT=DIR takes
+# the binaries from DIR/broadcast (scripts/gpu/prebuild.sh) instead of nvcc.
 set -uo pipefail
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 OUT=${OUT:-/tmp/opgen-out}
@@ -19,10 +20,15 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.memory --forma
 i=0
 for flags in "$@"; do
   i=$((i + 1))
+  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh
+    cp "$PREBUILT/broadcast/v$i" /tmp/broadcast/
+    continue
+  fi
   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc $flags scripts/gpu/broadcast_bench.cu \
     -o /tmp/broadcast/v$i 2>&1 | tee "$OUT/broadcast-build-v$i.txt" &
 done
-nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc scripts/gpu/tanh_ulp.cu \
+[ -n "${PREBUILT:-}" ] && cp "$PREBUILT/broadcast/tanh_ulp" /tmp/broadcast/ ||
+  nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates/common/csrc -Itemplates/elementwise/csrc scripts/gpu/tanh_ulp.cu \
   -o /tmp/broadcast/tanh_ulp 2>&1 | tee "$OUT/tanh-ulp-build.txt" &
 wait
 status=0

@@ -52,8 +52,8 @@
 #   rowwise-launcher  the row-wise launcher alone (scripts/gpu/rowwise.sh, default knobs, no
 #             PyTorch): memcheck, every check against the host reference in double (softmax,
 #             rms_norm, layer_norm, add_rms_norm; all dtypes), timings; about 4 minutes
-#   rowwise-words  the same with OPGEN_ROW_WORDS=1 (16-bit vectors chosen as words), then the
-#             examples' functors timed with it off and on, same run (about 8 minutes)
+#   rowwise-words  the examples' functors timed with OPGEN_ROW_WORDS=0 (16-bit vectors chosen
+#             lane by lane) and with the default (as 32-bit words), same run (about 3 minutes)
 #   add-rms   examples/add_rms_norm against a generated add followed by examples/rms_norm and
 #             against numpy, read on the host, then timed (scripts/gpu/add_rms_compare.py;
 #             builds both; about 3 minutes)
@@ -67,6 +67,7 @@
 #   backward-probe  issue 11: bias_gelu's forward and autograd step per dtype, then the same
 #             under nsys (every kernel and CUDA call), scripts/gpu/backward_probe.py
 #   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
+# PREBUILT=DIR (scripts/gpu/prebuild.sh) hands the Paddle-free benches binaries built elsewhere.
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
@@ -239,12 +240,8 @@ for stage in "$@"; do
     rowwise-launcher)
       OUT="$OUT" TORCH=0 bash scripts/gpu/rowwise.sh || status=1 ;;
     rowwise-words)
-      # OPGEN_ROW_WORDS (off until measured): the launcher's checks and memcheck with it on, then
-      # the examples' functors timed with it off and on in the same run
-      mkdir -p "$OUT/launcher" "$OUT/examples"
-      OUT="$OUT/launcher" TORCH=0 bash scripts/gpu/rowwise.sh "-DOPGEN_ROW_WORDS=1" || status=1
-      OUT="$OUT/examples" bash scripts/gpu/rowwise_examples.sh "" "-DOPGEN_ROW_WORDS=1" ||
-        status=1 ;;
+      # OPGEN_ROW_WORDS (on by default since round 19): the examples' functors without and with it
+      OUT="$OUT" bash scripts/gpu/rowwise_examples.sh "-DOPGEN_ROW_WORDS=0" "" || status=1 ;;
     add-rms)
       for op in rms_norm add_rms_norm; do
         opgen build examples/$op --arch 90 > "$OUT/build-$op.txt" 2>&1 &

@@ -7,7 +7,8 @@
 # Output under $OUT; exits non-zero when any variant finds a mismatch or memcheck an error.
 #   bash scripts/gpu/rowwise.sh                              # the default knobs
 #   bash scripts/gpu/rowwise.sh "" "-DOPGEN_ROW_LANE_VECS=2" "-DOPGEN_ROW_THREADS=128"
-# MEMCHECK=0 skips compute-sanitizer, TORCH=0 the PyTorch baseline. Each stage has a timeout, so
+# MEMCHECK=0 skips compute-sanitizer, TORCH=0 the PyTorch baseline, PREBUILT=DIR takes the binaries
+# from DIR/rowwise (scripts/gpu/prebuild.sh, the same knobs in the same order) instead of nvcc. Each stage has a timeout, so
 # the whole stays under about 4 minutes with up to 4 variants on a 16-core machine.
 set -uo pipefail
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -20,6 +21,10 @@ start=$(date +%s)
 i=0
 for flags in "$@"; do
   i=$((i + 1))
+  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh
+    cp "$PREBUILT/rowwise/v$i" /tmp/rowwise/ && cp "$PREBUILT/rowwise/build-v$i.txt" "$OUT/rowwise-build-v$i.txt"
+    continue
+  fi
   # shellcheck disable=SC2086  # the knobs are separate words
   timeout 300 nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -warn-spills -Itemplates/common/csrc \
     -Itemplates/rowwise/csrc $flags scripts/gpu/rowwise_bench.cu -o /tmp/rowwise/v$i \

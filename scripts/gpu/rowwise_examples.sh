@@ -9,7 +9,8 @@
 #   bash scripts/gpu/rowwise_examples.sh                       # the default knobs
 #   bash scripts/gpu/rowwise_examples.sh "" "-DOPGEN_ROW_LANE_VECS=1"
 # EXAMPLES=DIR takes the headers from DIR/<op>/csrc/<op>.h instead (another checkout's examples,
-# to time a change of the generator against it). About 4 minutes with two variants.
+# to time a change of the generator against it). About 4 minutes with two variants. PREBUILT=DIR
+# takes the binaries from DIR/rowwise-examples (scripts/gpu/prebuild.sh) instead of nvcc.
 set -uo pipefail
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 OUT=${OUT:-/tmp/opgen-out}
@@ -28,6 +29,11 @@ start=$(date +%s)
 i=0
 for flags in "$@"; do
   i=$((i + 1))
+  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh
+    cp "$PREBUILT/rowwise-examples/v$i" "$BUILD/" &&
+      cp "$PREBUILT/rowwise-examples/build-v$i.txt" "$OUT/rowwise-examples-build-v$i.txt"
+    continue
+  fi
   # shellcheck disable=SC2086  # the knobs are separate words
   timeout 400 nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -warn-spills -Itemplates/common/csrc \
     -Itemplates/rowwise/csrc -I"$BUILD/gen" -Iscripts/gpu $flags scripts/gpu/rowwise_examples.cu \

@@ -136,11 +136,10 @@ namespace rowwise {
 #endif
 // 1: a 16-bit input vector that is either loaded or zeros (an absent input, a lane past the row)
 // is chosen as 32-bit words; 0: lane by lane, which costs a byte permute (PRMT) per 16-bit lane:
-// 200-2200 of them in each 16-bit kernel of the row-wise examples (opgen's docs/benchmarks.md,
-// round 18). The broadcasting launcher's word assembly made its 16-bit kernels faster (same
-// document); this one is off until it is measured on a GPU.
+// hundreds in each 16-bit kernel of the row-wise examples. Words measured faster in most 16-bit
+// cells, most in the long rows, and the same in float32 (opgen's docs/benchmarks.md, round 19).
 #ifndef OPGEN_ROW_WORDS
-#define OPGEN_ROW_WORDS 0
+#define OPGEN_ROW_WORDS 1
 #endif
 // Clusters need CUDA 11.8's runtime API (cudaLaunchKernelEx, cluster occupancy); with an older
 // toolkit such rows take the loop.

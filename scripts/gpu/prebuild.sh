@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the Paddle-free GPU benches for sm_90 on this machine (nvcc, no GPU needed), so the GPU
+# machine's time goes to running them: carry DIR and pass PREBUILT=DIR to scripts/gpu/rowwise.sh,
+# rowwise_examples.sh or broadcast.sh with the same knobs in the same order.
+#   bash scripts/gpu/prebuild.sh DIR rowwise "" "-DOPGEN_ROW_WORDS=1"
+#   bash scripts/gpu/prebuild.sh DIR rowwise-examples "" "-DOPGEN_ROW_WORDS=1"
+#   bash scripts/gpu/prebuild.sh DIR broadcast ""          # also builds tanh_ulp
+# Builds run one after another (nvcc of these files needs several GB and minutes each here).
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: prebuild.sh DIR rowwise|rowwise-examples|broadcast [FLAGS...]" >&2; exit 2; }
+dir=$1 bench=$2
+shift 2
+[ $# -gt 0 ] || set -- ""
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+mkdir -p "$dir/$bench"
+nvcc_() { nvcc -O3 -std=c++17 -arch=sm_90 "$@"; }
+case $bench in
+  rowwise)
+    src=(-Xptxas -warn-spills -Itemplates/common/csrc -Itemplates/rowwise/csrc scripts/gpu/rowwise_bench.cu) ;;
+  rowwise-examples)
+    gen=$dir/$bench/gen
+    mkdir -p "$gen/opgen"
+    cp scripts/gpu/rowwise_shim/opgen/rowwise_op.h "$gen/opgen/"
+    for op in softmax rms_norm layer_norm add_rms_norm; do cp "examples/$op/csrc/$op.h" "$gen/"; done
+    src=(-Xptxas -warn-spills -Itemplates/common/csrc -Itemplates/rowwise/csrc -I"$gen" -Iscripts/gpu
+      scripts/gpu/rowwise_examples.cu) ;;
+  broadcast)
+    src=(-Itemplates/common/csrc -Itemplates/elementwise/csrc scripts/gpu/broadcast_bench.cu)
+    nvcc_ -Itemplates/common/csrc -Itemplates/elementwise/csrc scripts/gpu/tanh_ulp.cu -o "$dir/$bench/tanh_ulp" ;;
+  *) echo "prebuild.sh: unknown bench '$bench'" >&2; exit 2 ;;
+esac
+i=0
+for flags in "$@"; do
+  i=$((i + 1))
+  start=$(date +%s)
+  # shellcheck disable=SC2086  # the knobs are separate words
+  nvcc_ $flags "${src[@]}" -o "$dir/$bench/v$i" > "$dir/$bench/build-v$i.txt" 2>&1 ||
+    { tail -n 20 "$dir/$bench/build-v$i.txt" >&2; exit 1; }
+  echo "$bench v$i (${flags:-default}): built in $(( $(date +%s) - start )) s"
+done
