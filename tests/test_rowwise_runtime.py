@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -386,3 +387,53 @@ def test_gpu_bench_compiles_for_sm_90(tmp_path: Path) -> None:
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "warning" not in result.stderr, result.stderr[-3000:]
+
+
+_REGISTER_PROBE = """
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include "opgen/rowwise.cuh"
+#include "softmax.h"
+namespace rw = opgen::rowwise;
+template <class F, class P, class... Roles>
+cudaError_t RunFor(const F& f, const P& p, rw::RoleList<Roles...>) {
+  return rw::Run<F, Roles...>(f, p, nullptr, nullptr);
+}
+using Io = softmax::BackwardIo;
+cudaError_t Go(const rw::Pointers<T, int(std::size(Io::kNames)), Io::kOut, Io::kRowOut,
+                                  Io::kColSum>& p) {
+  return RunFor(softmax::Backward<T>(1.0), p, Io::Roles{});
+}
+"""
+
+
+def _ptxas_usage(nvcc: str, source: Path, *flags: str) -> tuple[int, int]:
+    """The registers of every kernel of ``source`` summed, and their spill stores in bytes, as
+    ptxas reports them for sm_90."""
+    result = subprocess.run([nvcc, "-std=c++17", "-O3", "-arch=sm_90", "-cubin", "-Xptxas", "-v",
+                             *flags, *INCLUDES[:2], str(source), "-o", str(source.with_suffix(""))],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    registers = sum(int(n) for n in re.findall(r"Used (\d+) registers", result.stderr))
+    spills = sum(int(n) for n in re.findall(r"(\d+) bytes spill stores", result.stderr))
+    assert registers > 0, result.stderr[-3000:]
+    return registers, spills
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
+def test_bfloat16_kernels_hold_no_more_registers_than_float16(tmp_path: Path) -> None:
+    """A bfloat16 lane is read out of its 32-bit word (LaneOf): CUDA's conversion takes a 16-bit
+    register, and with it examples/softmax's bfloat16 backward held 1026 registers over its
+    kernels and spilled 72 bytes where float16's held 826 and spilled none."""
+    nvcc = _nvcc()
+    assert nvcc is not None
+    source = tmp_path / "probe.cu"
+    source.write_text(_REGISTER_PROBE)
+    # the generated header beside the probe, so that its opgen/rowwise_op.h is the Paddle-free
+    # stand-in (as scripts/gpu/rowwise_examples.sh builds it)
+    shutil.copy(ROOT / "examples" / "softmax" / "csrc" / "softmax.h", tmp_path)
+    shim = f"-I{ROOT / 'scripts' / 'gpu' / 'rowwise_shim'}"
+    half_registers, half_spills = _ptxas_usage(nvcc, source, "-DT=__half", shim)
+    bf16_registers, bf16_spills = _ptxas_usage(nvcc, source, "-DT=__nv_bfloat16", shim)
+    assert (half_spills, bf16_spills) == (0, 0)
+    assert bf16_registers <= half_registers * 1.05, (bf16_registers, half_registers)

@@ -13,6 +13,10 @@
 
 namespace opgen {
 namespace rowwise {
+namespace detail {
+template <>
+struct IsBFloat16<paddle::bfloat16> : std::true_type {};  // read by LaneOf (opgen/rowwise.cuh)
+}  // namespace detail
 namespace cuda {
 
 // Makes `device` current for a scope (outputs are allocated on the inputs' device).
