@@ -92,17 +92,23 @@ def _code(dtype: paddle.dtype) -> int | None:
 _TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
 
 
-def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> list[int]:
-    """What is checked before every call: the inputs are Paddle tensors and their shapes broadcast
-    (numpy's rules); returns the output's shape. Dtypes and devices are left to the kernels, which
-    refuse them with an error Python catches on every machine (opgen/error.h): reading a dtype
-    next to Paddle's custom-op entry costs 1-2 us (docs/benchmarks.md, "Per-call overhead")."""
+def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> None:
+    """What is checked before every call: the inputs are Paddle tensors. Their shapes, dtypes and
+    devices are left to the op's InferShape and kernels, which refuse them with an error Python
+    catches on every machine (opgen/error.h); where a call fails, _explain_failure names the
+    cause. Reading a dtype next to Paddle's custom-op entry costs 1-2 us, and broadcasting two
+    shapes in Python 2-4 us (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"bias_gelu: x must be a paddle.Tensor, "
                         f"not {x.__class__.__name__}")
     if not isinstance(bias, paddle.Tensor):
         raise TypeError(f"bias_gelu: bias must be a paddle.Tensor, "
                         f"not {bias.__class__.__name__}")
+
+
+def _result_shape(x: paddle.Tensor, bias: paddle.Tensor) -> list[int]:
+    """The output's shape: the inputs' shapes broadcast (numpy's rules), or a ValueError naming
+    them."""
     shape = x.shape
     if bias.shape != shape:
         shape = _broadcast_shape(("x", x.shape), ("bias", bias.shape))
@@ -156,6 +162,15 @@ def _broadcast_shape(*named_shapes: tuple[str, list[int]]) -> list[int]:
     return out
 
 
+def _explain_shapes(x: paddle.Tensor, bias: paddle.Tensor) -> None:
+    """Raises _result_shape's error, without the op's, where the inputs' shapes do not broadcast
+    (the op's InferShape refused them); returns otherwise."""
+    try:
+        _result_shape(x, bias)
+    except ValueError as error:
+        raise error from None
+
+
 def _check_static_inputs(x, bias) -> None:
     """What can be checked of static-graph variables (``paddle.jit.to_static``, static mode):
     their dtypes and the dims known before the program runs (-1 is a dim known only then). A
@@ -188,6 +203,12 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
 # Paddle 3 hands strided views to custom ops, and the kernels make them dense (opgen::Contiguous,
 # opgen/elementwise.h); Paddle 2.6's C++ API has no contiguous(), so there the wrapper does it.
 _KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
+
+
+# Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here. Paddle 3
+# takes the kernel's (and its gradient), so an empty input goes the usual way and a call does not
+# read the inputs' shapes (2.4 us a call on the CI machine, docs/benchmarks.md).
+_KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
 
 
 # Paddle 2.6's autograd cannot differentiate an op on two empty tensors ("Unable to fill empty
@@ -293,23 +314,24 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     # that are not eager tensors: a static graph's variables (paddle.jit.to_static), parameters,
     # or not tensors at all.
     if (x.__class__ is not _TENSOR
-            or bias.__class__ is not _TENSOR) and not _dynamic_mode():
-        # A static graph: no data to check.
-        _check_static_inputs(x, bias)
-        return _ops().custom_bias_gelu(x, bias)
-    shape = _check_inputs(x, bias)
+            or bias.__class__ is not _TENSOR):
+        if not _dynamic_mode():  # a static graph: no data to check
+            _check_static_inputs(x, bias)
+            return _ops().custom_bias_gelu(x, bias)
+        _check_inputs(x, bias)
     if not _KERNELS_TAKE_VIEWS and not x.is_contiguous():  # views are copied first
         x = x.contiguous()
     if not _KERNELS_TAKE_VIEWS and not bias.is_contiguous():  # views are copied first
         bias = bias.contiguous()
-    if 0 in shape:
-        # Paddle 2.6 rejects empty outputs of custom ops; an empty result needs no kernel, and
-        # this keeps the inputs in the autograd graph.
+    if not _KERNEL_MAKES_EMPTY_OUTPUTS and (0 in x.shape or 0 in bias.shape):
+        # An empty result needs no kernel, and this keeps the inputs in the autograd graph.
+        shape = _result_shape(x, bias)
         _check_dtypes(x, bias)
         return _empty_result(shape, x, bias)
     try:
         outs = (_run or _load_run())("custom_bias_gelu", x, bias)
     except Exception:
+        _explain_shapes(x, bias)
         _explain_failure(x, bias)
         raise
     return outs[0]
@@ -334,7 +356,8 @@ def bias_gelu_(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     if not _dynamic_mode():
         _check_static_inputs(x, bias)
         return _ops().custom_bias_gelu_inplace(x, bias)
-    shape = _check_inputs(x, bias)
+    _check_inputs(x, bias)
+    shape = _result_shape(x, bias)
     _check_dtypes(x, bias)  # before anything is written over x
     if shape != x.shape:
         raise ValueError(f"bias_gelu_: x has shape {x.shape} but the result's is {shape}; "

@@ -159,8 +159,8 @@ _KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
 
 
 # Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here. Paddle 3
-# takes the kernel's (and its gradient), so an empty x goes the usual way and a call
-# does not read x.shape (2.4 us a call on the CI machine, docs/benchmarks.md).
+# takes the kernel's (and its gradient), so an empty input goes the usual way and a call does not
+# read the inputs' shapes (2.4 us a call on the CI machine, docs/benchmarks.md).
 _KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
 
 
