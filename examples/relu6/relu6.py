@@ -128,8 +128,8 @@ def _check_dtypes(x: paddle.Tensor) -> None:
 
 
 def _explain_failure(x: paddle.Tensor) -> None:
-    """Raises _check_dtypes' error, without the kernel's, where the inputs explain why the op's
-    call failed; returns otherwise (the caller re-raises the kernel's error)."""
+    """Where the inputs explain why the op's call failed (their dtypes and
+    devices), raises that error without the op's; returns otherwise (the caller re-raises it)."""
     try:
         _check_dtypes(x)
     except (TypeError, ValueError) as error:

@@ -101,19 +101,26 @@ def _code(dtype: paddle.dtype) -> int | None:
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
     return next((code for known, code in _DTYPE_PAIRS if dtype == known), None)
 
+_TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
+
 
 def _check_inputs(x: paddle.Tensor, weight: paddle.Tensor) -> None:
-    """What is checked before every call: the inputs are Paddle tensors of the shapes their roles
-    need (x [*, C] is the op's shape: its last axis is the row). Dtypes and devices are
-    left to the kernels, which refuse them with an error Python catches on every machine
-    (opgen/error.h): reading a dtype next to Paddle's custom-op entry costs 1-2 us
-    (docs/benchmarks.md, "Per-call overhead")."""
+    """What is checked before a call where an input is not an eager tensor: the inputs are Paddle
+    tensors. Their shapes, dtypes and devices are left to the kernels, which refuse them with an
+    error Python catches on every machine (opgen/error.h); where a call fails, _explain_failure
+    names the cause in this wrapper's words. Reading a dtype next to Paddle's custom-op entry
+    costs 1-2 us, and the shapes 0.5 us (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"rms_norm: x must be a paddle.Tensor, "
                         f"not {x.__class__.__name__}")
     if not isinstance(weight, paddle.Tensor):
         raise TypeError(f"rms_norm: weight must be a paddle.Tensor, "
                         f"not {weight.__class__.__name__}")
+
+
+def _check_shapes(x: paddle.Tensor, weight: paddle.Tensor) -> None:
+    """The inputs have the shapes their roles need (x [*, C] is the op's shape: its last
+    axis is the row), or a ValueError naming the input and the rule."""
     shape = list(x.shape)
     if not shape:
         raise ValueError("rms_norm: x is 0-D; it needs at least one dim, the row")
@@ -143,9 +150,10 @@ def _check_dtypes(x: paddle.Tensor, weight: paddle.Tensor) -> None:
 
 
 def _explain_failure(x: paddle.Tensor, weight: paddle.Tensor) -> None:
-    """Raises _check_dtypes' error, without the kernel's, where the inputs explain why the op's
-    call failed; returns otherwise (the caller re-raises the kernel's error)."""
+    """Where the inputs explain why the op's call failed (their shapes, then their dtypes and
+    devices), raises that error without the op's; returns otherwise (the caller re-raises it)."""
     try:
+        _check_shapes(x, weight)
         _check_dtypes(x, weight)
     except (TypeError, ValueError) as error:
         raise error from None
@@ -233,12 +241,15 @@ def rms_norm(x: paddle.Tensor, weight: paddle.Tensor, eps: float = 1e-06) -> pad
     if not _dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
         _check_static_inputs(x, weight)
         return _ops().custom_rms_norm(x, weight, _float_bits(eps))
-    _check_inputs(x, weight)
+    if (x.__class__ is not _TENSOR
+            or weight.__class__ is not _TENSOR):
+        _check_inputs(x, weight)
     if not x.is_contiguous():  # kernels read dense memory; views are copied first
         x = x.contiguous()
     if not weight.is_contiguous():  # kernels read dense memory; views are copied first
         weight = weight.contiguous()
     if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:
+        _check_shapes(x, weight)
         _check_dtypes(x, weight)
         return _empty_outputs(x)
     try:

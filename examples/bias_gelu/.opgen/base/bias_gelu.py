@@ -135,9 +135,10 @@ def _check_dtypes(x: paddle.Tensor, bias: paddle.Tensor) -> None:
 
 
 def _explain_failure(x: paddle.Tensor, bias: paddle.Tensor) -> None:
-    """Raises _check_dtypes' error, without the kernel's, where the inputs explain why the op's
-    call failed; returns otherwise (the caller re-raises the kernel's error)."""
+    """Where the inputs explain why the op's call failed (their shapes, then their dtypes and
+    devices), raises that error without the op's; returns otherwise (the caller re-raises it)."""
     try:
+        _result_shape(x, bias)
         _check_dtypes(x, bias)
     except (TypeError, ValueError) as error:
         raise error from None
@@ -160,15 +161,6 @@ def _broadcast_shape(*named_shapes: tuple[str, list[int]]) -> list[int]:
                                      "aligned at their last dims, sizes must match or be 1")
                 out[d] = size
     return out
-
-
-def _explain_shapes(x: paddle.Tensor, bias: paddle.Tensor) -> None:
-    """Raises _result_shape's error, without the op's, where the inputs' shapes do not broadcast
-    (the op's InferShape refused them); returns otherwise."""
-    try:
-        _result_shape(x, bias)
-    except ValueError as error:
-        raise error from None
 
 
 def _check_static_inputs(x, bias) -> None:
@@ -331,7 +323,6 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
     try:
         outs = (_run or _load_run())("custom_bias_gelu", x, bias)
     except Exception:
-        _explain_shapes(x, bias)
         _explain_failure(x, bias)
         raise
     return outs[0]
