@@ -54,6 +54,8 @@
 #             rms_norm, layer_norm, add_rms_norm; all dtypes), timings; about 4 minutes
 #   rowwise-words  the examples' functors timed with OPGEN_ROW_WORDS=0 (16-bit vectors chosen
 #             lane by lane) and with the default (as 32-bit words), same run (about 3 minutes)
+#   rowwise-bf16  the same with OPGEN_ROW_BF16_LANES=0 (bfloat16 lanes through CUDA's conversion)
+#             and with the default (read out of their words), same run (about 3 minutes)
 #   add-rms   examples/add_rms_norm against a generated add followed by examples/rms_norm and
 #             against numpy, read on the host, then timed (scripts/gpu/add_rms_compare.py;
 #             builds both; about 3 minutes)
@@ -242,6 +244,10 @@ for stage in "$@"; do
     rowwise-words)
       # OPGEN_ROW_WORDS (on by default since round 19): the examples' functors without and with it
       OUT="$OUT" bash scripts/gpu/rowwise_examples.sh "-DOPGEN_ROW_WORDS=0" "" || status=1 ;;
+    rowwise-bf16)
+      # OPGEN_ROW_BF16_LANES (on by default, not yet measured): the examples' functors without and
+      # with it
+      OUT="$OUT" bash scripts/gpu/rowwise_examples.sh "-DOPGEN_ROW_BF16_LANES=0" "" || status=1 ;;
     add-rms)
       for op in rms_norm add_rms_norm; do
         opgen build examples/$op --arch 90 > "$OUT/build-$op.txt" 2>&1 &

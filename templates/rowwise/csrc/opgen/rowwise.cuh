@@ -142,6 +142,11 @@ namespace rowwise {
 #ifndef OPGEN_ROW_WORDS
 #define OPGEN_ROW_WORDS 1
 #endif
+// 1: a bfloat16 lane of a vector is read out of its 32-bit word (LaneOf, below); 0: through
+// CUDA's conversion, to measure the difference.
+#ifndef OPGEN_ROW_BF16_LANES
+#define OPGEN_ROW_BF16_LANES 1
+#endif
 // Clusters need CUDA 11.8's runtime API (cudaLaunchKernelEx, cluster occupancy); with an older
 // toolkit such rows take the loop.
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 11080
@@ -215,7 +220,7 @@ struct IsBFloat16<__nv_bfloat16> : std::true_type {};
 template <typename Acc, typename V>
 __device__ __forceinline__ Acc LaneOf(const V& v, int e) {
   using T = std::remove_cv_t<std::remove_reference_t<decltype(v.v[0])>>;
-  if constexpr (IsBFloat16<T>::value && sizeof(V) % 4 == 0) {
+  if constexpr (OPGEN_ROW_BF16_LANES && IsBFloat16<T>::value && sizeof(V) % 4 == 0) {
     uint32_t words[sizeof(V) / 4];
     __builtin_memcpy(words, &v, sizeof v);
     const uint32_t word = words[e / 2];
