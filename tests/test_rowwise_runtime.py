@@ -421,10 +421,11 @@ def _ptxas_usage(nvcc: str, source: Path, *flags: str) -> tuple[int, int]:
 
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
-def test_bfloat16_kernels_hold_no_more_registers_than_float16(tmp_path: Path) -> None:
+def test_bfloat16_kernels_hold_about_as_many_registers_as_float16(tmp_path: Path) -> None:
     """A bfloat16 lane is read out of its 32-bit word (LaneOf): CUDA's conversion takes a 16-bit
-    register, and with it examples/softmax's bfloat16 backward held 1026 registers over its
-    kernels and spilled 72 bytes where float16's held 826 and spilled none."""
+    register, and with it (OPGEN_ROW_BF16_LANES=0) examples/softmax's bfloat16 backward held 1026
+    registers over its kernels and spilled 72 bytes where float16's held 826 and spilled none
+    (nvcc 13). The build with the conversion must fail the same bounds, or they prove nothing."""
     nvcc = _nvcc()
     assert nvcc is not None
     source = tmp_path / "probe.cu"
@@ -435,5 +436,8 @@ def test_bfloat16_kernels_hold_no_more_registers_than_float16(tmp_path: Path) ->
     shim = f"-I{ROOT / 'scripts' / 'gpu' / 'rowwise_shim'}"
     half_registers, half_spills = _ptxas_usage(nvcc, source, "-DT=__half", shim)
     bf16_registers, bf16_spills = _ptxas_usage(nvcc, source, "-DT=__nv_bfloat16", shim)
-    assert (half_spills, bf16_spills) == (0, 0)
+    assert bf16_spills <= half_spills
     assert bf16_registers <= half_registers * 1.05, (bf16_registers, half_registers)
+    old_registers, old_spills = _ptxas_usage(nvcc, source, "-DT=__nv_bfloat16", shim,
+                                             "-DOPGEN_ROW_BF16_LANES=0")
+    assert old_spills > half_spills or old_registers > half_registers * 1.05

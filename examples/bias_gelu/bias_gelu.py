@@ -89,15 +89,17 @@ def _code(dtype: paddle.dtype) -> int | None:
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
     return next((code for known, code in _DTYPE_PAIRS if dtype == known), None)
 
+
 _TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
 
 
 def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> None:
-    """What is checked before every call: the inputs are Paddle tensors. Their shapes, dtypes and
-    devices are left to the op's InferShape and kernels, which refuse them with an error Python
-    catches on every machine (opgen/error.h); where a call fails, _explain_failure names the
-    cause. Reading a dtype next to Paddle's custom-op entry costs 1-2 us, and broadcasting two
-    shapes in Python 2-4 us (docs/benchmarks.md, "Per-call overhead")."""
+    """What is checked before a call where an input is not an eager tensor, and before an in-place
+    one: the inputs are Paddle tensors. Their shapes, dtypes and devices are left to the op (its
+    kernels' broadcast check, InferShape in a static graph), which refuses them with an error
+    Python catches on every machine (opgen/error.h); where a call fails, _explain_failure names
+    the cause in this wrapper's words. Reading a dtype next to Paddle's custom-op entry costs 1-2
+    us, and broadcasting two shapes in Python 2-4 us (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"bias_gelu: x must be a paddle.Tensor, "
                         f"not {x.__class__.__name__}")

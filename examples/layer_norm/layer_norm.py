@@ -101,6 +101,7 @@ def _code(dtype: paddle.dtype) -> int | None:
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
     return next((code for known, code in _DTYPE_PAIRS if dtype == known), None)
 
+
 _TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
 
 

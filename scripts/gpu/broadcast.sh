@@ -20,7 +20,9 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.memory --forma
 i=0
 for flags in "$@"; do
   i=$((i + 1))
-  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh
+  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh, with these knobs
+    [ "$(cat "$PREBUILT/broadcast/flags-v$i.txt" 2>/dev/null)" = "$flags" ] ||
+      { echo "$PREBUILT/broadcast/v$i was not built with '$flags'" >&2; exit 2; }
     cp "$PREBUILT/broadcast/v$i" /tmp/broadcast/
     continue
   fi

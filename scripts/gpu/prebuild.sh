@@ -2,12 +2,14 @@
 # Builds the Paddle-free GPU benches for sm_90 on this machine (nvcc, no GPU needed), so the GPU
 # machine's time goes to running them: carry DIR and pass PREBUILT=DIR to scripts/gpu/rowwise.sh,
 # rowwise_examples.sh or broadcast.sh with the same knobs in the same order.
-#   bash scripts/gpu/prebuild.sh DIR rowwise "" "-DOPGEN_ROW_WORDS=1"
-#   bash scripts/gpu/prebuild.sh DIR rowwise-examples "" "-DOPGEN_ROW_WORDS=1"
+#   bash scripts/gpu/prebuild.sh DIR rowwise "" "-DOPGEN_ROW_WORDS=0"
+#   bash scripts/gpu/prebuild.sh DIR rowwise-examples "-DOPGEN_ROW_BF16_LANES=0" ""
 #   bash scripts/gpu/prebuild.sh DIR broadcast ""          # also builds tanh_ulp
-# Builds run one after another (nvcc of these files needs several GB and minutes each here).
+# Builds run one after another (nvcc of these files needs several GB and minutes each here). Each
+# binary's knobs go to DIR/<bench>/flags-v<i>.txt; the runners refuse other knobs.
 set -euo pipefail
-[ $# -ge 2 ] || { echo "usage: prebuild.sh DIR rowwise|rowwise-examples|broadcast [FLAGS...]" >&2; exit 2; }
+[ $# -ge 2 ] ||
+  { echo "usage: prebuild.sh DIR rowwise|rowwise-examples|broadcast [FLAGS...]" >&2; exit 2; }
 dir=$1 bench=$2
 shift 2
 [ $# -gt 0 ] || set -- ""
@@ -36,5 +38,6 @@ for flags in "$@"; do
   # shellcheck disable=SC2086  # the knobs are separate words
   nvcc_ $flags "${src[@]}" -o "$dir/$bench/v$i" > "$dir/$bench/build-v$i.txt" 2>&1 ||
     { tail -n 20 "$dir/$bench/build-v$i.txt" >&2; exit 1; }
+  printf '%s\n' "$flags" > "$dir/$bench/flags-v$i.txt"
   echo "$bench v$i (${flags:-default}): built in $(( $(date +%s) - start )) s"
 done

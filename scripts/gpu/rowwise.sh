@@ -7,9 +7,10 @@
 # Output under $OUT; exits non-zero when any variant finds a mismatch or memcheck an error.
 #   bash scripts/gpu/rowwise.sh                              # the default knobs
 #   bash scripts/gpu/rowwise.sh "" "-DOPGEN_ROW_LANE_VECS=2" "-DOPGEN_ROW_THREADS=128"
-# MEMCHECK=0 skips compute-sanitizer, TORCH=0 the PyTorch baseline, PREBUILT=DIR takes the binaries
-# from DIR/rowwise (scripts/gpu/prebuild.sh, the same knobs in the same order) instead of nvcc. Each stage has a timeout, so
-# the whole stays under about 4 minutes with up to 4 variants on a 16-core machine.
+# MEMCHECK=0 skips compute-sanitizer, TORCH=0 the PyTorch baseline, PREBUILT=DIR takes the
+# binaries from DIR/rowwise (scripts/gpu/prebuild.sh, the same knobs in the same order). Each
+# stage has a timeout, so the whole stays under about 4 minutes with up to 4 variants on a
+# 16-core machine.
 set -uo pipefail
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 OUT=${OUT:-/tmp/opgen-out}
@@ -21,8 +22,11 @@ start=$(date +%s)
 i=0
 for flags in "$@"; do
   i=$((i + 1))
-  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh
-    cp "$PREBUILT/rowwise/v$i" /tmp/rowwise/ && cp "$PREBUILT/rowwise/build-v$i.txt" "$OUT/rowwise-build-v$i.txt"
+  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh, with these knobs
+    [ "$(cat "$PREBUILT/rowwise/flags-v$i.txt" 2>/dev/null)" = "$flags" ] ||
+      { echo "$PREBUILT/rowwise/v$i was not built with '$flags'" >&2; exit 2; }
+    cp "$PREBUILT/rowwise/v$i" /tmp/rowwise/ &&
+      cp "$PREBUILT/rowwise/build-v$i.txt" "$OUT/rowwise-build-v$i.txt"
     continue
   fi
   # shellcheck disable=SC2086  # the knobs are separate words

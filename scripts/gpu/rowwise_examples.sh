@@ -16,6 +16,8 @@ export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 OUT=${OUT:-/tmp/opgen-out}
 BUILD=${BUILD:-/tmp/rowwise-examples}
 EXAMPLES=${EXAMPLES:-examples}
+[ -z "${PREBUILT:-}" ] || [ "$EXAMPLES" = examples ] ||
+  { echo "EXAMPLES=$EXAMPLES: prebuilt binaries hold their own headers" >&2; exit 2; }
 mkdir -p "$OUT" "$BUILD/gen/opgen"
 cp scripts/gpu/rowwise_shim/opgen/rowwise_op.h "$BUILD/gen/opgen/" || exit 1
 for op in softmax rms_norm layer_norm add_rms_norm; do
@@ -29,7 +31,9 @@ start=$(date +%s)
 i=0
 for flags in "$@"; do
   i=$((i + 1))
-  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh
+  if [ -n "${PREBUILT:-}" ]; then  # built elsewhere by scripts/gpu/prebuild.sh, with these knobs
+    [ "$(cat "$PREBUILT/rowwise-examples/flags-v$i.txt" 2>/dev/null)" = "$flags" ] ||
+      { echo "$PREBUILT/rowwise-examples/v$i was not built with '$flags'" >&2; exit 2; }
     cp "$PREBUILT/rowwise-examples/v$i" "$BUILD/" &&
       cp "$PREBUILT/rowwise-examples/build-v$i.txt" "$OUT/rowwise-examples-build-v$i.txt"
     continue

@@ -105,14 +105,15 @@ def _code(dtype: paddle.dtype) -> int | None:
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
     return next((code for known, code in _DTYPE_PAIRS if dtype == known), None)
 
+
 _TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
 
 
 def _check_inputs(x: paddle.Tensor) -> None:
-    """What is checked before every call: x is a Paddle tensor. Its dtype is left to the
-    kernels, which refuse it with an error Python catches on every machine (opgen/error.h):
-    reading a dtype next to Paddle's custom-op entry costs 1-2 us (docs/benchmarks.md, "Per-call
-    overhead")."""
+    """What is checked before a call where x is not an eager tensor, and before an
+    in-place one: x is a Paddle tensor. Its dtype is left to the kernels, which refuse it
+    with an error Python catches on every machine (opgen/error.h): reading a dtype next to
+    Paddle's custom-op entry costs 1-2 us (docs/benchmarks.md, "Per-call overhead")."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"relu6: x must be a paddle.Tensor, "
                         f"not {x.__class__.__name__}")
@@ -128,8 +129,8 @@ def _check_dtypes(x: paddle.Tensor) -> None:
 
 
 def _explain_failure(x: paddle.Tensor) -> None:
-    """Where the inputs explain why the op's call failed (their dtypes and
-    devices), raises that error without the op's; returns otherwise (the caller re-raises it)."""
+    """Where the inputs explain why the op's call failed (their dtypes and devices), raises that
+    error without the op's; returns otherwise (the caller re-raises it)."""
     try:
         _check_dtypes(x)
     except (TypeError, ValueError) as error:
@@ -159,8 +160,8 @@ _KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
 
 
 # Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here. Paddle 3
-# takes the kernel's (and its gradient), so an empty input goes the usual way and a call does not
-# read the inputs' shapes (2.4 us a call on the CI machine, docs/benchmarks.md).
+# takes the kernel's (and its gradient), so an empty x goes the usual way and a call
+# does not read x.shape (2.4 us a call on the CI machine, docs/benchmarks.md).
 _KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
 
 
