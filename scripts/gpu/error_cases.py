@@ -134,13 +134,19 @@ def bits(value):
 """
 
 
+CASE_SECONDS = 120  # a case that takes longer hangs (its process is killed)
+
+
 def run_case(prelude: str, code: str) -> tuple[str, str]:
     body = "\n    ".join(part.strip() for part in code.split(";"))
     script = prelude + "\ntry:\n    " + body + (
         "\nexcept Exception as e:\n    print('RAISED', type(e).__name__, str(e).strip().splitlines()[0][:150])"
         "\nelse:\n    print('RETURNED')\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={**os.environ, "GLOG_minloglevel": "3"})
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env={**os.environ, "GLOG_minloglevel": "3"}, timeout=CASE_SECONDS)
+    except subprocess.TimeoutExpired:
+        return "hung", f"no result in {CASE_SECONDS} s"
     if proc.returncode < 0:
         return "died", f"killed by {signal.Signals(-proc.returncode).name}"
     lines = proc.stdout.strip().splitlines()
