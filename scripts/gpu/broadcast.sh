@@ -17,6 +17,7 @@ mkdir -p "$OUT" /tmp/broadcast
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.memory --format=csv |
   tee "$OUT/broadcast-gpu.txt"
 [ $# -gt 0 ] || set -- ""
+source scripts/gpu/prebuilt.sh && use_prebuilt broadcast
 i=0
 for flags in "$@"; do
   i=$((i + 1))

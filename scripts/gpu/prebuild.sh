@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the Paddle-free GPU benches for sm_90 on this machine (nvcc, no GPU needed), so the GPU
-# machine's time goes to running them: carry DIR and pass PREBUILT=DIR to scripts/gpu/rowwise.sh,
-# rowwise_examples.sh or broadcast.sh with the same knobs in the same order.
+# machine's time goes to running them: carry DIR/<bench>.tar.xz and pass PREBUILT=DIR to
+# scripts/gpu/rowwise.sh, rowwise_examples.sh or broadcast.sh with the same knobs in the same order.
 #   bash scripts/gpu/prebuild.sh DIR rowwise "" "-DOPGEN_ROW_WORDS=0"
 #   bash scripts/gpu/prebuild.sh DIR rowwise-examples "-DOPGEN_ROW_BF16_LANES=0" ""
 #   bash scripts/gpu/prebuild.sh DIR broadcast ""          # also builds tanh_ulp
 # Builds run one after another (nvcc of these files needs several GB and minutes each here). Each
-# binary's knobs go to DIR/<bench>/flags-v<i>.txt; the runners refuse other knobs.
+# binary's knobs go to DIR/<bench>/flags-v<i>.txt; the runners refuse other knobs. Then all of
+# DIR/<bench> is packed into DIR/<bench>.tar.xz, a seventh of its size: carry that file alone.
 set -euo pipefail
 [ $# -ge 2 ] ||
   { echo "usage: prebuild.sh DIR rowwise|rowwise-examples|broadcast [FLAGS...]" >&2; exit 2; }
@@ -41,3 +42,7 @@ for flags in "$@"; do
   printf '%s\n' "$flags" > "$dir/$bench/flags-v$i.txt"
   echo "$bench v$i (${flags:-default}): built in $(( $(date +%s) - start )) s"
 done
+# What to carry: the binaries packed (the runners unpack DIR/<bench>.tar.xz where DIR/<bench>/ is
+# absent, scripts/gpu/prebuilt.sh).
+tar cf - -C "$dir" "$bench" | xz -T0 -6 > "$dir/$bench.tar.xz"
+echo "carry $dir/$bench.tar.xz ($(( $(stat -c %s "$dir/$bench.tar.xz") / 1048576 )) MiB)"

@@ -19,6 +19,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.memory --forma
   tee "$OUT/rowwise-gpu.txt"
 [ $# -gt 0 ] || set -- ""
 start=$(date +%s)
+source scripts/gpu/prebuilt.sh && use_prebuilt rowwise
 i=0
 for flags in "$@"; do
   i=$((i + 1))

@@ -28,6 +28,7 @@ command -v nvidia-smi >/dev/null &&
   tee "$OUT/rowwise-examples-gpu.txt"
 [ $# -gt 0 ] || set -- ""
 start=$(date +%s)
+source scripts/gpu/prebuilt.sh && use_prebuilt rowwise-examples
 i=0
 for flags in "$@"; do
   i=$((i + 1))
