@@ -8,8 +8,9 @@
 #   bash scripts/gpu/broadcast.sh                      # the default knobs
 #   bash scripts/gpu/broadcast.sh "" "-DOPGEN_BCAST_COLUMN_LANES=32" "-DOPGEN_THREADS=256"
 # LARGE=0 skips the >2^31 checks, NCU=0 the ncu run, QUICK=1 the checks of variants after the first,
-# NCU_FULL=1 adds ncu's every section for the 16-bit forward targets' kernels. PREBUILT=DIR takes
-# the binaries from DIR/broadcast (scripts/gpu/prebuild.sh) instead of nvcc.
+# NCU_FULL=1 adds ncu's every section for the 16-bit forward targets' kernels, NCU_BACKWARD=1 for
+# bias_gelu's backward passes. PREBUILT=DIR takes the binaries from DIR/broadcast (or
+# DIR/broadcast.tar.xz; scripts/gpu/prebuild.sh) instead of nvcc.
 set -uo pipefail
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 OUT=${OUT:-/tmp/opgen-out}
@@ -66,5 +67,13 @@ fi
 if command -v ncu >/dev/null && [ "${NCU_FULL:-0}" = 1 ] && [ -x /tmp/broadcast/v1 ]; then
   ncu --set full --kernel-name regex:'Broadcast2dKernel|BroadcastNdKernel' \
     /tmp/broadcast/v1 --profile-forward 2>&1 | grep -v '^==PROF==' > "$OUT/broadcast-ncu-full.txt"
+fi
+# NCU_BACKWARD=1: every ncu section (occupancy, stall reasons, memory) for the backward passes of
+# --profile (bias_gelu [16384, 1024] + [1024]: the [C] pass and its block sums, every dtype), to
+# see why the 16-bit passes run at 0.77-0.80 of the copy where a same-shape kernel moving the
+# same bytes runs at 1.0 (docs/benchmarks.md, round 20).
+if command -v ncu >/dev/null && [ "${NCU_BACKWARD:-0}" = 1 ] && [ -x /tmp/broadcast/v1 ]; then
+  ncu --set full --kernel-name regex:'ColumnPassKernel|SumPartialsKernel' \
+    /tmp/broadcast/v1 --profile 2>&1 | grep -v '^==PROF==' > "$OUT/broadcast-ncu-backward.txt"
 fi
 exit $status
