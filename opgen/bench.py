@@ -753,32 +753,41 @@ class _Plan:
 
     def steps(self) -> int:
         on_gpu = self.device == "gpu"
-        return (1 + (self.spec.backward is not None and not self.rowwise)
-                + (on_gpu and "naive" in self.compare)
-                + len(self.dtypes) * len(self.cases)
+        return (1 + len(self.dtypes) * len(self.cases)
                 + (on_gpu and bool({"copy", "baseline"} & self.compare))
                 + self.per_call * (1 + on_gpu))
 
     def measure(self, results: Results, step: Callable[[str], str]) -> None:
         """Build the op (and what it is compared with), then time every dtype and case."""
-        from . import api
+        from . import api, build
 
         spec, m, device = self.spec, self.spec.model, self.device
-        self.current = step("building the op")
-        module = api.load_op(self.op_dir, cpu_only=device == "cpu")
-        backward_op = None
-        if spec.backward is not None and not self.rowwise:
-            self.current = step("building the backward kernel as an op of its own")
-            backward_op = _backward_module(spec, self.op_dir, cpu_only=device == "cpu")
-        naive = None
+        cpu_only = device == "cpu"
         if device == "gpu":
             import paddle
 
             if not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count()):
                 raise UsageError("--device gpu: no GPU visible to Paddle")
-            if "naive" in self.compare:
-                self.current = step("building the naive comparison kernel")
-                naive = _naive_module(spec, self.op_dir)
+        # The op and the copies it is compared with are built at once, then loaded.
+        backward_dir = naive_dir = None
+        builds = ["the op"]
+        if spec.backward is not None and not self.rowwise:
+            backward_dir = _render_backward_op(spec, self.op_dir)
+            builds.append("its backward kernel as an op of its own")
+        if device == "gpu" and "naive" in self.compare:
+            naive_dir = _render_naive_op(spec, self.op_dir)
+            builds.append("the naive comparison kernel")
+        self.current = step("building " + (
+            builds[0] if len(builds) == 1
+            else ", ".join(builds[:-1]) + " and " + builds[-1] + ", at once"))
+        build.compile_libraries([
+            build.configure(op_dir, cpu_only=cpu_only and op_dir is not naive_dir)
+            for op_dir in (self.op_dir, backward_dir, naive_dir) if op_dir is not None])
+        module = api.load_op(self.op_dir, cpu_only=cpu_only)
+        backward_op = None
+        if backward_dir is not None:
+            backward_op = _backward_op(spec, backward_dir, cpu_only=cpu_only)
+        naive = api.load_op(naive_dir) if naive_dir is not None else None
         domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
         for dtype in self.dtypes:
             for case in self.cases:
@@ -906,11 +915,10 @@ class _Plan:
         return {k: a.default for k, a in self.spec.model.attrs.items()}
 
 
-def _naive_module(spec: Any, op_dir: Path) -> Any:
-    """Render and build a copy of the op whose CUDA kernels use the naive launcher."""
+def _render_naive_op(spec: Any, op_dir: Path) -> Path:
+    """Render a copy of the op whose CUDA kernels use the naive launcher; return its folder."""
     import dataclasses
 
-    from . import api
     from .render import render_op
     from .writer import apply
 
@@ -919,22 +927,18 @@ def _naive_module(spec: Any, op_dir: Path) -> Any:
     naive_spec = dataclasses.replace(spec, model=model)
     dest = op_dir / "build" / "bench" / model.name
     apply(render_op(naive_spec, naive=True), dest)
-    return api.load_op(dest)
+    return dest
 
 
 #: The backward kernel as an op: its module, its name, its inputs' domains and its inputs.
 _BackwardOp = tuple[Any, str, list[tuple[float, float]], list[str]]
 
 
-def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> _BackwardOp:
-    """Build the op's backward functor as a forward op of its own, so its kernel is timed without
-    autograd's bookkeeping (which, in Paddle 2.6, also copies the output gradient)."""
+def _backward_model(spec: Any) -> Any:
+    """The op's backward functor as the spec of a forward op of its own."""
     import dataclasses
 
-    from . import api
     from .kinds.elementwise import build_context
-    from .render import render_op
-    from .writer import apply
 
     m = spec.model
     grad_inputs = build_context(spec).backward.inputs
@@ -950,15 +954,36 @@ def _backward_module(spec: Any, op_dir: Path, *, cpu_only: bool) -> _BackwardOp:
         "domain": {n: m.domain[n] for n in grad_inputs if n in m.domain},
         "inplace": {}, "amp": "follow",  # the op's own variants, not its backward's
     })
-    derived = dataclasses.replace(spec, model=model, backward=None, backward_source={},
-                                  double_backward=None, double_backward_source={},
-                                  forward=renamed(spec.backward),
-                                  forward_source=renamed(spec.backward_source))
-    dest = op_dir / "build" / "bench" / model.name
+    return dataclasses.replace(spec, model=model, backward=None, backward_source={},
+                               double_backward=None, double_backward_source={},
+                               forward=renamed(spec.backward),
+                               forward_source=renamed(spec.backward_source))
+
+
+def _render_backward_op(spec: Any, op_dir: Path) -> Path:
+    """Render the op's backward functor as a forward op of its own, so its kernel is timed
+    without autograd's bookkeeping (which, in Paddle 2.6, also copies the output gradient);
+    return its folder."""
+    from .render import render_op
+    from .writer import apply
+
+    derived = _backward_model(spec)
+    dest = op_dir / "build" / "bench" / derived.model.name
     apply(render_op(derived), dest)
+    return dest
+
+
+def _backward_op(spec: Any, op_dir: Path, *, cpu_only: bool) -> _BackwardOp:
+    """The backward op rendered in ``op_dir``, loaded: its module, name, domains and inputs."""
+    from . import api
+    from .kinds.elementwise import build_context
+
+    m = spec.model
+    grad_inputs = build_context(spec).backward.inputs
     domains = [tuple(m.domain.get(n, (-3.0, 3.0))) if n in m.inputs or n in m.outputs
                else (-1.0, 1.0) for n in grad_inputs]
-    return api.load_op(dest, cpu_only=cpu_only), model.name, domains, grad_inputs
+    return (api.load_op(op_dir, cpu_only=cpu_only), f"{spec.name}_backward", domains,
+            grad_inputs)
 
 
 # -- reporting ----------------------------------------------------------------------------------
