@@ -751,7 +751,11 @@ void LaunchSumPartials(const OpMathT<T>* partials, int64_t count, int64_t cols, 
   }
   const dim3 block(lanes_x, kReduceThreads / lanes_x);
   const dim3 grid(static_cast<unsigned>(detail::CeilDiv(cols, lanes_x)));
-  if (kDependentLaunch && detail::DependentLaunchRuns(device)) {
+  // Not while the stream is captured into a CUDA graph: a plain launch there, as before.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (kDependentLaunch && detail::DependentLaunchRuns(device) &&
+      cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+      capture == cudaStreamCaptureStatusNone) {
     cudaLaunchAttribute attribute;
     attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute.val.programmaticStreamSerializationAllowed = 1;
