@@ -769,13 +769,14 @@ class _Plan:
             if not (paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count()):
                 raise UsageError("--device gpu: no GPU visible to Paddle")
         # The op and the copies it is compared with are built at once, then loaded.
-        backward_dir = naive_dir = None
+        backward_spec = backward_dir = naive_dir = None
         builds = ["the op"]
         if spec.backward is not None and not self.rowwise:
-            backward_dir = _render_backward_op(spec, self.op_dir)
+            backward_spec = _backward_spec(spec)
+            backward_dir = _render_bench_op(backward_spec, self.op_dir)
             builds.append("its backward kernel as an op of its own")
         if device == "gpu" and "naive" in self.compare:
-            naive_dir = _render_naive_op(spec, self.op_dir)
+            naive_dir = _render_bench_op(_naive_spec(spec), self.op_dir, naive=True)
             builds.append("the naive comparison kernel")
         self.current = step("building " + (
             builds[0] if len(builds) == 1
@@ -785,8 +786,8 @@ class _Plan:
             for op_dir in (self.op_dir, backward_dir, naive_dir) if op_dir is not None])
         module = api.load_op(self.op_dir, cpu_only=cpu_only)
         backward_op = None
-        if backward_dir is not None:
-            backward_op = _backward_op(spec, backward_dir, cpu_only=cpu_only)
+        if backward_spec is not None and backward_dir is not None:
+            backward_op = _backward_op(spec, backward_spec, backward_dir, cpu_only=cpu_only)
         naive = api.load_op(naive_dir) if naive_dir is not None else None
         domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]
         for dtype in self.dtypes:
@@ -915,27 +916,33 @@ class _Plan:
         return {k: a.default for k, a in self.spec.model.attrs.items()}
 
 
-def _render_naive_op(spec: Any, op_dir: Path) -> Path:
-    """Render a copy of the op whose CUDA kernels use the naive launcher; return its folder."""
-    import dataclasses
-
+def _render_bench_op(spec: Any, op_dir: Path, *, naive: bool = False) -> Path:
+    """Render ``spec``, a copy of the op made for the bench, under ``op_dir/build/bench``
+    (``naive``: its CUDA kernels use the naive launcher); return its folder."""
     from .render import render_op
     from .writer import apply
 
+    dest = op_dir / "build" / "bench" / spec.model.name
+    apply(render_op(spec, naive=naive), dest)
+    return dest
+
+
+def _naive_spec(spec: Any) -> Any:
+    """The op renamed, for the copy whose CUDA kernels use the naive launcher."""
+    import dataclasses
+
     model = spec.model.model_copy(update={"name": f"{spec.name}_naive",
                                           "op_name": f"{spec.op_name}_naive"})
-    naive_spec = dataclasses.replace(spec, model=model)
-    dest = op_dir / "build" / "bench" / model.name
-    apply(render_op(naive_spec, naive=True), dest)
-    return dest
+    return dataclasses.replace(spec, model=model)
 
 
 #: The backward kernel as an op: its module, its name, its inputs' domains and its inputs.
 _BackwardOp = tuple[Any, str, list[tuple[float, float]], list[str]]
 
 
-def _backward_model(spec: Any) -> Any:
-    """The op's backward functor as the spec of a forward op of its own."""
+def _backward_spec(spec: Any) -> Any:
+    """The op's backward functor as the spec of a forward op of its own, so its kernel is timed
+    without autograd's bookkeeping (which, in Paddle 2.6, also copies the output gradient)."""
     import dataclasses
 
     from .kinds.elementwise import build_context
@@ -960,29 +967,15 @@ def _backward_model(spec: Any) -> Any:
                                forward_source=renamed(spec.backward_source))
 
 
-def _render_backward_op(spec: Any, op_dir: Path) -> Path:
-    """Render the op's backward functor as a forward op of its own, so its kernel is timed
-    without autograd's bookkeeping (which, in Paddle 2.6, also copies the output gradient);
-    return its folder."""
-    from .render import render_op
-    from .writer import apply
-
-    derived = _backward_model(spec)
-    dest = op_dir / "build" / "bench" / derived.model.name
-    apply(render_op(derived), dest)
-    return dest
-
-
-def _backward_op(spec: Any, op_dir: Path, *, cpu_only: bool) -> _BackwardOp:
-    """The backward op rendered in ``op_dir``, loaded: its module, name, domains and inputs."""
+def _backward_op(spec: Any, backward_spec: Any, op_dir: Path, *, cpu_only: bool) -> _BackwardOp:
+    """The backward op (``backward_spec``, rendered in ``op_dir``) loaded: its module, name,
+    inputs' domains and inputs."""
     from . import api
-    from .kinds.elementwise import build_context
 
-    m = spec.model
-    grad_inputs = build_context(spec).backward.inputs
+    m, grad_inputs = spec.model, list(backward_spec.model.inputs)
     domains = [tuple(m.domain.get(n, (-3.0, 3.0))) if n in m.inputs or n in m.outputs
                else (-1.0, 1.0) for n in grad_inputs]
-    return (api.load_op(op_dir, cpu_only=cpu_only), f"{spec.name}_backward", domains,
+    return (api.load_op(op_dir, cpu_only=cpu_only), backward_spec.model.name, domains,
             grad_inputs)
 
 
