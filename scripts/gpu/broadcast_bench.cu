@@ -62,7 +62,10 @@ struct BiasGeluGrad {
 //   0 opgen::tanh (as float32), 1 opgen::lowp::tanh, 2 the hardware's tanh.approx.f32,
 //   3 the sigmoid form: gelu_tanh(v) = v sigmoid(2 z), its derivative
 //     s + 2 v s (1 - s) dz/dv with s = sigmoid(2 z), with opgen::lowp::sigmoid;
-//   4 the sigmoid form with opgen::sigmoid (expf and a division, as float32 would get).
+//   4 the sigmoid form with opgen::sigmoid (expf and a division, as float32 would get);
+//   5 opgen::lowp::tanh with the derivative's constants folded for fused multiply-adds
+//     (g' = fma(v fma(1.5 k c, v^2, k / 2), 1 - t^2, fma(t, 1/2, 1/2))), 6 the same with
+//     tanh.approx.f32: how much of the 16-bit backward is its instruction count.
 // On the host (the reference) every form is the accurate one.
 #ifndef BENCH_GELU
 #define BENCH_GELU 1  // what a generated op computes: opgen::tanh<T> is opgen::lowp::tanh
@@ -71,7 +74,7 @@ template <typename MT>
 OPGEN_HD MT LowpTanh(MT z) {
 #if BENCH_GELU == 0
   return opgen::tanh(z);
-#elif BENCH_GELU == 2 && defined(__CUDA_ARCH__)
+#elif (BENCH_GELU == 2 || BENCH_GELU == 6) && defined(__CUDA_ARCH__)
   float t;
   asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(static_cast<float>(z)));
   return t;
@@ -106,6 +109,14 @@ struct BiasGeluLowpGrad {
     const MT s = opgen::sigmoid(MT(2) * z);
 #endif
     const MT g = grad_out * (s + MT(2) * v * s * (MT(1) - s) * dz);
+#elif BENCH_GELU == 5 || BENCH_GELU == 6
+    (void)z;
+    (void)dz;
+    constexpr double kc = kSqrt2OverPi * 0.044715;
+    const MT v2 = v * v;
+    const MT t = LowpTanh(v * (MT(kc) * v2 + MT(kSqrt2OverPi)));
+    const MT half_dz = MT(1.5 * kc) * v2 + MT(0.5 * kSqrt2OverPi);
+    const MT g = grad_out * ((v * half_dz) * (MT(1) - t * t) + (MT(0.5) * t + MT(0.5)));
 #else
     const MT t = LowpTanh(z);
     const MT g = grad_out * (MT(0.5) * (MT(1) + t) + MT(0.5) * v * (MT(1) - t * t) * dz);
@@ -743,6 +754,31 @@ void ProfileBiasWith() {
   CHECK(cudaDeviceSynchronize());
   CHECK(cudaFree(workspace));
 }
+// mul [16384, 1024] * [16384, 1]'s backward (the [N, 1] pass) and a same-shape multiply that
+// moves as many bytes (two reads, one write), for ncu (--profile) to set side by side.
+template <typename T>
+void ProfilePerRow() {
+  using MT = opgen::OpMathT<T>;
+  opgen::BroadcastPlan<2> same_plan;
+  opgen::BroadcastPlan<3> backward_plan;
+  const Shape same_shapes[2] = {{16384, 1024}, {16384, 1024}};
+  const Shape backward_shapes[3] = {{16384, 1024}, {16384, 1}, {16384, 1024}};
+  opgen::MakeBroadcastPlan(same_shapes, &same_plan);
+  opgen::MakeBroadcastPlan(backward_shapes, &backward_plan);
+  DeviceArray<T> x(same_plan.numel, 0), y(same_plan.numel, 0), out(same_plan.numel, 0);
+  DeviceArray<T> r(16384, 0), gr(16384, 0);
+  CHECK(opgen::cuda::LaunchBroadcast(Mul<MT>{}, same_plan, opgen::Pointers<const T, 2>{{x.p, y.p}},
+                                     opgen::Pointers<T, 1>{{out.p}}, 0, 0));
+  const std::size_t workspace_bytes =
+      opgen::cuda::BroadcastBackwardWorkspaceBytes<T, 2>(backward_plan, 0);
+  void* workspace = nullptr;
+  if (workspace_bytes > 0) CHECK(cudaMalloc(&workspace, workspace_bytes));
+  CHECK(opgen::cuda::LaunchBroadcastBackward(
+      MulGrad<MT>{}, backward_plan, opgen::Pointers<const T, 3>{{x.p, r.p, y.p}},
+      opgen::Pointers<T, 2>{{out.p, gr.p}}, workspace, workspace_bytes, 0, 0));
+  CHECK(cudaDeviceSynchronize());
+  if (workspace != nullptr) CHECK(cudaFree(workspace));
+}
 template <typename T>
 void ProfileBias() {
   if constexpr (kLowp<T>) {
@@ -750,6 +786,7 @@ void ProfileBias() {
   } else {
     ProfileBiasWith<T, BiasGelu, BiasGeluGrad>();
   }
+  ProfilePerRow<T>();
 }
 
 // One forward of each shape the forward targets miss in 16-bit, for ncu (--profile-forward):

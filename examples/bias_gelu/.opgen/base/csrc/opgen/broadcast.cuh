@@ -91,6 +91,10 @@ namespace cuda {
 #ifndef OPGEN_BCAST_GATHER_UNROLL
 #define OPGEN_BCAST_GATHER_UNROLL 2
 #endif
+// Vectors of its row each thread of the [N, 1] gradient's pass loads before it computes.
+#ifndef OPGEN_BCAST_PER_ROW_UNROLL
+#define OPGEN_BCAST_PER_ROW_UNROLL 1
+#endif
 // The general (N-d) forward kernel's widest vector in bytes and its unroll.
 #ifndef OPGEN_BCAST_ND_VECTOR_BYTES
 #define OPGEN_BCAST_ND_VECTOR_BYTES 16
@@ -116,6 +120,7 @@ static_assert((kColumnLanes & (kColumnLanes - 1)) == 0 && kColumnLanes <= kReduc
 // shorter rows share a warp.
 constexpr int64_t kBlockPerRowVectors = 1024;
 constexpr int kRowUnroll = OPGEN_BCAST_ROW_UNROLL;
+constexpr int kPerRowUnroll = OPGEN_BCAST_PER_ROW_UNROLL;
 constexpr int kColumnVectorBytes = OPGEN_BCAST_COLUMN_VECTOR_BYTES;
 constexpr int kGatherUnroll = OPGEN_BCAST_GATHER_UNROLL;
 constexpr bool kColumnPrefetch = OPGEN_BCAST_COLUMN_PREFETCH != 0;
@@ -806,12 +811,16 @@ struct ColumnPass {
 constexpr uint32_t kRuntimeMask = 0xffffffffu;
 
 template <uint32_t kMask, int kIn>
-__device__ __forceinline__ bool PerColumn(const ColumnPass<kIn>& p, int k) {
+__device__ __forceinline__ bool FlagOf(const bool (&flags)[kIn], int k) {
   if constexpr (kMask == kRuntimeMask) {
-    return p.per_column[k];
+    return flags[k];
   } else {
     return ((kMask >> k) & 1u) != 0;
   }
+}
+template <uint32_t kMask, int kIn>
+__device__ __forceinline__ bool PerColumn(const ColumnPass<kIn>& p, int k) {
+  return FlagOf<kMask>(p.per_column, k);
 }
 
 template <int kVec, uint32_t kMask, typename T, typename F, int kIn, int kOut>
@@ -1041,12 +1050,14 @@ struct RowPass {
 
 // `lanes` threads per row run along it, writing the full gradients and summing the [N, 1] ones;
 // a butterfly over the row's lanes (and, for a block per row, the warps' sums in order) adds
-// them up.
-template <int kVec, bool kBlockPerRow, typename T, typename F, int kIn, int kOut>
+// them up. kMask names the [N, 1] inputs at compile time as in ColumnPassKernel (kRuntimeMask:
+// from p.per_row), so that the others' vectors alone are loaded and held.
+template <int kVec, bool kBlockPerRow, uint32_t kMask, typename T, typename F, int kIn, int kOut>
 __global__ void __launch_bounds__(kReduceThreads)
     RowPassKernel(F f, RowPass<kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> grads) {
   using MT = OpMathT<T>;
   using V = Vec<T, kVec>;
+  const auto per_row = [&p](int k) { return FlagOf<kMask>(p.per_row, k); };
   __shared__ MT warp_sums[kReduceThreads / 32];
   const int lanes = kBlockPerRow ? kReduceThreads : p.lanes;
   const int rows_per_block = kReduceThreads / lanes;
@@ -1063,47 +1074,56 @@ __global__ void __launch_bounds__(kReduceThreads)
     if (valid) {
       MT fixed[kIn];  // the [N, 1] inputs' values for this row
 #pragma unroll
-      for (int k = 0; k < kIn; ++k) fixed[k] = p.per_row[k] ? ReadOrZero(in.at[k], row) : MT(0);
-      for (int64_t v = lane; v < vectors; v += lanes) {
-        const int64_t at = row * p.cols + v * kVec;
-        MT values[kIn][kVec];
+      for (int k = 0; k < kIn; ++k) fixed[k] = per_row(k) ? ReadOrZero(in.at[k], row) : MT(0);
+      // kPerRowUnroll vectors of the row loaded, then computed: the stores of one round may
+      // not be moved above the next round's loads (the pointers may alias), so the loads in
+      // flight are the ones issued together.
+      for (int64_t v0 = lane; v0 < vectors; v0 += int64_t{lanes} * kPerRowUnroll) {
+        V loaded[kPerRowUnroll][kIn];
 #pragma unroll
-        for (int k = 0; k < kIn; ++k) {
-          if (p.per_row[k]) {
+        for (int u = 0; u < kPerRowUnroll; ++u) {
+          const int64_t v = v0 + int64_t{u} * lanes;
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) values[k][j] = fixed[k];
-          } else {
-            const V x = LoadVecOrZero<V>(in.at[k], at);
-#pragma unroll
-            for (int j = 0; j < kVec; ++j) values[k][j] = static_cast<MT>(x.v[j]);
+          for (int k = 0; k < kIn; ++k) {
+            loaded[u][k] = !per_row(k) && v < vectors
+                               ? LoadVecOrZero<V>(in.at[k], row * p.cols + v * kVec)
+                               : ZeroVec<V>();
           }
         }
-        V results[kOut];
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          MT args[kIn];
-          MT r[kOut];
+        for (int u = 0; u < kPerRowUnroll; ++u) {
+          const int64_t v = v0 + int64_t{u} * lanes;
+          if (v >= vectors) break;
+          const int64_t at = row * p.cols + v * kVec;
+          V results[kOut];
 #pragma unroll
-          for (int k = 0; k < kIn; ++k) args[k] = values[k][j];
-          Apply(f, args, r);
+          for (int j = 0; j < kVec; ++j) {
+            MT args[kIn];
+            MT r[kOut];
 #pragma unroll
-          for (int g = 0; g < kOut; ++g) {
-            if (p.per_row[g]) {
-              sums[g] += r[g];
-            } else {
-              results[g].v[j] = static_cast<T>(r[g]);
+            for (int k = 0; k < kIn; ++k) {
+              args[k] = per_row(k) ? fixed[k] : static_cast<MT>(loaded[u][k].v[j]);
+            }
+            Apply(f, args, r);
+#pragma unroll
+            for (int g = 0; g < kOut; ++g) {
+              if (per_row(g)) {
+                sums[g] += r[g];
+              } else {
+                results[g].v[j] = static_cast<T>(r[g]);
+              }
             }
           }
-        }
 #pragma unroll
-        for (int g = 0; g < kOut; ++g) {
-          if (!p.per_row[g]) StoreVec(reinterpret_cast<V*>(grads.at[g] + at), results[g]);
+          for (int g = 0; g < kOut; ++g) {
+            if (!per_row(g)) StoreVec(reinterpret_cast<V*>(grads.at[g] + at), results[g]);
+          }
         }
       }
     }
 #pragma unroll
     for (int g = 0; g < kOut; ++g) {
-      if (!p.per_row[g]) continue;
+      if (!per_row(g)) continue;
       MT sum;
       if constexpr (kBlockPerRow) {
         sum = BlockSum(sums[g], warp_sums);
@@ -1130,8 +1150,11 @@ void LaunchRowBackward(const F& f, const BroadcastPlan<kIn>& plan,
   const int width = detail::WidestVector<T>([&](int w) {
     return view.cols % w == 0 && FullOperandsAligned(p.per_row, in, grads, w * sizeof(T));
   });
-  detail::WithVectorWidth<T>(width, [&](auto vec) {
+  uint32_t mask = 0;
+  for (int k = 0; k < kIn; ++k) mask |= p.per_row[k] ? 1u << k : 0u;
+  auto launch = [&](auto vec, auto mask_constant) {
     constexpr int kVec = decltype(vec)::value;
+    constexpr uint32_t kMask = decltype(mask_constant)::value;
     const int64_t vectors = p.cols / kVec;
     const bool block_per_row = vectors >= kBlockPerRowVectors;
     p.lanes = block_per_row ? kReduceThreads
@@ -1141,11 +1164,31 @@ void LaunchRowBackward(const F& f, const BroadcastPlan<kIn>& plan,
     const unsigned grid =
         static_cast<unsigned>(row_groups < detail::kMaxGrid ? row_groups : detail::kMaxGrid);
     if (block_per_row) {
-      RowPassKernel<kVec, true, T><<<grid, kReduceThreads, 0, stream>>>(f, p, in, grads);
+      RowPassKernel<kVec, true, kMask, T><<<grid, kReduceThreads, 0, stream>>>(f, p, in, grads);
     } else {
-      RowPassKernel<kVec, false, T><<<grid, kReduceThreads, 0, stream>>>(f, p, in, grads);
+      RowPassKernel<kVec, false, kMask, T><<<grid, kReduceThreads, 0, stream>>>(f, p, in, grads);
     }
-  });
+  };
+  // As for the [C] pass: the [N, 1] input known at compile time for the widest vector and one
+  // such input (a per-row scale), the run-time flags otherwise.
+  constexpr int kWidest = 16 / static_cast<int>(sizeof(T)) > 0 ? 16 / static_cast<int>(sizeof(T))
+                                                                : 1;
+  bool done = false;
+  if (width == kWidest) {
+    detail::ForEachIndex<kIn>([&](auto k) {
+      constexpr uint32_t kMask = 1u << decltype(k)::value;
+      if (!done && mask == kMask) {
+        launch(std::integral_constant<int, kWidest>{},
+               std::integral_constant<uint32_t, kMask>{});
+        done = true;
+      }
+    });
+  }
+  if (!done) {
+    detail::WithVectorWidth<T>(width, [&](auto vec) {
+      launch(vec, std::integral_constant<uint32_t, kRuntimeMask>{});
+    });
+  }
 }
 
 // ---- backward, scalar operands ---------------------------------------------------------------
