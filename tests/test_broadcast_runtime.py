@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -228,3 +229,52 @@ def test_gpu_bench_compiles_for_sm_90(tmp_path: Path) -> None:
                              "-o", str(tmp_path / "broadcast_bench.o")],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+_ROW_PASS_PROBE = """
+#include <cuda_fp16.h>
+#include "opgen/broadcast.cuh"
+template <typename MT>
+struct MulGrad {
+  OPGEN_HD void operator()(MT x, MT y, MT grad_out, MT& grad_x, MT& grad_y) const {
+    grad_x = grad_out * y;
+    grad_y = grad_out * x;
+  }
+};
+template void opgen::cuda::LaunchRowBackward<__half, MulGrad<float>, 3, 2>(
+    const MulGrad<float>&, const opgen::BroadcastPlan<3>&, const opgen::Pointers<const __half, 3>&,
+    const opgen::Pointers<__half, 2>&, cudaStream_t);
+"""
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
+def test_row_pass_with_one_per_row_input_holds_few_registers(tmp_path: Path) -> None:
+    """The [N, 1] gradient's pass takes its one per-row input as a template argument: with the
+    run-time flags it held every input's vector, 53 registers in float16, and ran at 0.75 of the
+    copy on the H200; with the input known, 32 registers and 0.95 (docs/benchmarks.md, round 21).
+    ptxas for sm_90 must keep the specialized 16-byte kernels well below the run-time one."""
+    nvcc = _nvcc()
+    assert nvcc is not None
+    source = tmp_path / "row_pass.cu"
+    source.write_text(_ROW_PASS_PROBE)
+    result = subprocess.run([nvcc, "-std=c++17", "-O3", "-arch=sm_90", "-cubin", "-Xptxas", "-v",
+                             f"-I{CSRC}", f"-I{COMMON_CSRC}", str(source),
+                             "-o", str(tmp_path / "row_pass.cubin")],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # "Compiling entry function '_ZN5opgen4cuda13RowPassKernelILi8ELb0ELj2E...'" and then the
+    # kernel's "Used N registers": <vector, block per row, mask>
+    registers: dict[tuple[str, str], int] = {}
+    kernel = None
+    for line in result.stderr.splitlines():
+        if "Compiling entry function" in line:
+            match = re.search(r"RowPassKernelILi(\d+)ELb\dELj(\d+)E", line)
+            kernel = (match.group(1), match.group(2)) if match else None
+        elif kernel is not None and (used := re.search(r"Used (\d+) registers", line)):
+            registers[kernel] = max(registers.get(kernel, 0), int(used.group(1)))
+            kernel = None
+    runtime = registers[("8", str(0xFFFFFFFF))]
+    known = [count for (vec, mask), count in registers.items()
+             if vec == "8" and mask != str(0xFFFFFFFF)]
+    assert len(known) == 3, registers  # one kernel per input that may be the [N, 1] one
+    assert max(known) <= 40 < runtime, registers
