@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "opgen/cuda.cuh"
 #include "opgen/math.h"
 #include "opgen/rowwise.h"
 
@@ -1231,18 +1232,11 @@ __global__ void __launch_bounds__(256)
   col_sum[int(k)][i - k * cols] = static_cast<T>(total);
 }
 
+// The current device's (the op's device guard made it current).
 inline int MultiprocessorCount() {
   int device = 0;
   cudaGetDevice(&device);
-  constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) device = 0;
-  if (cache[device] == 0) {
-    int count = 0;
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    cache[device] = count > 0 ? count : 1;
-  }
-  return cache[device];
+  return cuda::MultiprocessorCount(device);
 }
 
 // Blocks of `kernel` one multiprocessor holds at once (asked once per kernel).

@@ -173,18 +173,9 @@ void WithIndexType(int64_t n, Body&& body) {
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether `device` runs programmatic dependent launches (compute capability 9.0 and later); asked
-// once per device.
+// Whether `device` runs programmatic dependent launches (compute capability 9.0 and later).
 inline bool DependentLaunchRuns(int device) {
-  constexpr int kMaxDevices = 64;
-  static signed char cache[kMaxDevices] = {};  // 0: not asked yet; 1: it does; -1: it does not
-  if (device < 0 || device >= kMaxDevices) return false;
-  if (cache[device] == 0) {
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cache[device] = major >= 9 ? 1 : -1;
-  }
-  return cache[device] > 0;
+  return DeviceAttribute<cudaDevAttrComputeCapabilityMajor>(device) >= 9;
 }
 
 // Calls `body(std::integral_constant<int, k>{})` for k = 0 .. kCount - 1.

@@ -1,4 +1,4 @@
-// opgen CUDA helpers every kind's kernels use: the device guard, the multiprocessor count, and the
+// opgen CUDA helpers every kind's kernels use: the device guard, the device's attributes, and the
 // grid for a grid-stride loop over n items with 64-bit sizes. Plain CUDA with no Paddle in it, so
 // kernels built on it can be timed on their own (scripts/gpu/ in opgen's repository).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
@@ -36,16 +36,24 @@ struct Device {
   cudaStream_t stream;
 };
 
-inline int MultiprocessorCount(int device) {
+// `kAttribute` of `device` (cudaDeviceGetAttribute), asked once per device; 0 where the
+// question fails.
+template <cudaDeviceAttr kAttribute>
+int DeviceAttribute(int device) {
   constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};
+  static int cache[kMaxDevices] = {};  // the value + 1; 0: not asked yet
   if (device < 0 || device >= kMaxDevices) device = 0;
   if (cache[device] == 0) {
-    int count = 0;
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    cache[device] = count > 0 ? count : 1;
+    int value = 0;
+    if (cudaDeviceGetAttribute(&value, kAttribute, device) != cudaSuccess) value = 0;
+    cache[device] = value + 1;
   }
-  return cache[device];
+  return cache[device] - 1;
+}
+
+inline int MultiprocessorCount(int device) {
+  const int count = DeviceAttribute<cudaDevAttrMultiProcessorCount>(device);
+  return count > 0 ? count : 1;
 }
 
 // Blocks of `threads` for a grid-stride loop over `n` items (each block taking `per_block` items
