@@ -814,6 +814,30 @@ __device__ __forceinline__ bool PerColumn(const ColumnPass<kIn>& p, int k) {
   return FlagOf<kMask>(p.per_column, k);
 }
 
+// Calls launch(width, mask), both as std::integral_constant: with mask = 1 << k where the vector
+// is the widest (kWidest elements) and input k alone is flagged, the common case (a bias, a
+// per-row scale) a pass compiles for; with kRuntimeMask (the kernel reads the flags) otherwise.
+template <typename T, int kWidest, int kIn, typename Launch>
+void WithFlagsKnown(int width, const bool (&flags)[kIn], Launch&& launch) {
+  uint32_t mask = 0;
+  for (int k = 0; k < kIn; ++k) mask |= flags[k] ? 1u << k : 0u;
+  bool done = false;
+  if (width == kWidest) {
+    detail::ForEachIndex<kIn>([&](auto k) {
+      constexpr uint32_t kMask = 1u << decltype(k)::value;
+      if (!done && mask == kMask) {
+        launch(std::integral_constant<int, kWidest>{}, std::integral_constant<uint32_t, kMask>{});
+        done = true;
+      }
+    });
+  }
+  if (!done) {
+    detail::WithVectorWidth<T>(width, [&](auto vec) {
+      launch(vec, std::integral_constant<uint32_t, kRuntimeMask>{});
+    });
+  }
+}
+
 template <int kVec, uint32_t kMask, typename T, typename F, int kIn, int kOut>
 __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
     ColumnPassKernel(F f, ColumnPass<kIn> p, Pointers<const T, kIn> in, Pointers<T, kOut> grads,
@@ -978,8 +1002,6 @@ void LaunchColumnBackward(const F& f, const BroadcastPlan<kIn>& plan,
   p.rows = view.rows;
   p.cols = view.cols;
   for (int k = 0; k < kIn; ++k) p.per_column[k] = view.kind[k] == Operand2d::kPerColumn;
-  uint32_t mask = 0;
-  for (int k = 0; k < kIn; ++k) mask |= p.per_column[k] ? 1u << k : 0u;
   const int width = detail::WidestVector<T>([&](int w) {
     if (w * sizeof(T) > kColumnVectorBytes) return false;
     bool fits = view.cols % w == 0;
@@ -1012,22 +1034,7 @@ void LaunchColumnBackward(const F& f, const BroadcastPlan<kIn>& plan,
   constexpr int kWidest = kColumnVectorBytes / static_cast<int>(sizeof(T)) > 0
                               ? kColumnVectorBytes / static_cast<int>(sizeof(T))
                               : 1;
-  bool done = false;
-  if (width == kWidest) {
-    detail::ForEachIndex<kIn>([&](auto k) {
-      constexpr uint32_t kMask = 1u << decltype(k)::value;
-      if (!done && mask == kMask) {
-        launch(std::integral_constant<int, kWidest>{},
-               std::integral_constant<uint32_t, kMask>{});
-        done = true;
-      }
-    });
-  }
-  if (!done) {
-    detail::WithVectorWidth<T>(width, [&](auto vec) {
-      launch(vec, std::integral_constant<uint32_t, kRuntimeMask>{});
-    });
-  }
+  WithFlagsKnown<T, kWidest>(width, p.per_column, launch);
 }
 
 // ---- backward, [N, C] with [N, 1] ------------------------------------------------------------
@@ -1141,8 +1148,6 @@ void LaunchRowBackward(const F& f, const BroadcastPlan<kIn>& plan,
   const int width = detail::WidestVector<T>([&](int w) {
     return view.cols % w == 0 && FullOperandsAligned(p.per_row, in, grads, w * sizeof(T));
   });
-  uint32_t mask = 0;
-  for (int k = 0; k < kIn; ++k) mask |= p.per_row[k] ? 1u << k : 0u;
   auto launch = [&](auto vec, auto mask_constant) {
     constexpr int kVec = decltype(vec)::value;
     constexpr uint32_t kMask = decltype(mask_constant)::value;
@@ -1161,25 +1166,8 @@ void LaunchRowBackward(const F& f, const BroadcastPlan<kIn>& plan,
     }
   };
   // As for the [C] pass: the [N, 1] input known at compile time for the widest vector and one
-  // such input (a per-row scale), the run-time flags otherwise.
-  constexpr int kWidest = 16 / static_cast<int>(sizeof(T)) > 0 ? 16 / static_cast<int>(sizeof(T))
-                                                                : 1;
-  bool done = false;
-  if (width == kWidest) {
-    detail::ForEachIndex<kIn>([&](auto k) {
-      constexpr uint32_t kMask = 1u << decltype(k)::value;
-      if (!done && mask == kMask) {
-        launch(std::integral_constant<int, kWidest>{},
-               std::integral_constant<uint32_t, kMask>{});
-        done = true;
-      }
-    });
-  }
-  if (!done) {
-    detail::WithVectorWidth<T>(width, [&](auto vec) {
-      launch(vec, std::integral_constant<uint32_t, kRuntimeMask>{});
-    });
-  }
+  // such input (a per-row scale).
+  WithFlagsKnown<T, 16 / static_cast<int>(sizeof(T))>(width, p.per_row, launch);
 }
 
 // ---- backward, scalar operands ---------------------------------------------------------------
