@@ -31,6 +31,7 @@
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -106,6 +107,13 @@ namespace cuda {
 // (LoadOrSplat); 0: lane by lane, as before round 18 (kept to measure the difference).
 #ifndef OPGEN_BCAST_WORDS
 #define OPGEN_BCAST_WORDS 1
+#endif
+// 1: a bfloat16 lane of a vector is read out of its 32-bit word (LaneOf), as the row-wise
+// launcher does; 0: through CUDA's conversion. ptxas (sm_90): bias_gelu's bfloat16 [C] pass
+// capped at 5 blocks an SM (OPGEN_BCAST_COLUMN_BLOCKS=5) holds 48 registers with no spill with
+// it, and spills 32 bytes without it. Not yet timed on a GPU: off until it is.
+#ifndef OPGEN_BCAST_BF16_LANES
+#define OPGEN_BCAST_BF16_LANES 0
 #endif
 constexpr int kReduceThreads = OPGEN_BCAST_REDUCE_THREADS;
 constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;
@@ -229,6 +237,29 @@ __device__ __forceinline__ V LoadOrSplat(const T* p, I offset, bool vector) {
 #pragma unroll
     for (int j = 0; j < static_cast<int>(sizeof(V) / sizeof(T)); ++j) v.v[j] = value;
     return v;
+  }
+}
+
+// Whether T is a bfloat16: CUDA's here; opgen/elementwise.cuh adds Paddle's.
+template <typename T>
+struct IsBFloat16 : std::false_type {};
+template <>
+struct IsBFloat16<__nv_bfloat16> : std::true_type {};
+
+// Element j of vector v in the math type. A bfloat16 is the high half of a float, so with
+// OPGEN_BCAST_BF16_LANES its lane is read out of its 32-bit word with a shift or a mask, where
+// CUDA's conversion takes a 16-bit register of its own per lane (as in opgen/rowwise.cuh).
+template <typename V>
+__device__ __forceinline__ auto LaneOf(const V& v, int j) {
+  using T = std::remove_cv_t<std::remove_reference_t<decltype(v.v[0])>>;
+  using MT = OpMathT<T>;
+  if constexpr (OPGEN_BCAST_BF16_LANES && IsBFloat16<T>::value && sizeof(V) % 4 == 0) {
+    uint32_t words[sizeof(V) / 4];
+    __builtin_memcpy(words, &v, sizeof v);
+    const uint32_t word = words[j / 2];
+    return static_cast<MT>(__uint_as_float(j % 2 == 0 ? word << 16 : word & 0xffff0000u));
+  } else {
+    return static_cast<MT>(v.v[j]);
   }
 }
 
@@ -411,7 +442,7 @@ __device__ __forceinline__ void ApplyAndStore(const F& f, const Vec<T, kVec> (&v
     MT args[kIn];
     MT r[kOut];
 #pragma unroll
-    for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(values[k].v[j]);
+    for (int k = 0; k < kIn; ++k) args[k] = LaneOf(values[k], j);
     Apply(f, args, r);
 #pragma unroll
     for (int o = 0; o < kOut; ++o) results[o].v[j] = static_cast<T>(r[o]);
@@ -871,7 +902,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
         MT args[kIn];
         MT r[kOut];
 #pragma unroll
-        for (int k = 0; k < kIn; ++k) args[k] = static_cast<MT>(values[k].v[j]);
+        for (int k = 0; k < kIn; ++k) args[k] = LaneOf(values[k], j);
         Apply(f, args, r);
 #pragma unroll
         for (int g = 0; g < kOut; ++g) {
@@ -1100,7 +1131,7 @@ __global__ void __launch_bounds__(kReduceThreads)
             MT r[kOut];
 #pragma unroll
             for (int k = 0; k < kIn; ++k) {
-              args[k] = per_row(k) ? fixed[k] : static_cast<MT>(loaded[u][k].v[j]);
+              args[k] = per_row(k) ? fixed[k] : LaneOf(loaded[u][k], j);
             }
             Apply(f, args, r);
 #pragma unroll
@@ -1206,7 +1237,7 @@ __global__ void __launch_bounds__(kReduceThreads)
       } else {
         const V x = LoadVecOrZero<V>(in.at[k], first);
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) values[k][j] = static_cast<MT>(x.v[j]);
+        for (int j = 0; j < kVec; ++j) values[k][j] = LaneOf(x, j);
       }
     }
     V results[kOut];
