@@ -786,7 +786,7 @@ class _Plan:
             for op_dir in (self.op_dir, backward_dir, naive_dir) if op_dir is not None])
         module = api.load_op(self.op_dir, cpu_only=cpu_only)
         backward_op = None
-        if backward_spec is not None and backward_dir is not None:
+        if backward_dir is not None:
             backward_op = _backward_op(spec, backward_spec, backward_dir, cpu_only=cpu_only)
         naive = api.load_op(naive_dir) if naive_dir is not None else None
         domains: list[tuple[float, float]] = [m.domain.get(i, (-3.0, 3.0)) for i in m.inputs]

@@ -70,8 +70,9 @@ if command -v ncu >/dev/null && [ "${NCU_FULL:-0}" = 1 ] && [ -x /tmp/broadcast/
 fi
 # NCU_BACKWARD=1: every ncu section (occupancy, stall reasons, memory) for the backward passes of
 # --profile (bias_gelu [16384, 1024] + [1024]: the [C] pass and its block sums; mul's [N, 1] pass
-# and a same-shape multiply of as many bytes; every dtype), to see why the 16-bit passes run at 0.77-0.80 of the copy where a same-shape kernel moving the
-# same bytes runs at 1.0 (docs/benchmarks.md, round 20).
+# and a same-shape multiply of as many bytes; every dtype), to see why the 16-bit passes run at
+# 0.77-0.80 of the copy where a same-shape kernel moving the same bytes runs at 1.0
+# (docs/benchmarks.md, rounds 20 and 21).
 if command -v ncu >/dev/null && [ "${NCU_BACKWARD:-0}" = 1 ] && [ -x /tmp/broadcast/v1 ]; then
   ncu --set full --kernel-name regex:'ColumnPassKernel|SumPartialsKernel|RowPassKernel|ElementwiseKernel' \
     /tmp/broadcast/v1 --profile 2>&1 | grep -v '^==PROF==' > "$OUT/broadcast-ncu-backward.txt"
