@@ -79,6 +79,10 @@ struct OpMath<double> {
 template <typename T>
 using OpMathT = typename OpMath<T>::type;
 
+// Whether T is a bfloat16: CUDA's (opgen/cuda.cuh) and Paddle's (opgen/paddle.h) say so.
+template <typename T>
+struct IsBFloat16 : std::false_type {};
+
 // ---- the functions of the spec's expression language, for float and double -------------------
 #define OPGEN_UNARY(name, float_fn, double_fn)                 \
   OPGEN_HD float name(float x) { return float_fn(x); }         \

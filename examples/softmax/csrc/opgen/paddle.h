@@ -38,6 +38,9 @@ constexpr paddle::DataType DataTypeOf<paddle::float16>() { return paddle::DataTy
 template <>
 constexpr paddle::DataType DataTypeOf<paddle::bfloat16>() { return paddle::DataType::BFLOAT16; }
 
+template <>
+struct IsBFloat16<paddle::bfloat16> : std::true_type {};
+
 template <typename T>
 struct TypeTag {
   using type = T;

@@ -109,8 +109,8 @@ namespace cuda {
 #ifndef OPGEN_BCAST_WORDS
 #define OPGEN_BCAST_WORDS 1
 #endif
-// 1: a bfloat16 lane of a vector is read out of its 32-bit word (LaneOf), as the row-wise
-// launcher does; 0: through CUDA's conversion. ptxas (sm_90): bias_gelu's bfloat16 [C] pass
+// 1: a bfloat16 lane of a vector is read out of its 32-bit word (LaneOf, opgen/cuda.cuh), as
+// the row-wise launcher does; 0: through CUDA's conversion. ptxas (sm_90): bias_gelu's bfloat16 [C] pass
 // capped at 5 blocks an SM (OPGEN_BCAST_COLUMN_BLOCKS=5) holds 48 registers with no spill with
 // it, and spills 32 bytes without it. Not yet timed on a GPU: off until it is.
 #ifndef OPGEN_BCAST_BF16_LANES
@@ -121,6 +121,7 @@ constexpr int kColumnLanes = OPGEN_BCAST_COLUMN_LANES;
 constexpr int kBroadcastUnroll = OPGEN_BCAST_UNROLL;
 constexpr int kColumnMinBlocks = OPGEN_BCAST_COLUMN_BLOCKS;
 constexpr int kBroadcastWaves = OPGEN_BCAST_WAVES;
+constexpr bool kBFloat16Lanes = OPGEN_BCAST_BF16_LANES != 0;
 static_assert((kReduceThreads & (kReduceThreads - 1)) == 0 && kReduceThreads >= 32,
               "OPGEN_BCAST_REDUCE_THREADS must be a power of two of at least a warp");
 static_assert((kColumnLanes & (kColumnLanes - 1)) == 0 && kColumnLanes <= kReduceThreads,
@@ -238,29 +239,6 @@ __device__ __forceinline__ V LoadOrSplat(const T* p, I offset, bool vector) {
 #pragma unroll
     for (int j = 0; j < static_cast<int>(sizeof(V) / sizeof(T)); ++j) v.v[j] = value;
     return v;
-  }
-}
-
-// Whether T is a bfloat16: CUDA's here; opgen/elementwise.cuh adds Paddle's.
-template <typename T>
-struct IsBFloat16 : std::false_type {};
-template <>
-struct IsBFloat16<__nv_bfloat16> : std::true_type {};
-
-// Element j of vector v in the math type. A bfloat16 is the high half of a float, so with
-// OPGEN_BCAST_BF16_LANES its lane is read out of its 32-bit word with a shift or a mask, where
-// CUDA's conversion takes a 16-bit register of its own per lane (as in opgen/rowwise.cuh).
-template <typename V>
-__device__ __forceinline__ auto LaneOf(const V& v, int j) {
-  using T = std::remove_cv_t<std::remove_reference_t<decltype(v.v[0])>>;
-  using MT = OpMathT<T>;
-  if constexpr (OPGEN_BCAST_BF16_LANES && IsBFloat16<T>::value && sizeof(V) % 4 == 0) {
-    uint32_t words[sizeof(V) / 4];
-    __builtin_memcpy(words, &v, sizeof v);
-    const uint32_t word = words[j / 2];
-    return static_cast<MT>(__uint_as_float(j % 2 == 0 ? word << 16 : word & 0xffff0000u));
-  } else {
-    return static_cast<MT>(v.v[j]);
   }
 }
 
@@ -443,7 +421,7 @@ __device__ __forceinline__ void ApplyAndStore(const F& f, const Vec<T, kVec> (&v
     MT args[kIn];
     MT r[kOut];
 #pragma unroll
-    for (int k = 0; k < kIn; ++k) args[k] = LaneOf(values[k], j);
+    for (int k = 0; k < kIn; ++k) args[k] = LaneOf<MT, kBFloat16Lanes>(values[k], j);
     Apply(f, args, r);
 #pragma unroll
     for (int o = 0; o < kOut; ++o) results[o].v[j] = static_cast<T>(r[o]);
@@ -903,7 +881,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
         MT args[kIn];
         MT r[kOut];
 #pragma unroll
-        for (int k = 0; k < kIn; ++k) args[k] = LaneOf(values[k], j);
+        for (int k = 0; k < kIn; ++k) args[k] = LaneOf<MT, kBFloat16Lanes>(values[k], j);
         Apply(f, args, r);
 #pragma unroll
         for (int g = 0; g < kOut; ++g) {
@@ -1132,7 +1110,7 @@ __global__ void __launch_bounds__(kReduceThreads)
             MT r[kOut];
 #pragma unroll
             for (int k = 0; k < kIn; ++k) {
-              args[k] = per_row(k) ? fixed[k] : LaneOf(loaded[u][k], j);
+              args[k] = per_row(k) ? fixed[k] : LaneOf<MT, kBFloat16Lanes>(loaded[u][k], j);
             }
             Apply(f, args, r);
 #pragma unroll
@@ -1238,7 +1216,7 @@ __global__ void __launch_bounds__(kReduceThreads)
       } else {
         const V x = LoadVecOrZero<V>(in.at[k], first);
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) values[k][j] = LaneOf(x, j);
+        for (int j = 0; j < kVec; ++j) values[k][j] = LaneOf<MT, kBFloat16Lanes>(x, j);
       }
     }
     V results[kOut];

@@ -1,14 +1,23 @@
-// opgen CUDA helpers every kind's kernels use: the device guard, the device's attributes, and the
-// grid for a grid-stride loop over n items with 64-bit sizes. Plain CUDA with no Paddle in it, so
-// kernels built on it can be timed on their own (scripts/gpu/ in opgen's repository).
+// opgen CUDA helpers every kind's kernels use: the device guard, the device's attributes, the
+// grid for a grid-stride loop over n items with 64-bit sizes, and a vector's lanes in the math
+// type. Plain CUDA with no Paddle in it, so kernels built on it can be timed on their own
+// (scripts/gpu/ in opgen's repository).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
+
+#include "opgen/math.h"
 
 namespace opgen {
+
+template <>
+struct IsBFloat16<__nv_bfloat16> : std::true_type {};
+
 namespace cuda {
 
 // Makes `device` current for the guard's lifetime, so a tensor on gpu:1 runs on gpu:1.
@@ -68,6 +77,23 @@ inline unsigned GridFor(int64_t n, int threads, int device, int64_t per_block = 
   if (blocks > resident) blocks = resident;
   constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;
   return static_cast<unsigned>(blocks < kMaxGrid ? blocks : kMaxGrid);
+}
+
+// Element j of the vector v (a struct holding an array `v` of lanes) as Acc. A bfloat16 is the
+// high half of a float, so with kWords its lane is read out of its 32-bit word with a shift or a
+// mask; CUDA's conversion takes a 16-bit register of its own per lane, which made the kernels
+// that hold vectors in registers hold up to half as many again in bfloat16 as in float16.
+template <typename Acc, bool kWords, typename V>
+__device__ __forceinline__ Acc LaneOf(const V& v, int j) {
+  using T = std::remove_cv_t<std::remove_reference_t<decltype(v.v[0])>>;
+  if constexpr (kWords && IsBFloat16<T>::value && sizeof(V) % 4 == 0) {
+    uint32_t words[sizeof(V) / 4];
+    __builtin_memcpy(words, &v, sizeof v);
+    const uint32_t word = words[j / 2];
+    return static_cast<Acc>(__uint_as_float(j % 2 == 0 ? word << 16 : word & 0xffff0000u));
+  } else {
+    return static_cast<Acc>(v.v[j]);
+  }
 }
 
 }  // namespace cuda

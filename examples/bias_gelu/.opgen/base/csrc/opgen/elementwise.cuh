@@ -13,9 +13,6 @@
 namespace opgen {
 namespace cuda {
 
-template <>
-struct IsBFloat16<paddle::bfloat16> : std::true_type {};  // read by LaneOf (opgen/broadcast.cuh)
-
 enum class Schedule { kVectorized, kNaive };
 
 // Fills each tensor of `tensors` with `byte` on `stream`; the first error, or cudaSuccess.

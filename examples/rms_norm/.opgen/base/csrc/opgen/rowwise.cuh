@@ -143,8 +143,8 @@ namespace rowwise {
 #ifndef OPGEN_ROW_WORDS
 #define OPGEN_ROW_WORDS 1
 #endif
-// 1: a bfloat16 lane of a vector is read out of its 32-bit word (LaneOf, below); 0: through
-// CUDA's conversion, to measure the difference.
+// 1: a bfloat16 lane of a vector is read out of its 32-bit word (LaneOf, opgen/cuda.cuh); 0:
+// through CUDA's conversion, to measure the difference.
 #ifndef OPGEN_ROW_BF16_LANES
 #define OPGEN_ROW_BF16_LANES 1
 #endif
@@ -158,6 +158,7 @@ namespace rowwise {
 
 constexpr int kRowThreads = OPGEN_ROW_THREADS;
 constexpr bool kPrefetch = OPGEN_ROW_PREFETCH != 0;
+constexpr bool kBFloat16Lanes = OPGEN_ROW_BF16_LANES != 0;
 constexpr bool kPrefetchSums = OPGEN_ROW_PREFETCH_SUMS != 0;
 constexpr int kMaxCluster = OPGEN_ROW_MAX_CLUSTER;
 constexpr int kSumThreads = OPGEN_ROW_SUM_THREADS;
@@ -205,30 +206,6 @@ __device__ __forceinline__ V LoadOrZero(bool load, const V* p) {
   V v;
   __builtin_memcpy(&v, &words, sizeof v);
   return v;
-}
-
-// Whether T is a bfloat16: CUDA's here; opgen/rowwise_op.cuh adds Paddle's.
-template <typename T>
-struct IsBFloat16 : std::false_type {};
-template <>
-struct IsBFloat16<__nv_bfloat16> : std::true_type {};
-
-// Element e of vector v in the math type. A bfloat16 is the high half of a float, so its lane is
-// read out of its 32-bit word with a shift or a mask. CUDA's conversion takes a 16-bit register:
-// with it, every lane of a vector held in registers took a register of its own, and the
-// bfloat16 kernels of the row-wise examples held up to half as many registers again as their
-// float16 twins, spilling where a block of 1024 threads caps them at 64.
-template <typename Acc, typename V>
-__device__ __forceinline__ Acc LaneOf(const V& v, int e) {
-  using T = std::remove_cv_t<std::remove_reference_t<decltype(v.v[0])>>;
-  if constexpr (OPGEN_ROW_BF16_LANES && IsBFloat16<T>::value && sizeof(V) % 4 == 0) {
-    uint32_t words[sizeof(V) / 4];
-    __builtin_memcpy(words, &v, sizeof v);
-    const uint32_t word = words[e / 2];
-    return static_cast<Acc>(__uint_as_float(e % 2 == 0 ? word << 16 : word & 0xffff0000u));
-  } else {
-    return static_cast<Acc>(v.v[e]);
-  }
 }
 
 template <int I, typename... Roles>
@@ -845,9 +822,9 @@ class RegisterRow {
   __device__ __forceinline__ Acc Arg(int c, int e, const V* cols) const {
     using Role = RoleAt<I, Roles...>;
     if constexpr (std::is_same_v<Role, Elem>) {
-      return LaneOf<Acc>(data_[I][c], e);
+      return opgen::cuda::LaneOf<Acc, kBFloat16Lanes>(data_[I][c], e);
     } else if constexpr (std::is_same_v<Role, Col>) {
-      return LaneOf<Acc>(cols[I], e);
+      return opgen::cuda::LaneOf<Acc, kBFloat16Lanes>(cols[I], e);
     } else {
       return row_value_[I];
     }
@@ -1155,7 +1132,7 @@ class LoopRow {
   __device__ __forceinline__ Acc Arg(const V* in, int e) const {
     using Role = RoleAt<I, Roles...>;
     if constexpr (std::is_same_v<Role, Elem> || std::is_same_v<Role, Col>) {
-      return LaneOf<Acc>(in[I], e);
+      return opgen::cuda::LaneOf<Acc, kBFloat16Lanes>(in[I], e);
     } else {
       return row_value_[I];
     }

@@ -13,30 +13,7 @@
 
 namespace opgen {
 namespace rowwise {
-namespace detail {
-template <>
-struct IsBFloat16<paddle::bfloat16> : std::true_type {};  // read by LaneOf (opgen/rowwise.cuh)
-}  // namespace detail
 namespace cuda {
-
-// Makes `device` current for a scope (outputs are allocated on the inputs' device).
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    cudaGetDevice(&previous_);
-    if (device != previous_) cudaSetDevice(device);
-    current_ = device;
-  }
-  ~CurrentDevice() {
-    if (current_ != previous_) cudaSetDevice(previous_);
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-
- private:
-  int previous_ = 0;
-  int current_ = 0;
-};
 
 // Runs `f` over the rows of `p` with its workspace (column sums) from Paddle's allocator.
 template <typename F, typename P, typename... Roles>
@@ -84,7 +61,7 @@ std::vector<paddle::Tensor> Rowwise(const char* op, const char* kernel,
   }
   if (like == nullptr) Fail(op, ": every input is missing");
   const paddle::Place place = like->place();
-  CurrentDevice guard(place.GetDeviceId());
+  opgen::cuda::DeviceGuard guard(place.GetDeviceId());  // outputs go on the inputs' device
   const cudaStream_t stream = like->stream();
   cudaError_t status = cudaSuccess;
   auto poison = [&](std::vector<paddle::Tensor>& tensors) {
