@@ -805,3 +805,76 @@ def test_a_data_dependent_skeleton_passes_its_tests_and_allocation_errors_name_t
                             capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
         result.stdout[-2000:] + result.stderr[-3000:]
+
+
+# -- shapes that compute: Python's //, no division by 0, no negative dim -------------------------
+
+HALVE = """\
+name: halve
+kind: custom
+inputs:
+  x: {dtype: float types, shape: [..., D]}
+outputs:
+  out: {dtype: same as x, shape: "[(1 - D) // k + D]"}
+  rest: {dtype: same as x, shape: "[D - k]"}
+attrs:
+  k: {type: int64, default: 2}
+"""
+
+
+@pytest.mark.parametrize("divisor", ["0", "(2 - 2)", "-(3 * 0)"])
+def test_a_shape_that_divides_by_a_literal_zero_is_refused(divisor):
+    text = HALVE.replace("(1 - D) // k", f"(1 - D) // {divisor}")
+    with pytest.raises(SpecError) as info:
+        _load(text)
+    assert info.value.line == 6
+    assert f"outputs.out.shape: '(1 - D) // {divisor}' divides by 0" in str(info.value)
+
+
+def test_computed_dims_are_checked_and_divide_as_python_does():
+    cc = render_op(_load(HALVE)).files["csrc/halve.cc"].decode()
+    assert ('out_shape.push_back(opgen::ComputedDim(opgen::FloorDiv((int64_t{1} - '
+            'x_shape.end()[-1]), int64_t{k}, out_spec) + x_shape.end()[-1], out_spec));') in cc
+    assert "const char* const rest_spec = \"custom_halve: rest's shape [D - k]\";" in cc
+    assert "ComputedDim" not in render_op(_load(SPEC)).files["csrc/lookup.cc"].decode()
+
+
+COMPUTED_DIMS = textwrap.dedent("""
+    import sys
+    import paddle
+    sys.path.insert(0, sys.argv[1])
+    import halve as op
+
+    x = paddle.ones([3, 8], "float32")
+    raw = op._ops().custom_halve
+    for k, want in [(2, 4), (3, 5), (-1, 15)]:  # (1 - 8) // 2 + 8 is 4: C++'s / would give 5
+        outs = [op.halve(x, k=k)[0], raw(x, k)[0]]
+        assert [o.shape for o in outs] == [[want]] * 2, (k, [o.shape for o in outs])
+    for k, call, message in [
+            (0, op.halve, "halve: an output's shape divides a dim by 0 for these inputs"),
+            (0, raw, "custom_halve: out's shape [(1 - D) // k + D]: a dim is divided by 0 for "
+                     "these inputs"),
+            (11, op.halve, "custom_halve: rest's shape [D - k]: a dim is -3 for these inputs; "
+                           "a size is at least 0")]:
+        try:
+            call(x, k=k) if call is op.halve else call(x, k)
+        except Exception as exc:
+            assert message in str(exc), exc
+        else:
+            raise AssertionError(f"k={k} was not refused")
+    print("ok")
+""")
+
+
+@pytest.mark.build
+def test_computed_dims_agree_with_python_and_refuse_what_no_tensor_has(tmp_path):
+    spec = tmp_path / "halve" / "halve.yaml"
+    spec.parent.mkdir()
+    spec.write_text(HALVE)
+    api.generate(spec)
+    api.build_op(spec.parent, cpu_only=True)
+    env = {**os.environ, "GLOG_minloglevel": "3", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", COMPUTED_DIMS, str(spec.parent)],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
+        result.stdout[-2000:] + result.stderr[-3000:]

@@ -570,6 +570,8 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
                                                                 ast.FloorDiv)):
             check(node.left)
             check(node.right)
+            if isinstance(node.op, ast.FloorDiv) and _constant(node.right) == 0:
+                raise fail(where, f"{field}: '{ast.unparse(node)}' divides by 0")
             return
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             check(node.operand)
@@ -589,6 +591,24 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
         else:
             check(item)
     return tree
+
+
+def _constant(node: ast.AST) -> int | None:
+    """The value of a checked shape expression made of integers alone (``2 - 2``), else None."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp):
+        value = _constant(node.operand)
+        return None if value is None else -value
+    if isinstance(node, ast.BinOp):
+        left, right = _constant(node.left), _constant(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.FloorDiv):
+            return None if right == 0 else left // right
+        return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}[
+            type(node.op)]
+    return None
 
 
 def _data_dependent(item: ast.AST) -> bool:
@@ -680,10 +700,28 @@ def _indexed_dim(node: ast.Subscript, custom: Custom) -> str | None:
 
 # -- code generation -------------------------------------------------------------------------------
 
-def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str,
+def _cpp_item(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str, where: str,
+              prefix: str = "") -> str:
+    """An item of an output's shape in C++ (see :func:`_cpp_dim`): one that computes (``D - 1``)
+    goes through ``opgen::ComputedDim``, which raises where it is negative for the inputs."""
+    text = _cpp_dim(node, dims, suffix, where, prefix)
+    if _computes(node):
+        if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.FloorDiv):
+            text = text[1:-1]  # (a + b): the call's parentheses serve
+        return f"opgen::ComputedDim({text}, {where})"
+    return text
+
+
+def _computes(item: ast.AST) -> bool:
+    """An item of an output's shape that is arithmetic (``D - 1``), not a dim, int or -1."""
+    return isinstance(item, (ast.BinOp, ast.UnaryOp)) and not _data_dependent(item)
+
+
+def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str, where: str,
              prefix: str = "") -> str:
     """An int expression of an output's shape in C++, over ``<prefix><input><suffix>`` shape
-    vectors (and ``<prefix><attr>``)."""
+    vectors (and ``<prefix><attr>``); ``where`` (a C++ string literal naming the op, the output
+    and its shape) is what an error of the arithmetic says."""
     if _data_dependent(node):
         return "int64_t{-1}"
     if isinstance(node, ast.Constant):
@@ -700,11 +738,14 @@ def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str,
         return f"{prefix}{source}{suffix}.end()[{index}]" if index < 0 else \
             f"{prefix}{source}{suffix}[{index}]"
     if isinstance(node, ast.UnaryOp):
-        return f"-({_cpp_dim(node.operand, dims, suffix, prefix)})"
+        return f"-({_cpp_dim(node.operand, dims, suffix, where, prefix)})"
     assert isinstance(node, ast.BinOp)
-    op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/"}[type(node.op)]
-    return (f"({_cpp_dim(node.left, dims, suffix, prefix)} {op} "
-            f"{_cpp_dim(node.right, dims, suffix, prefix)})")
+    left = _cpp_dim(node.left, dims, suffix, where, prefix)
+    right = _cpp_dim(node.right, dims, suffix, where, prefix)
+    if isinstance(node.op, ast.FloorDiv):  # Python's //, rounded down; C++'s / truncates
+        return f"opgen::FloorDiv({left}, {right}, {where})"
+    op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}[type(node.op)]
+    return f"({left} {op} {right})"
 
 
 def _py_dim(node: ast.AST, dims: dict[str, tuple[str, int]]) -> str:
@@ -729,12 +770,14 @@ class _Replace(ast.NodeTransformer):
 
 
 def _skeleton_allocation(tree: ast.List, name: str, allocate: str,
-                         dims: dict[str, tuple[str, int]], sizes: dict[int, str]) -> list[str]:
+                         dims: dict[str, tuple[str, int]], sizes: dict[int, str],
+                         where: str) -> list[str]:
     """The skeleton kernels' statements allocating a data-dependent output: the spec's shape over
     ``args``, each -1 dim (item k) replaced by ``sizes[k]``."""
     items = [sizes[k] if k in sizes else
              f"args.{item.value.value.id}.shape()"  # type: ignore[attr-defined]
-             if isinstance(item, ast.Starred) else _cpp_dim(item, dims, ".shape()", "args.")
+             if isinstance(item, ast.Starred) else
+             _cpp_item(item, dims, ".shape()", where, "args.")
              for k, item in enumerate(tree.elts)]
     if not any(isinstance(item, ast.Starred) for item in tree.elts):
         return [f"args.{allocate}({{{', '.join(items)}}});"]
@@ -1061,6 +1104,10 @@ class Context(OpText):
     param_inputs: list[str]              # the inputs whose dtypes they are
     dispatch: list[str]                  # the body of Dispatch
     out_shapes: list[OutShape]
+    paddle_h_for: str                    # what the kernels' header takes from opgen/paddle.h
+                                         #   ("" where nothing: it is not included)
+    division_error: str | None           # where an output's shape has `//`: the wrapper's
+                                         #   error for a division by 0, a Python literal
     shape_attrs: list[Attr]              # int attrs InferShape takes
     shape_inputs: list[str]              # inputs whose shapes the entry reads (fixed outputs)
     data_dependent: list[OutShape]       # outputs with -1 dims: the kernels allocate them
@@ -1125,6 +1172,9 @@ def build_context(spec: Any) -> Context:
         used_attrs = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                              and n.id in m.attrs})
         cpp: list[str] = [f"std::vector<int64_t> {name}_shape;"]
+        where = cpp_string(f"{spec.op_name}: {name}'s shape {ast.unparse(tree)}")
+        if any(_computes(item) for item in tree.elts):  # what their errors say
+            cpp.insert(0, f"const char* const {name}_spec = {where};")
         py_items = []
         for item in tree.elts:
             if isinstance(item, ast.Starred):
@@ -1133,7 +1183,8 @@ def build_context(spec: Any) -> Context:
                            f"{source}_shape.end());")
                 py_items.append(f"*{source}.shape")
             else:
-                cpp.append(f"{name}_shape.push_back({_cpp_dim(item, custom.dims, '_shape')});")
+                cpp.append(f"{name}_shape.push_back("
+                           f"{_cpp_item(item, custom.dims, '_shape', f'{name}_spec')});")
                 py_items.append(_py_dim(item, custom.dims))
         data_dependent = [k for k, item in enumerate(tree.elts) if _data_dependent(item)]
         allocate = "Allocate" + camel_case(name)
@@ -1146,8 +1197,8 @@ def build_context(spec: Any) -> Context:
             inputs=[n for n in m.inputs if any(re.search(rf"\b{n}_shape\b", line)
                                                for line in cpp)],
             cpu_skeleton=_skeleton_allocation(tree, name, allocate, custom.dims,
-                                              dict.fromkeys(data_dependent, "0")),
-            cuda_skeleton=_skeleton_allocation(tree, name, allocate, custom.dims, sizes),
+                                              dict.fromkeys(data_dependent, "0"), where),
+            cuda_skeleton=_skeleton_allocation(tree, name, allocate, custom.dims, sizes, where),
             reference_zeros="[" + ", ".join("0" if k in data_dependent else py
                                             for k, py in enumerate(py_items)) + "]",
             allocate_call=wrap_call(f"    {name} = opgen::AllocateDataDependent",
@@ -1284,6 +1335,15 @@ def build_context(spec: Any) -> Context:
         param_inputs=list(params),
         dispatch=_dispatch(params, inputs),
         out_shapes=out_shapes,
+        paddle_h_for="; ".join(
+            (["AllocateDataDependent"] if dynamic else [])
+            + (["ComputedDim and FloorDiv for output shapes"]
+               if any(_computes(item) for tree in custom.out_shapes.values()
+                      for item in tree.elts) else [])),
+        division_error=repr(f"{m.name}: an output's shape divides a dim by 0 for these inputs ("
+                            + "; ".join(f"{s.name}: {s.text}" for s in out_shapes) + ")")
+        if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
+               for tree in custom.out_shapes.values() for n in ast.walk(tree)) else None,
         shape_attrs=shape_attrs,
         shape_inputs=[n for n in m.inputs if any(n in o.inputs for o in out_shapes
                                                  if not o.data_dependent)],

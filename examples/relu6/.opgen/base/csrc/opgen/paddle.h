@@ -153,6 +153,24 @@ inline paddle::Tensor AllocateOutput(const std::vector<int64_t>& shape, paddle::
   return EmptyOutput(shape, dtype, place);
 }
 
+// ---- output shapes a spec computes ---------------------------------------------------------
+// `shape` names the op, the output and its spec shape ("custom_pad: out's shape [D + 2 * p]") for
+// the error each raises.
+
+// a // b of dims as Python computes it, rounded toward minus infinity (C++'s / truncates), so
+// InferShape, the kernels and the Python wrapper agree; a division by 0 raises.
+inline int64_t FloorDiv(int64_t a, int64_t b, const char* shape) {
+  if (b == 0) Fail(shape, ": a dim is divided by 0 for these inputs");
+  const int64_t quotient = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? quotient - 1 : quotient;
+}
+
+// A dim an output's spec shape computes, refused where it is negative for these inputs.
+inline int64_t ComputedDim(int64_t dim, const char* shape) {
+  if (dim < 0) Fail(shape, ": a dim is ", dim, " for these inputs; a size is at least 0");
+  return dim;
+}
+
 // A custom op's output whose spec shape has sizes only the data gives (-1), allocated by its
 // kernels once they know them: `shape` must have the rank of the spec's shape (`spec`, which is
 // `expected` for these inputs) and its dims where those are not -1.
