@@ -90,8 +90,7 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     spec_path = spec_in(Path(spec_path))
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
-    if dest.exists() and not dest.is_dir():
-        raise UsageError(f"--out {dest}: exists and is not a folder")
+    _refuse_a_file_on_the_way(dest, f"--out {dest}")
     if pretend or check:
         _refuse_interrupted(dest, f"opgen generate {spec_path}")
     spec_bytes = spec_path.read_bytes()
@@ -210,8 +209,7 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     starting_spec = kinds.get(kind).starting_spec
     dest = Path(directory or ".") / name
     spec_path = dest / f"{name}.yaml"
-    if dest.exists() and not dest.is_dir():
-        raise WriteError(f"{dest}: exists and is not a folder")
+    _refuse_a_file_on_the_way(dest, f"--dir {directory}" if directory is not None else str(dest))
     if dest.exists() and not force:
         raise WriteError(f"{dest} already exists; use --force to generate into it (an existing "
                          f"{spec_path.name} and your edits are kept)")
@@ -225,6 +223,15 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     result = _write_op(loads(text, spec_path), text.encode(), dest, pretend=pretend,
                        extra={spec_path.name: text.encode()})
     return Result(dest, [Change(spec_path.name, Status.CREATE), *result.changes], result.written)
+
+
+def _refuse_a_file_on_the_way(folder: Path, what: str) -> None:
+    """Refuses a ``folder`` to write into that is a file, or lies below one."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise UsageError(f"{what}: {path} exists and is not a folder")
+            return
 
 
 def _scaffold_spec(name: str, template: str) -> str:
@@ -276,11 +283,18 @@ def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | No
 
     The op is built first with ``build_with`` (the build its wrapper loads: the default
     configuration), so a broken build stops here with its first error instead of failing every
-    test. Files holding merge conflict markers are refused before anything runs.
+    test. Files holding merge conflict markers are refused before anything runs, and so is
+    ``device="gpu"`` where Paddle sees no GPU (with "all" the GPU's cases are reported skipped).
     """
     op_dir = _op_dir(op_dir)
     if device not in ("cpu", "gpu", "all"):
         raise UsageError(f"--device: expected cpu, gpu or all, got '{device}'")
+    if device == "gpu":  # asked for the GPU alone: skipping every test would pass
+        from .probe import paddle_info
+
+        info = paddle_info()
+        if info is None or info.gpu_count == 0:
+            raise UsageError("--device gpu: no GPU visible to Paddle")
     name = build.find_op(op_dir)
     test_file = op_dir / f"test_{name}.py"
     if not test_file.exists():

@@ -1,8 +1,9 @@
 """The ``opgen`` command line: a thin typer layer over :mod:`opgen.api`.
 
 Each command parses its flags, calls one library function and prints the outcome. Any
-:class:`~opgen.errors.OpgenError`, and any wrong flag, becomes one ``error: ...`` line on stderr
-and a non-zero exit code; never a traceback.
+:class:`~opgen.errors.OpgenError`, any wrong flag and any refusal of the file system (a full
+disk, a read-only folder) becomes one ``error: ...`` line on stderr and a non-zero exit code;
+never a traceback.
 """
 
 from __future__ import annotations
@@ -496,3 +497,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+    except OSError as exc:  # the machine refused: a full disk, a read-only or forbidden folder
+        err.print(f"error: {_os_error_text(exc)}", markup=False, soft_wrap=True)
+        sys.exit(1)
+
+
+def _os_error_text(exc: OSError) -> str:
+    """``path: reason`` for an error of the file system (``[Errno 30] Read-only file system:
+    '/x'`` as ``/x: read-only file system``)."""
+    reason = exc.strerror or str(exc)
+    reason = reason[:1].lower() + reason[1:]
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    return f"{' -> '.join(paths)}: {reason}" if paths else reason

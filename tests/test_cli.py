@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import RELU6
+from conftest import RELU6, tree_snapshot
 from typer.testing import CliRunner
 
 from opgen import cli
@@ -151,3 +151,71 @@ def test_generate_refuses_a_folder_without_one_spec(tmp_path, capsys):
     assert capsys.readouterr().err == (f"error: {tmp_path}: a folder; name its spec "
                                        "(YAML files there: a.yaml, b.yaml)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.yaml"]
+
+
+# -- the file system's refusals: one line each, nothing written ---------------------------------
+
+@pytest.mark.parametrize(("code", "reason"), [(28, "no space left on device"),
+                                              (30, "read-only file system"),
+                                              (13, "permission denied")])
+def test_a_refused_write_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys, code,
+                                                        reason):
+    """A full disk, a read-only or a forbidden folder (simulated: the tests may run as root)
+    fails the first file the writer puts down: one ``error:`` line naming it, exit code 1, and
+    the op's folder as it was (its spec alone)."""
+    import errno
+    import os
+
+    from opgen import journal
+
+    spec = _spec_in(tmp_path / "op")
+    before = tree_snapshot(tmp_path)
+    written = []
+
+    def refuse(path, data):
+        written.append(path)
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(journal, "_write", refuse)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["generate", str(spec)])
+    assert info.value.code == 1
+    assert errno.errorcode[code]  # a real errno
+    assert capsys.readouterr().err == f"error: {written[0]}: {reason}\n"
+    after = tree_snapshot(tmp_path)
+    assert after.pop(".op.opgen.lock") == b""  # the writer's lock, beside the folder
+    assert after == before
+
+
+def test_new_refuses_a_dir_that_is_a_file(tmp_path, capsys):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    for where in (afile, afile / "deeper"):
+        with pytest.raises(SystemExit) as info:
+            cli.main(["new", "my_op", "--elementwise", "--dir", str(where)])
+        assert info.value.code == 2
+        assert capsys.readouterr().err == (f"error: --dir {where}: {afile} exists and is not "
+                                           "a folder\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert afile.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("info", [None, "no GPU"])
+def test_test_on_the_gpu_alone_refuses_a_machine_without_one(tmp_path, monkeypatch, capsys,
+                                                             info):
+    """``opgen test --device gpu`` where Paddle sees no GPU (or no Paddle answers) would skip
+    every test and pass: refused before the build, as ``opgen bench --device gpu`` is."""
+    from opgen import probe
+
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    answer = None if info is None else probe.PaddleInfo(
+        version="3.3.1", with_cuda=False, cuda_version=None, gpu_count=0, gpu_arches=())
+    monkeypatch.setattr(probe, "paddle_info", lambda: answer)
+    built = []
+    monkeypatch.setattr(cli, "_build", lambda config: built.append(config))
+    with pytest.raises(SystemExit) as info_:
+        cli.main(["test", str(op), "--device", "gpu"])
+    assert info_.value.code == 2
+    assert capsys.readouterr().err == "error: --device gpu: no GPU visible to Paddle\n"
+    assert built == []
