@@ -89,6 +89,15 @@ def _summary(text: str) -> str:
     return text
 
 
+def _backward(value: Any) -> Any:
+    """``backward:`` is ``auto`` or a mapping; anything else is refused here, in those words,
+    where pydantic would report each member of the union in its own."""
+    if value is None or value == "auto" or isinstance(value, dict):
+        return value
+    raise ValueError(f"expected auto or a mapping of each input's gradient (x: grad_out * 2), "
+                     f"got {_shown(value)}")
+
+
 Expression = Annotated[StrictStr, BeforeValidator(_expression_text)]
 Interval = Annotated[tuple[StrictFloat, StrictFloat], BeforeValidator(_interval)]
 
@@ -177,7 +186,8 @@ class OpSpec(BaseModel):
     dtypes: list[Dtype] = Field(default_factory=lambda: list(DTYPES), min_length=1)
     domain: dict[StrictStr, Interval] = Field(default_factory=dict)
     forward: dict[StrictStr, Expression] = Field(min_length=1)
-    backward: dict[StrictStr, Expression] | Literal["auto"] | None = None
+    backward: Annotated[dict[StrictStr, Expression] | Literal["auto"] | None,
+                        BeforeValidator(_backward)] = None
     #: under paddle.amp.auto_cast: compute in the inputs' dtype (promoted to float32 where they
     #: differ), in the autocast dtype, or in float32 (docs/deploy.md, "AMP")
     amp: Literal["follow", "autocast", "float32"] = "follow"
@@ -545,9 +555,16 @@ def _schema_message(err: ErrorDetails, loc: Path_) -> str:
         noun = next((_CHOICES[p] for p in reversed(loc) if isinstance(p, str) and p in _CHOICES),
                     "value")
         choices = str(ctx.get("expected", "")).replace(" or ", ", ")
+        guess = ""
+        if loc == ("kind",):  # the kinds with their own schema too (custom)
+            names = list(importlib.import_module("opgen.kinds").KINDS)
+            choices = ", ".join(f"'{name}'" for name in names)
+            guess = _guess(got, names) if isinstance(got, str) else ""
         if got is None:
             return f"{prefix}no {noun} given; expected one of {choices}"
-        return f"{prefix}unknown {noun} {_shown(got)}; expected one of {choices}"
+        if isinstance(got, (list, dict)):
+            return f"{prefix}expected one {noun} of {choices}, got {_shown(got)}"
+        return f"{prefix}unknown {noun} {_shown(got)}; expected one of {choices}{guess}"
     if kind == "too_short" and ctx.get("min_length") == 1:
         return f"{prefix}must not be empty"
     if kind in ("value_error", "assertion_error") and "error" in ctx:
