@@ -91,6 +91,8 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
     _refuse_a_file_on_the_way(dest, f"--out {dest}")
+    if out is not None:
+        _refuse_another_op(dest, spec_path)
     if pretend or check:
         _refuse_interrupted(dest, f"opgen generate {spec_path}")
     spec_bytes = spec_path.read_bytes()
@@ -101,6 +103,39 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
         user_files = kinds.get(spec.model.kind).user_owned(spec.model.name)
         return _check(Plan({**generated, **bookkeeping}), dest, spec_path, user_files)
     return _write_op(spec, spec_bytes, dest, pretend=pretend)
+
+
+def _refuse_another_op(dest: Path, spec_path: Path) -> None:
+    """``--out`` names the folder of an op generated from another spec: writing there would turn
+    that op into this one (its files replaced, its kernels left behind)."""
+    answers = dest / ANSWERS_FILE
+    if spec_path.resolve().parent == dest.resolve() or not answers.is_file():
+        return
+    try:
+        recorded = (yaml.safe_load(answers.read_text()) or {}).get("spec")
+    except (yaml.YAMLError, OSError, UnicodeDecodeError, AttributeError):
+        return
+    if isinstance(recorded, str) and recorded != spec_path.name:
+        raise UsageError(f"--out {dest}: holds the op generated from {recorded}; generating "
+                         f"{spec_path.name} there would replace it: name another folder")
+
+
+def stale_spec(op_dir: Path | str) -> str | None:
+    """Why the op in ``op_dir`` is older than its spec (the spec changed since ``opgen
+    generate`` last wrote the op from it), or None: a build then compiles the old sources."""
+    folder = Path(op_dir)
+    try:
+        answers = yaml.safe_load((folder / ANSWERS_FILE).read_text()) or {}
+        spec_name, recorded = answers.get("spec"), answers.get("spec_sha256")
+        if not (isinstance(spec_name, str) and isinstance(recorded, str)):
+            return None
+        current = sha256((folder / spec_name).read_bytes())
+    except (yaml.YAMLError, OSError, UnicodeDecodeError, AttributeError):
+        return None
+    if current == recorded:
+        return None
+    return (f"{folder / spec_name} changed since the op was generated from it; this builds the "
+            f"op as it was: run `opgen generate {folder}` first")
 
 
 def spec_in(path: Path) -> Path:
@@ -216,7 +251,12 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     if pretend:
         _refuse_interrupted(dest, f"opgen new {name} --force")
     if spec_path.is_file():
-        result = _write_op(load(spec_path), spec_path.read_bytes(), dest, pretend=pretend)
+        existing = load(spec_path)
+        if existing.model.kind != kind:
+            raise UsageError(f"{spec_path}: an op of kind {existing.model.kind}, which --force "
+                             f"keeps as it is, not a new {kind} op: change its kind: there, or "
+                             "use another folder")
+        result = _write_op(existing, spec_path.read_bytes(), dest, pretend=pretend)
         return Result(dest, [Change(spec_path.name, Status.KEEP), *result.changes],
                       result.written)
     text = _scaffold_spec(name, starting_spec)

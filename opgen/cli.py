@@ -160,6 +160,7 @@ def build(
 
     One process compiles a given build while others wait for it and load the result.
     """
+    _warn_if_stale(op_dir)
     result = api.build_op(op_dir, cpu_only=cpu_only, arch=arch, wheel=wheel, wheel_dir=wheel_dir,
                           wheel_version=wheel_version,
                           build_with=lambda config: _build(config, verbose=verbose),
@@ -188,6 +189,12 @@ def _build(config: builder.BuildConfig, *, verbose: bool = False) -> builder.Bui
     return built
 
 
+def _warn_if_stale(op_dir: Path) -> None:
+    problem = api.stale_spec(op_dir)
+    if problem is not None:
+        err.print(f"warning: {problem}", markup=False, soft_wrap=True)
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def test(
     ctx: typer.Context,
@@ -198,6 +205,7 @@ def test(
 
     A failed build stops here with its first error.
     """
+    _warn_if_stale(op_dir)
     code = api.test(op_dir, device=device, pytest_args=list(ctx.args), build_with=_build)
     raise typer.Exit(code)
 
@@ -277,6 +285,7 @@ def bench(
         bench_lib.require_matplotlib()
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
             "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
+    _warn_if_stale(op_dir)
     results = bench_lib.Results()
     try:
         _measure(results, op_dir, device=device, sizes=_sizes(sizes), shapes=cases,

@@ -495,9 +495,11 @@ for k in range(int(count)):  # one model serves each set of inputs in turn
 def pytest_configure(config: Any) -> None:
     """Registers the generated tests' marker (``opgen test`` loads this module as a pytest
     plugin): ``opgen test OP -- -m "not deploy"`` skips those tests, ``-m deploy`` runs only
-    them."""
+    them. Leaves out of the summary the warning of Paddle's ``import paddle`` (3.x imports its
+    cpp_extension there) that no ccache is installed: the op is compiled before the tests run."""
     config.addinivalue_line("markers", "deploy: to_static, jit.save / jit.load and the Paddle "
                                        "Inference predictor, in fresh processes (CPU)")
+    config.addinivalue_line("filterwarnings", "ignore:No ccache found:UserWarning")
 
 
 def run_saved_model(prefix: str, inputs: dict[str, np.ndarray], way: str,

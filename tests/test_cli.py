@@ -219,3 +219,65 @@ def test_test_on_the_gpu_alone_refuses_a_machine_without_one(tmp_path, monkeypat
     assert info_.value.code == 2
     assert capsys.readouterr().err == "error: --device gpu: no GPU visible to Paddle\n"
     assert built == []
+
+
+def test_generate_out_refuses_the_folder_of_another_op(tmp_path, capsys):
+    """``--out`` into an op generated from another spec would turn that op into this one."""
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    other = _spec_in(tmp_path / "specs")
+    renamed = other.with_name("clip6.yaml")
+    renamed.write_text(other.read_text().replace("name: relu6", "name: clip6")
+                       .replace("op_name: custom_relu6", "op_name: custom_clip6"))
+    before = tree_snapshot(op)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["generate", str(renamed), "--out", str(op)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (f"error: --out {op}: holds the op generated from "
+                                       "relu6.yaml; generating clip6.yaml there would replace "
+                                       "it: name another folder\n")
+    assert tree_snapshot(op) == before
+    # a spec of the op's own name still regenerates it there
+    _invoke("generate", str(other), "--out", str(op), "--pretend")
+
+
+def test_new_force_refuses_to_keep_a_spec_of_another_kind(tmp_path, capsys):
+    """``--force`` keeps an existing spec, so ``new x --rowwise --force`` over an elementwise x
+    would leave it elementwise while the user asked for a row-wise op: refused, saying so."""
+    _invoke("new", "twin", "--elementwise", "--dir", str(tmp_path))
+    before = tree_snapshot(tmp_path / "twin")
+    for kind in ("rowwise", "custom"):
+        with pytest.raises(SystemExit) as info:
+            cli.main(["new", "twin", f"--{kind}", "--force", "--dir", str(tmp_path)])
+        assert info.value.code == 2
+        spec = tmp_path / "twin" / "twin.yaml"
+        assert capsys.readouterr().err == (f"error: {spec}: an op of kind elementwise, which "
+                                           f"--force keeps as it is, not a new {kind} op: change "
+                                           "its kind: there, or use another folder\n")
+    assert tree_snapshot(tmp_path / "twin") == before
+    _invoke("new", "twin", "--elementwise", "--force", "--dir", str(tmp_path))  # its own kind
+
+
+def test_a_build_from_a_spec_edited_since_generate_warns(tmp_path, monkeypatch):
+    """Editing the spec and building without ``opgen generate`` compiles the old sources:
+    ``opgen build`` and ``opgen test`` say so before they build."""
+    from opgen import api
+
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    assert api.stale_spec(op) is None
+    monkeypatch.setattr(cli.builder, "built_library", lambda config: "cached")
+    monkeypatch.setattr(cli.builder, "ensure_built", lambda config, **kw: SimpleNamespace(
+        compiled=False, waited=False, library=op / "lib.so"))
+    result = RUNNER.invoke(cli.app, ["build", str(op), "--cpu-only"], catch_exceptions=False)
+    assert result.exit_code == 0 and "warning" not in result.output
+    spec = op / "relu6.yaml"
+    spec.write_text(spec.read_text().replace("min(max(x, 0), threshold)", "max(x, 0)", 1))
+    message = (f"{spec} changed since the op was generated from it; this builds the op as it "
+               f"was: run `opgen generate {op}` first")
+    assert api.stale_spec(op) == message
+    result = RUNNER.invoke(cli.app, ["build", str(op), "--cpu-only"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert f"warning: {message}" in " ".join(result.output.split())
+    _invoke("generate", str(op))
+    assert api.stale_spec(op) is None
