@@ -20,7 +20,7 @@ import yaml
 
 from . import __version__, build, journal, kinds, merge
 from . import wheel as wheels
-from .errors import DriftError, UsageError, WriteError
+from .errors import DriftError, SpecError, UsageError, WriteError
 from .merge import BASE_DIR
 from .names import identifier_problem
 from .render import Plan, render_op, templates_root
@@ -260,7 +260,11 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
         return Result(dest, [Change(spec_path.name, Status.KEEP), *result.changes],
                       result.written)
     text = _scaffold_spec(name, starting_spec)
-    result = _write_op(loads(text, spec_path), text.encode(), dest, pretend=pretend,
+    try:
+        spec = loads(text, spec_path)
+    except SpecError as exc:  # the name: the spec it is in was not written
+        raise UsageError(f"opgen new {name}: {exc.message}") from None
+    result = _write_op(spec, text.encode(), dest, pretend=pretend,
                        extra={spec_path.name: text.encode()})
     return Result(dest, [Change(spec_path.name, Status.CREATE), *result.changes], result.written)
 
@@ -369,7 +373,4 @@ def load_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = No
 
 
 def _op_dir(op_dir: Path | str) -> Path:
-    path = Path(op_dir)
-    if not path.is_dir():
-        raise UsageError(f"{path}: no such op folder")
-    return path.resolve()
+    return build.op_folder(op_dir)

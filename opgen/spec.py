@@ -259,13 +259,22 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
     path = Path(path)
     try:
         _check_size(path.stat().st_size, path)
-        with path.open(encoding="utf-8") as file:
-            text = file.read(MAX_SPEC_BYTES + 1)  # not a regular file: its size said nothing
+        with path.open("rb") as file:
+            raw = file.read(MAX_SPEC_BYTES + 1)  # not a regular file: its size said nothing
     except FileNotFoundError:
         raise SpecError(path, 1, "no such spec file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SpecError(path, 1, f"cannot read spec: {exc}") from None
-    return loads(text, path, check_builtins=check_builtins)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        raise SpecError(path, raw.count(b"\n", 0, exc.start) + 1,
+                        f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column "
+                        f"{exc.start - line_start + 1}") from None
+    # newlines as text mode reads them (\r\n and \r as \n)
+    return loads(text.replace("\r\n", "\n").replace("\r", "\n"), path,
+                 check_builtins=check_builtins)
 
 
 def _check_size(size: int, path: Path) -> None:

@@ -168,9 +168,13 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
     into a temporary folder and lists the files.
     """
     dest = Path(team_dir)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+    if dest.exists() and not dest.is_dir():
+        raise WriteError(f"{dest}: exists and is not a folder")
+    if dest.exists() and any(dest.iterdir()):
+        hint = (f" (to take a newer template into this one: opgen update {dest})"
+                if (dest / ANSWERS_FILE).is_file() else "")
         raise WriteError(f"{dest}: exists and is not empty; opgen init makes a new team "
-                         f"repository (to take a newer template into one: opgen update {dest})")
+                         f"repository in a new or empty folder{hint}")
     opgen = opgen_requirement(requirement) if requirement is not None \
         else default_opgen_requirement()
     data = {"team_name": name or _team_name(dest), "opgen_requirement": opgen}

@@ -281,3 +281,25 @@ def test_a_build_from_a_spec_edited_since_generate_warns(tmp_path, monkeypatch):
     assert f"warning: {message}" in " ".join(result.output.split())
     _invoke("generate", str(op))
     assert api.stale_spec(op) is None
+
+
+def test_new_names_the_name_not_a_spec_it_did_not_write(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["new", "os", "--elementwise", "--dir", str(tmp_path)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == ("error: opgen new os: op name 'os' would shadow the "
+                                       "Python module 'os'\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["build", "test", "bench"])
+def test_a_folder_that_is_not_an_op_is_named_as_given(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    for folder, why in (("missing", "no such op folder"),
+                        ("empty", "not a generated op folder (expected one csrc/<name>.cc; run "
+                                  "`opgen generate` first)")):
+        with pytest.raises(SystemExit) as info:
+            cli.main([command, folder])
+        assert info.value.code == 2
+        assert capsys.readouterr().err == f"error: {folder}: {why}\n"

@@ -150,3 +150,16 @@ def test_the_cli_refuses_an_oversized_spec_in_one_line(
     assert capsys.readouterr().err == \
         f"error: {spec}:1: the spec file is larger than 256 KiB, the limit for a spec\n"
     assert not out.exists()
+
+
+def test_a_byte_that_is_not_utf8_is_named_at_its_line_and_column(tmp_path: Path) -> None:
+    text = (CORPUS.parent.parent.parent / "examples" / "relu6" / "relu6.yaml").read_bytes()
+    lines = text.split(b"\n")
+    lines[11] = lines[11][:4] + b"\xff" + lines[11][4:]  # line 12, column 5
+    spec = tmp_path / "relu6.yaml"
+    spec.write_bytes(b"\r\n".join(lines))  # Windows line ends count lines as "\n" does
+    with pytest.raises(SpecError) as info:
+        load(spec)
+    assert str(info.value) == f"{spec}:12: not UTF-8 text: byte 0xff at column 5"
+    spec.write_bytes(b"\r\n".join(text.split(b"\n")))
+    assert load(spec).model.name == "relu6"

@@ -251,7 +251,13 @@ def test_init_refuses_a_folder_that_is_not_empty(tmp_path):
     (tmp_path / "acme" / "notes.txt").write_text("mine")
     result = run_opgen("init", str(tmp_path / "acme"))
     assert result.returncode != 0
-    assert result.stderr.count("\n") == 1 and "exists and is not empty" in result.stderr
+    assert result.stderr == (f"error: {tmp_path / 'acme'}: exists and is not empty; opgen init "
+                             "makes a new team repository in a new or empty folder\n")
+    assert tree_snapshot(tmp_path / "acme") == {"notes.txt": b"mine"}
+    notes = tmp_path / "acme" / "notes.txt"
+    result = run_opgen("init", str(notes))
+    assert result.returncode != 0
+    assert result.stderr == f"error: {notes}: exists and is not a folder\n"
     assert tree_snapshot(tmp_path / "acme") == {"notes.txt": b"mine"}
 
 
