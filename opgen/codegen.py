@@ -235,6 +235,24 @@ def markdown_code(text: str, *, table: bool = False) -> str:
     return span.replace("|", "\\|") if table else span
 
 
+def wrap_items(items: list[str], *, column: int, indent: int, after: int = 0,
+               width: int = 100) -> str:
+    """``items`` joined by ", " as the template places them: from ``column`` on, followed by
+    ``after`` columns of its own (``);``), broken into lines that start at ``indent`` so that
+    none passes ``width``."""
+    lines, current, start = [], "", column
+    for i, item in enumerate(items):
+        last = i == len(items) - 1
+        piece = item if last else item + ", "
+        need = len(piece) + (after if last else -1)  # a line may end in the comma, not the space
+        if current and start + len(current) + need > width:
+            lines.append(current.rstrip())
+            current, start = " " * indent, 0
+        current += piece
+    lines.append(current)
+    return "\n".join(lines)
+
+
 def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
               width: int = 100) -> str:
     """``head(arg, ...)tail`` within ``width`` columns, continuation lines aligned after the

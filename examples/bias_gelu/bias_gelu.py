@@ -50,8 +50,8 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
     """Loads the library and returns the cheapest entry into Paddle's custom-op machinery that
     keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)`` (``core.eager``'s in
     Paddle 2.6), the C++ function that the library's generated Python API calls in eager mode,
-    minus that API's mode check (about 0.5 us a call); a list of the outputs. Where a Paddle
-    lacks both, that Python API."""
+    minus that API's check of the mode, which every call would pay; a list of the outputs. Where a
+    Paddle lacks both, that Python API."""
     global _run
     library = _ops()
     run = getattr(paddle._C_ops, "_run_custom_op", None) or getattr(
@@ -81,9 +81,9 @@ _DTYPE_PAIRS = tuple((d, int(d)) for d in _LISTED)
 
 def _code(dtype: paddle.dtype) -> int | None:
     """A tensor's dtype as a number the eager checks compare (None: a dtype of another type than
-    Paddle's own, which no check accepts). A Paddle dtype's == costs 1-3 us, and Paddle 2.6 makes
-    a new dtype object at each access, so ``x.dtype in _DTYPES`` compared a bfloat16 x with all
-    four dtypes; the type test and ``int`` cost ~0.15 us on either Paddle line."""
+    Paddle's own, which no check accepts). Comparing Paddle dtypes with == is slow, and Paddle 2.6
+    makes a new dtype object at each access, so a test of membership among the dtypes would
+    compare with each in turn; the type test and ``int`` are cheap on either Paddle line."""
     if type(dtype) is _DTYPE_TYPE:
         return int(dtype)
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
@@ -98,8 +98,8 @@ def _check_inputs(x: paddle.Tensor, bias: paddle.Tensor) -> None:
     one: the inputs are Paddle tensors. Their shapes, dtypes and devices are left to the op (its
     kernels' broadcast check, InferShape in a static graph), which refuses them with an error
     Python catches on every machine (opgen/error.h); where a call fails, _explain_failure names
-    the cause in this wrapper's words. Reading a dtype next to Paddle's custom-op entry costs 1-2
-    us, and broadcasting two shapes in Python 2-4 us (docs/benchmarks.md, "Per-call overhead")."""
+    the cause in this wrapper's words. Reading a dtype, or broadcasting the shapes, in Python
+    would cost a call about what Paddle's custom-op entry costs."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"bias_gelu: x must be a paddle.Tensor, "
                         f"not {x.__class__.__name__}")
@@ -201,7 +201,7 @@ _KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
 
 # Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here. Paddle 3
 # takes the kernel's (and its gradient), so an empty input goes the usual way and a call does not
-# read the inputs' shapes (2.4 us a call on the CI machine, docs/benchmarks.md).
+# read the inputs' shapes, a slow attribute of a Paddle tensor.
 _KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
 
 
@@ -304,9 +304,8 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return bias_gelu(*cast)
-    # The mode is read (0.5 us a call; docs/benchmarks.md, "Per-call overhead") only for inputs
-    # that are not eager tensors: a static graph's variables (paddle.jit.to_static), parameters,
-    # or not tensors at all.
+    # The mode is read (a cost every call would pay) only for inputs that are not eager tensors:
+    # a static graph's variables (paddle.jit.to_static), parameters, or not tensors at all.
     if (x.__class__ is not _TENSOR
             or bias.__class__ is not _TENSOR):
         if not _dynamic_mode():  # a static graph: no data to check

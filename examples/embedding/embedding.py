@@ -51,8 +51,8 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
     """Loads the library and returns the cheapest entry into Paddle's custom-op machinery that
     keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)`` (``core.eager``'s in
     Paddle 2.6), the C++ function that the library's generated Python API calls in eager mode,
-    minus that API's mode check (about 0.5 us a call); a list of the outputs. Where a Paddle
-    lacks both, that Python API."""
+    minus that API's check of the mode, which every call would pay; a list of the outputs. Where a
+    Paddle lacks both, that Python API."""
     global _run
     library = _ops()
     run = getattr(paddle._C_ops, "_run_custom_op", None) or getattr(
@@ -82,9 +82,9 @@ _DTYPE_PAIRS = tuple((d, int(d)) for d in _LISTED)
 
 def _code(dtype: paddle.dtype) -> int | None:
     """A tensor's dtype as a number the eager checks compare (None: a dtype of another type than
-    Paddle's own, which no check accepts). A Paddle dtype's == costs 1-3 us, and Paddle 2.6 makes
-    a new dtype object at each access, so ``x.dtype in _DTYPES`` compared a bfloat16 x with all
-    four dtypes; the type test and ``int`` cost ~0.15 us on either Paddle line."""
+    Paddle's own, which no check accepts). Comparing Paddle dtypes with == is slow, and Paddle 2.6
+    makes a new dtype object at each access, so a test of membership among the dtypes would
+    compare with each in turn; the type test and ``int`` are cheap on either Paddle line."""
     if type(dtype) is _DTYPE_TYPE:
         return int(dtype)
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
@@ -96,8 +96,8 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
 
 
 def _check_inputs(ids, table) -> None:
-    """Refuses what the kernels cannot take, naming the input and the rule: checked here because
-    an error raised inside an op's C++ code kills the process on some machines."""
+    """Refuses what the kernels cannot take, naming the input and the rule, in this wrapper's
+    words (the kernels' own checks raise an error Python catches too: opgen/error.h)."""
     for name, tensor in (("ids", ids), ("table", table)):
         if not isinstance(tensor, paddle.Tensor):
             raise TypeError(f"embedding: {name} must be a paddle.Tensor, "

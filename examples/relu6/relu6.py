@@ -51,8 +51,8 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
     """Loads the library and returns the cheapest entry into Paddle's custom-op machinery that
     keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)`` (``core.eager``'s in
     Paddle 2.6), the C++ function that the library's generated Python API calls in eager mode,
-    minus that API's mode check (about 0.5 us a call); a list of the outputs. Where a Paddle
-    lacks both, that Python API."""
+    minus that API's check of the mode, which every call would pay; a list of the outputs. Where a
+    Paddle lacks both, that Python API."""
     global _run
     library = _ops()
     run = getattr(paddle._C_ops, "_run_custom_op", None) or getattr(
@@ -74,7 +74,7 @@ _FLOAT_BITS: dict[float, int] = {}  # the values a program passes: a handful
 def _float_bits(value: float) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
     float attrs are 32-bit), so float64 kernels compute with the value exactly. Remembered per
-    value (a dict lookup is 0.03 us, struct 0.2 us)."""
+    value: a dict lookup costs a fraction of struct's packing."""
     bits = _FLOAT_BITS.get(value)
     if bits is None:
         bits = struct.unpack("q", struct.pack("d", value))[0]
@@ -97,9 +97,9 @@ _DTYPE_PAIRS = tuple((d, int(d)) for d in _LISTED)
 
 def _code(dtype: paddle.dtype) -> int | None:
     """A tensor's dtype as a number the eager checks compare (None: a dtype of another type than
-    Paddle's own, which no check accepts). A Paddle dtype's == costs 1-3 us, and Paddle 2.6 makes
-    a new dtype object at each access, so ``x.dtype in _DTYPES`` compared a bfloat16 x with all
-    four dtypes; the type test and ``int`` cost ~0.15 us on either Paddle line."""
+    Paddle's own, which no check accepts). Comparing Paddle dtypes with == is slow, and Paddle 2.6
+    makes a new dtype object at each access, so a test of membership among the dtypes would
+    compare with each in turn; the type test and ``int`` are cheap on either Paddle line."""
     if type(dtype) is _DTYPE_TYPE:
         return int(dtype)
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
@@ -112,8 +112,8 @@ _TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
 def _check_inputs(x: paddle.Tensor) -> None:
     """What is checked before a call where x is not an eager tensor, and before an
     in-place one: x is a Paddle tensor. Its dtype is left to the kernels, which refuse it
-    with an error Python catches on every machine (opgen/error.h): reading a dtype next to
-    Paddle's custom-op entry costs 1-2 us (docs/benchmarks.md, "Per-call overhead")."""
+    with an error Python catches on every machine (opgen/error.h): reading a dtype in Python would
+    cost a call about what Paddle's custom-op entry costs."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"relu6: x must be a paddle.Tensor, "
                         f"not {x.__class__.__name__}")
@@ -161,7 +161,7 @@ _KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
 
 # Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here. Paddle 3
 # takes the kernel's (and its gradient), so an empty x goes the usual way and a call
-# does not read x.shape (2.4 us a call on the CI machine, docs/benchmarks.md).
+# does not read x.shape, a slow attribute of a Paddle tensor.
 _KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
 
 
@@ -246,9 +246,8 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return relu6(*cast, threshold=threshold)
-    # The mode is read (0.5 us a call; docs/benchmarks.md, "Per-call overhead") only for inputs
-    # that are not eager tensors: a static graph's variables (paddle.jit.to_static), parameters,
-    # or not tensors at all.
+    # The mode is read (a cost every call would pay) only for inputs that are not eager tensors:
+    # a static graph's variables (paddle.jit.to_static), parameters, or not tensors at all.
     if x.__class__ is not _TENSOR:
         if not _dynamic_mode():  # a static graph: no data to check
             _check_static_inputs(x)
@@ -256,7 +255,7 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         _check_inputs(x)
     if not _KERNELS_TAKE_VIEWS and not x.is_contiguous():  # views are copied first
         x = x.contiguous()
-    if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:  # not .size: 5 us
+    if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:  # not .size, slower
         _check_dtypes(x)
         return _empty_like(x)
     try:

@@ -963,7 +963,7 @@ def _dispatch(params: dict[str, str], tensors: dict[str, Tensor]) -> list[str]:
         lines.append(f"{indent}    break;")
         lines.append(f"{indent}}}")
         if depth > 0:
-            lines.append(f"{indent[:-2]}break;")
+            lines.append(f"{indent}break;")
 
     if names:
         level(0, [], "  ")

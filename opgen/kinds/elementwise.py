@@ -27,6 +27,7 @@ from ..codegen import (
     py_returns,
     string_lines,
     wrap_call,
+    wrap_items,
 )
 from ..errors import SpecError
 from ..expr import Emitted, Type
@@ -63,7 +64,7 @@ class Functor:
 @dataclass(frozen=True)
 class GradOp:
     inputs: list[str]            # names the grad kernel takes, in order
-    paddle_inputs: list[str]     # as PD_BUILD_GRAD_OP writes them
+    paddle_inputs: str           # as PD_BUILD_GRAD_OP's .Inputs({...}) lists them
     params: list[str]            # C++ parameters of the CUDA entry point
     functor: Functor | None      # None: the backward stub
     reads_outputs: bool          # the backward expressions use forward outputs
@@ -79,8 +80,8 @@ class DoubleGradOp:
     """The backward's own backward (``PD_BUILD_DOUBLE_GRAD_OP``), derived from it by opgen."""
 
     inputs: list[str]            # the tensors its kernel takes, in order
-    paddle_inputs: list[str]     # as PD_BUILD_DOUBLE_GRAD_OP writes them
-    paddle_outputs: list[str]    # the gradients it gives, likewise
+    paddle_inputs: str           # as PD_BUILD_DOUBLE_GRAD_OP's .Inputs({...}) lists them
+    paddle_outputs: str          # the gradients it gives, as .Outputs({...}) lists them
     targets: list[str]           # whose gradients those are: an input, or grad_<output>
     functor: Functor
     signature: str
@@ -153,7 +154,19 @@ class Context(OpText, BackwardStubText):
     inplace: InPlace | None
 
 
-def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
+def _registered(method: str, names: list[str]) -> str:
+    """The tensors of a PD_BUILD_*_OP's ``    .<method>({<here>})``, wrapped after the brace."""
+    column = len(f"    .{method}({{")
+    return wrap_items(names, column=column, indent=column, after=2)
+
+
+def _call_args(op: str, struct: str, items: list[str]) -> str:
+    """The arguments of a launcher call after its op and functor names, wrapped as the templates
+    place them: ``      kOpName, "<op>::<struct>", <here>);``."""
+    return wrap_items(items, column=len(f'      kOpName, "{op}::{struct}", '), indent=6, after=2)
+
+
+def _functor(op: str, struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
              args: list[str], out_names: dict[str, str], attrs: list[Attr]) -> Functor:
     """The functor computing ``emitted`` in order: each target (a key of ``out_names``) into its
     output parameter, every other entry (an intermediate) into a local computed once. An
@@ -169,7 +182,8 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
         struct=struct,
         attrs=members,
         constructor=constructor,
-        call_args=", ".join(["{" + ", ".join(args) + "}"] + [a.name for a in members]),
+        call_args=_call_args(op, struct, ["{" + ", ".join(args) + "}"] +
+                             [a.name for a in members]),
         params=[f"MT {a}" if a in used else f"MT /*{a}*/" for a in args] +
                [f"MT& {n}" for n in out_names.values()],
         lines=[(out_names.get(t, t), e.cpp, sources[t]) for t, e in emitted.items()],
@@ -184,7 +198,7 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
     m = spec.model
     camel = camel_case(m.name)
     attrs = [attr(n, a) for n, a in m.attrs.items()]
-    forward = _functor("Forward", spec.forward, spec.forward_source, m.inputs,
+    forward = _functor(m.name, "Forward", spec.forward, spec.forward_source, m.inputs,
                        {o: o for o in m.outputs}, attrs)
 
     # Inputs of more than one input broadcast; the backward then takes every forward input (each
@@ -200,20 +214,21 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
             rest = [f"grad_{m.outputs[0]}"]
         grad_inputs = (list(m.inputs) if broadcast else reads) + rest
         functor: Functor | None = _functor(
-            "Backward", spec.backward, spec.backward_source, grad_inputs,
+            m.name, "Backward", spec.backward, spec.backward_source, grad_inputs,
             {i: f"grad_{i}" for i in m.inputs}, attrs)
         if broadcast:
             flags = ", ".join("true" if n in used else "false" for n in m.inputs)
-            functor = dataclasses.replace(functor, call_args=", ".join(
-                ["{" + ", ".join(m.inputs) + "}", f"/*reads=*/{{{flags}}}",
-                 "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
+            functor = dataclasses.replace(functor, call_args=_call_args(m.name, "Backward", [
+                "{" + ", ".join(m.inputs) + "}", f"/*reads=*/{{{flags}}}",
+                "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
     else:
         grad_inputs = [f"grad_{n}" for n in m.outputs]
         functor = None
     backward = GradOp(
         inputs=grad_inputs,
-        paddle_inputs=[f'paddle::Grad("{n[5:]}")' if n.startswith("grad_") and n[5:] in m.outputs
-                       else f'"{n}"' for n in grad_inputs],
+        paddle_inputs=_registered("Inputs", [
+            f'paddle::Grad("{n[5:]}")' if n.startswith("grad_") and n[5:] in m.outputs
+            else f'"{n}"' for n in grad_inputs]),
         params=[f"const paddle::Tensor& {n}" for n in grad_inputs] + [a.cpp_param for a in attrs],
         functor=functor,
         reads_outputs=any(n in m.outputs for n in grad_inputs),
@@ -292,31 +307,31 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
             return f'paddle::Grad("{name[5:]}")'
         return f'"{name}"'
 
-    functor = _functor("DoubleBackward", spec.double_backward, spec.double_backward_source,
+    functor = _functor(m.name, "DoubleBackward", spec.double_backward, spec.double_backward_source,
                        args, {t: f"grad_{t}" for t in targets}, attrs)
     if broadcast:
         flags = ", ".join("true" if t in used else "false" for t in targets)
         rest = [n for n in args if n not in targets]
-        functor = dataclasses.replace(functor, call_args=", ".join(
-            ["{" + ", ".join(targets) + "}", f"/*reads=*/{{{flags}}}",
-             "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
+        functor = dataclasses.replace(functor, call_args=_call_args(m.name, "DoubleBackward", [
+            "{" + ", ".join(targets) + "}", f"/*reads=*/{{{flags}}}",
+            "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
     vec = "std::vector<paddle::Tensor>"
     return DoubleGradOp(
         inputs=inputs,
-        paddle_inputs=[paddle_name(n) for n in inputs],
-        paddle_outputs=[f'paddle::Grad({paddle_name(t)})' if t in grads else
-                        f'paddle::Grad("{t}")' for t in targets],
+        paddle_inputs=_registered("Inputs", [paddle_name(n) for n in inputs]),
+        paddle_outputs=_registered("Outputs", [f'paddle::Grad({paddle_name(t)})' if t in grads
+                                               else f'paddle::Grad("{t}")' for t in targets]),
         targets=targets,
         functor=functor,
-        signature=wrap_call(f"{vec} {camel}DoubleBackward",
+        signature=_signature(f"{vec} {camel}DoubleBackward",
                             tensors + [a.kernel_param for a in attrs]),
-        signature_cuda=wrap_call(f"{vec} {camel}DoubleBackwardCUDA",
+        signature_cuda=_signature(f"{vec} {camel}DoubleBackwardCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
         broadcast=broadcast,
-        infer_shape=wrap_call(f"std::vector<std::vector<int64_t>> {camel}DoubleGradInferShape",
+        infer_shape=_signature(f"std::vector<std::vector<int64_t>> {camel}DoubleGradInferShape",
                               [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
-        infer_dtype=wrap_call(f"std::vector<paddle::DataType> {camel}DoubleGradInferDtype",
+        infer_dtype=_signature(f"std::vector<paddle::DataType> {camel}DoubleGradInferDtype",
                               [f"const paddle::DataType& {n}_dtype" for n in inputs]),
         # with several inputs each target is one of its inputs; with one, all share a shape
         shapes=targets if broadcast else [inputs[0]] * len(targets),
@@ -365,13 +380,13 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
         py_def=py_def(f"{m.name}_", [f"{n}: paddle.Tensor" for n in m.inputs] +
                       [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
                       py_returns(len(m.outputs))),
-        signature=wrap_call(f"{returned} {camel}ForwardInPlace",
+        signature=_signature(f"{returned} {camel}ForwardInPlace",
                             tensors + [a.kernel_param for a in attrs]),
-        signature_cuda=wrap_call(f"{returned} {camel}ForwardInPlaceCUDA",
+        signature_cuda=_signature(f"{returned} {camel}ForwardInPlaceCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
-        infer_shape=wrap_call(f"std::vector<std::vector<int64_t>> {camel}InPlaceInferShape",
+        infer_shape=_signature(f"std::vector<std::vector<int64_t>> {camel}InPlaceInferShape",
                               [f"const std::vector<int64_t>& {n}_shape" for n in m.inputs]),
-        infer_dtype=wrap_call(f"std::vector<paddle::DataType> {camel}InPlaceInferDtype",
+        infer_dtype=_signature(f"std::vector<paddle::DataType> {camel}InPlaceInferDtype",
                               [f"const paddle::DataType& {n}_dtype" for n in m.inputs]),
         differentiable=differentiable,
         # 96 columns after the 4 of indentation; the first line also after the opening quotes
@@ -384,23 +399,32 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
 
 
 
+#: Where a signature wraps: the templates end it with " {" or ";".
+_SIGNATURE_WIDTH = 98
+
+
+def _signature(head: str, params: list[str]) -> str:
+    return wrap_call(head, params, width=_SIGNATURE_WIDTH)
+
+
 def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: GradOp) -> Signatures:
     vec = "std::vector<paddle::Tensor>"
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
     kernel_attrs = [a.kernel_param for a in attrs]
     grad_tensors = [f"const paddle::Tensor& {n}" for n in backward.inputs]
     return Signatures(
-        forward=wrap_call(f"{vec} {camel}Forward", tensors + kernel_attrs),
-        forward_cuda=wrap_call(f"{vec} {camel}ForwardCUDA", tensors + [a.cpp_param for a in attrs]),
-        backward=wrap_call(f"{vec} {camel}Backward", grad_tensors + kernel_attrs),
-        backward_cuda=wrap_call(f"{vec} {camel}BackwardCUDA", backward.params),
-        double_backward=wrap_call(
+        forward=_signature(f"{vec} {camel}Forward", tensors + kernel_attrs),
+        forward_cuda=_signature(f"{vec} {camel}ForwardCUDA",
+                                tensors + [a.cpp_param for a in attrs]),
+        backward=_signature(f"{vec} {camel}Backward", grad_tensors + kernel_attrs),
+        backward_cuda=_signature(f"{vec} {camel}BackwardCUDA", backward.params),
+        double_backward=_signature(
             f"{vec} {camel}DoubleBackward",
             [f"const paddle::Tensor& grad_{o}" for o in backward.output_grads] +
             [f"const paddle::Tensor& grad_grad_{i}" for i in inputs] + kernel_attrs),
-        infer_shape=wrap_call(f"std::vector<std::vector<int64_t>> {camel}InferShape",
+        infer_shape=_signature(f"std::vector<std::vector<int64_t>> {camel}InferShape",
                               [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
-        infer_dtype=wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
+        infer_dtype=_signature(f"std::vector<paddle::DataType> {camel}InferDtype",
                               [f"const paddle::DataType& {n}_dtype" for n in inputs]),
     )
 

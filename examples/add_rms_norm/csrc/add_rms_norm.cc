@@ -51,16 +51,14 @@ std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& x,
       kOpName, "add_rms_norm::Backward", {x, residual, weight, h, grad_out, grad_h}, eps);
 }
 
-// Per-element outputs are shaped like x, per-row ones like x without its last dim.
+// The outputs are shaped like x.
 std::vector<std::vector<int64_t>> AddRmsNormInferShape(
     const std::vector<int64_t>& x_shape, const std::vector<int64_t>& /*residual_shape*/,
     const std::vector<int64_t>& /*weight_shape*/) {
-  std::vector<int64_t> rows = x_shape;
-  if (!rows.empty()) rows.pop_back();
   return {x_shape, x_shape};
 }
 
-// Per-row outputs are statistics in the math type: float32 for 16-bit inputs.
+// The outputs have x's dtype.
 std::vector<paddle::DataType> AddRmsNormInferDtype(const paddle::DataType& x_dtype,
                                                    const paddle::DataType& /*residual_dtype*/,
                                                    const paddle::DataType& /*weight_dtype*/) {

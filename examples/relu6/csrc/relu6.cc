@@ -40,8 +40,8 @@ void Relu6ForwardInPlace(paddle::Tensor& x, int64_t threshold_bits) {
       kInPlaceOpName, "relu6::Forward", {x}, threshold);
 }
 
-std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& out, const paddle::Tensor& grad_out,
-                                          int64_t threshold_bits) {
+std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& out,
+                                          const paddle::Tensor& grad_out, int64_t threshold_bits) {
   const double threshold = opgen::DoubleFromBits(threshold_bits);
 #ifdef PADDLE_WITH_CUDA
   if (out.is_gpu()) {
@@ -91,8 +91,8 @@ std::vector<std::vector<int64_t>> Relu6DoubleGradInferShape(
   return {out_shape};
 }
 
-std::vector<paddle::DataType> Relu6DoubleGradInferDtype(const paddle::DataType& out_dtype,
-                                                        const paddle::DataType& grad_grad_x_dtype) {
+std::vector<paddle::DataType> Relu6DoubleGradInferDtype(
+    const paddle::DataType& out_dtype, const paddle::DataType& grad_grad_x_dtype) {
   return {out_dtype};
 }
 

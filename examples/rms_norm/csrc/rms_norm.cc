@@ -41,15 +41,13 @@ std::vector<paddle::Tensor> RmsNormBackward(const paddle::Tensor& x,
       kOpName, "rms_norm::Backward", {x, weight, grad_out}, eps);
 }
 
-// Per-element outputs are shaped like x, per-row ones like x without its last dim.
+// out is shaped like x.
 std::vector<std::vector<int64_t>> RmsNormInferShape(
     const std::vector<int64_t>& x_shape, const std::vector<int64_t>& /*weight_shape*/) {
-  std::vector<int64_t> rows = x_shape;
-  if (!rows.empty()) rows.pop_back();
   return {x_shape};
 }
 
-// Per-row outputs are statistics in the math type: float32 for 16-bit inputs.
+// out has x's dtype.
 std::vector<paddle::DataType> RmsNormInferDtype(const paddle::DataType& x_dtype,
                                                 const paddle::DataType& /*weight_dtype*/) {
   return {x_dtype};

@@ -38,14 +38,12 @@ std::vector<paddle::Tensor> SoftmaxBackward(const paddle::Tensor& x, const paddl
       kOpName, "softmax::Backward", {x, out, grad_out}, scale);
 }
 
-// Per-element outputs are shaped like x, per-row ones like x without its last dim.
+// out is shaped like x.
 std::vector<std::vector<int64_t>> SoftmaxInferShape(const std::vector<int64_t>& x_shape) {
-  std::vector<int64_t> rows = x_shape;
-  if (!rows.empty()) rows.pop_back();
   return {x_shape};
 }
 
-// Per-row outputs are statistics in the math type: float32 for 16-bit inputs.
+// out has x's dtype.
 std::vector<paddle::DataType> SoftmaxInferDtype(const paddle::DataType& x_dtype) {
   return {x_dtype};
 }

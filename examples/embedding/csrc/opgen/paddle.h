@@ -114,8 +114,8 @@ inline int64_t Bytes(const paddle::Tensor& t) {
 // on every call (glibc maps allocations over its mmap threshold, 32 MB at most, and unmaps them
 // when freed), so the kernel's first writes fault them in 4 KB at a time: at 2^24 float32
 // elements that was most of an elementwise op's time. With the request (where the system's
-// transparent_hugepage is `madvise` or `always`) the same writes fault 2 MB at a time: a
-// standalone loop over 2^24 floats went from 146 to 39 ms (docs/benchmarks.md, "CPU kernels").
+// transparent_hugepage is `madvise` or `always`) the same writes fault 2 MB at a time (what
+// that saved is in opgen's docs/benchmarks.md, "CPU kernels").
 // PyTorch's CPU allocator has the same request behind THP_MEM_ALLOC_ENABLE.
 inline paddle::Tensor EmptyOutput(const std::vector<int64_t>& shape, paddle::DataType dtype,
                                   const paddle::Place& place) {

@@ -51,8 +51,8 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
     """Loads the library and returns the cheapest entry into Paddle's custom-op machinery that
     keeps autograd: ``_C_ops._run_custom_op(op_name, *inputs, *attrs)`` (``core.eager``'s in
     Paddle 2.6), the C++ function that the library's generated Python API calls in eager mode,
-    minus that API's mode check (about 0.5 us a call); a list of the outputs. Where a Paddle
-    lacks both, that Python API."""
+    minus that API's check of the mode, which every call would pay; a list of the outputs. Where a
+    Paddle lacks both, that Python API."""
     global _run
     library = _ops()
     run = getattr(paddle._C_ops, "_run_custom_op", None) or getattr(
@@ -74,7 +74,7 @@ _FLOAT_BITS: dict[float, int] = {}  # the values a program passes: a handful
 def _float_bits(value: float) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
     float attrs are 32-bit), so float64 kernels compute with the value exactly. Remembered per
-    value (a dict lookup is 0.03 us, struct 0.2 us)."""
+    value: a dict lookup costs a fraction of struct's packing."""
     bits = _FLOAT_BITS.get(value)
     if bits is None:
         bits = struct.unpack("q", struct.pack("d", value))[0]
@@ -93,9 +93,9 @@ _DTYPE_PAIRS = tuple((d, int(d)) for d in _LISTED)
 
 def _code(dtype: paddle.dtype) -> int | None:
     """A tensor's dtype as a number the eager checks compare (None: a dtype of another type than
-    Paddle's own, which no check accepts). A Paddle dtype's == costs 1-3 us, and Paddle 2.6 makes
-    a new dtype object at each access, so ``x.dtype in _DTYPES`` compared a bfloat16 x with all
-    four dtypes; the type test and ``int`` cost ~0.15 us on either Paddle line."""
+    Paddle's own, which no check accepts). Comparing Paddle dtypes with == is slow, and Paddle 2.6
+    makes a new dtype object at each access, so a test of membership among the dtypes would
+    compare with each in turn; the type test and ``int`` are cheap on either Paddle line."""
     if type(dtype) is _DTYPE_TYPE:
         return int(dtype)
     # a Paddle whose tensors' dtypes differ in type from paddle.float32's
@@ -109,8 +109,8 @@ def _check_inputs(x: paddle.Tensor) -> None:
     """What is checked before a call where an input is not an eager tensor: the inputs are Paddle
     tensors. Their shapes, dtypes and devices are left to the kernels, which refuse them with an
     error Python catches on every machine (opgen/error.h); where a call fails, _explain_failure
-    names the cause in this wrapper's words. Reading a dtype next to Paddle's custom-op entry
-    costs 1-2 us, and the shapes 0.5 us (docs/benchmarks.md, "Per-call overhead")."""
+    names the cause in this wrapper's words. Reading a dtype or the shapes in Python would cost
+    a call a good part of what Paddle's custom-op entry costs."""
     if not isinstance(x, paddle.Tensor):
         raise TypeError(f"softmax: x must be a paddle.Tensor, "
                         f"not {x.__class__.__name__}")

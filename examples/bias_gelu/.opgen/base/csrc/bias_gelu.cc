@@ -12,7 +12,8 @@ constexpr char kInPlaceOpName[] = "custom_bias_gelu_inplace";
 
 #ifdef PADDLE_WITH_CUDA
 // Defined in bias_gelu.cu.
-std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x, const paddle::Tensor& bias);
+std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x,
+                                                const paddle::Tensor& bias);
 std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x,
                                                  const paddle::Tensor& bias,
                                                  const paddle::Tensor& grad_out);
@@ -68,7 +69,8 @@ std::vector<paddle::Tensor> BiasGeluDoubleBackward(const paddle::Tensor& x,
 #endif
   // Each result has its target's shape: summed over the dims the target was broadcast along.
   return opgen::cpu::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::DoubleBackward>(
-      kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out}, /*reads=*/{true, true, true}, {grad_grad_x, grad_grad_bias});
+      kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out}, /*reads=*/{true, true, true},
+      {grad_grad_x, grad_grad_bias});
 }
 
 std::vector<std::vector<int64_t>> BiasGeluInferShape(const std::vector<int64_t>& x_shape,
@@ -111,7 +113,8 @@ PD_BUILD_GRAD_OP(custom_bias_gelu)
     .SetKernelFn(PD_KERNEL(BiasGeluBackward));
 
 PD_BUILD_DOUBLE_GRAD_OP(custom_bias_gelu)
-    .Inputs({"x", "bias", paddle::Grad("out"), paddle::Grad(paddle::Grad("x")), paddle::Grad(paddle::Grad("bias"))})
+    .Inputs({"x", "bias", paddle::Grad("out"), paddle::Grad(paddle::Grad("x")),
+             paddle::Grad(paddle::Grad("bias"))})
     .Outputs({paddle::Grad("x"), paddle::Grad("bias"), paddle::Grad(paddle::Grad("out"))})
     .SetKernelFn(PD_KERNEL(BiasGeluDoubleBackward))
     .SetInferShapeFn(PD_INFER_SHAPE(BiasGeluDoubleGradInferShape))

@@ -11,7 +11,8 @@ constexpr char kOpName[] = "custom_bias_gelu";
 constexpr char kInPlaceOpName[] = "custom_bias_gelu_inplace";
 }  // namespace
 
-std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x, const paddle::Tensor& bias) {
+std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x,
+                                                const paddle::Tensor& bias) {
   return opgen::cuda::Elementwise<bias_gelu::Dtypes, bias_gelu::Forward, 1>(
       kOpName, "bias_gelu::Forward", {x, bias});
 }
@@ -34,5 +35,6 @@ std::vector<paddle::Tensor> BiasGeluDoubleBackwardCUDA(const paddle::Tensor& x,
                                                        const paddle::Tensor& grad_grad_x,
                                                        const paddle::Tensor& grad_grad_bias) {
   return opgen::cuda::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::DoubleBackward>(
-      kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out}, /*reads=*/{true, true, true}, {grad_grad_x, grad_grad_bias});
+      kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out}, /*reads=*/{true, true, true},
+      {grad_grad_x, grad_grad_bias});
 }

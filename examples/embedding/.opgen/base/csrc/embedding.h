@@ -59,7 +59,7 @@ void Dispatch(const char* kernel, paddle::DataType ids, paddle::DataType table, 
         default:
           break;
       }
-    break;
+      break;
     case paddle::DataType::INT64:
       switch (table) {
         case paddle::DataType::FLOAT32:
@@ -73,7 +73,7 @@ void Dispatch(const char* kernel, paddle::DataType ids, paddle::DataType table, 
         default:
           break;
       }
-    break;
+      break;
     default:
       break;
   }
