@@ -64,7 +64,7 @@ def render_op(spec: Spec, *, naive: bool = False) -> Plan:
 
 
 #: the folder under templates/ rendered into every op, whatever its kind: the runtime headers
-#: kinds share (math, errors, fast division)
+#: every kind uses (math, errors, threads, CUDA helpers, Paddle glue)
 COMMON = "common"
 
 
