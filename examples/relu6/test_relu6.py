@@ -126,7 +126,7 @@ def test_backward_matches_finite_differences(device, attrs):
     rng = np.random.default_rng(3)
     shape = (4, 257)
     inputs_np = [rng.uniform(*DOMAIN[name], size=shape) for name in DOMAIN]  # finite only
-    grads_out_np = [rng.uniform(-1.0, 1.0, size=shape) for _ in range(1)]
+    grads_out_np = [rng.uniform(-1.0, 1.0, size=shape)]
 
     def weighted_forward(*arrays):
         """sum over outputs of grad_output * output, elementwise, through the op itself."""
@@ -178,8 +178,7 @@ def double_backward_data(rng, dtype, device):
     shape = np.broadcast_shapes(*DOUBLE_SHAPES.values())
     inputs = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, *DOMAIN[n], special=False)[1]
               for n in DOMAIN]
-    grads_out = [ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)[1]
-                 for _ in range(1)]
+    grads_out = [ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)[1]]
     grad_grads = [ot.sample(rng, DOUBLE_SHAPES[n], dtype, device, -1.0, 1.0, special=False)[1]
                   for n in DOMAIN]
     return inputs, grads_out, grad_grads, shape
@@ -255,11 +254,11 @@ def test_double_backward_in_a_static_graph():
             program = paddle.static.Program()
             with paddle.static.program_guard(program, paddle.static.Program()):
                 arrays = [*inputs_np, *grads_out_np, *grad_grads_np]  # float32 values, as float64
-                names = [*DOMAIN, *["grad_out"], *(f"grad_grad_{n}" for n in DOMAIN)]
+                names = [*DOMAIN, "grad_out", *(f"grad_grad_{n}" for n in DOMAIN)]
                 feed = {n: a.astype(np.float32) for n, a in zip(names, arrays, strict=True)}
                 data = {n: paddle.static.data(n, list(a.shape), "float32") for n, a in feed.items()}
                 inputs = [data[n] for n in DOMAIN]
-                grads_out = [data[n] for n in ["grad_out"]]
+                grads_out = [data["grad_out"]]
                 for variable in [*inputs, *grads_out]:
                     variable.stop_gradient = False
                 outputs = ot.as_tuple(relu6(*inputs))
