@@ -265,7 +265,7 @@ def test_several_values_reduced_at_once_have_the_bits_of_one_at_a_time(tmp_path:
 #include "opgen/rowwise.h"
 template <typename T>
 struct Fused {
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   static constexpr int kReduceWidth = 3;
   template <class Row> void operator()(Row& row) const {
     using A3 = opgen::Array<Acc, 3>;

@@ -602,8 +602,8 @@ def check(model: OpSpec, fail: Callable[..., SpecError]) -> None:
     """The rowwise kind's rules for the spec's fields it does not honour: ``amp:`` and
     ``inplace:`` are made by the elementwise kind's wrapper and kernels only."""
     if model.inplace:
-        raise fail(("inplace",), f"inplace: only elementwise ops have in-place variants so far; "
-                   f"remove it from this kind: {model.kind} op")
+        raise fail(("inplace",), f"inplace: a kind: {model.kind} op has no in-place variant "
+                   "(elementwise and custom ops have them); remove it")
     if model.amp != "follow":
         raise fail(("amp",), f"amp: {model.amp} is for elementwise ops so far; a kind: "
                    f"{model.kind} op takes the default (amp: follow)")

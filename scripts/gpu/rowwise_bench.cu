@@ -306,7 +306,7 @@ void Launch(const F& f, const P& p) {
 // statistics (rounded as the op stores them).
 template <typename T>
 void CheckShape(int64_t rows, int64_t cols, int offset, bool special_rows) {
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   const double rtol = Dtype<T>::kRtol, atol = Dtype<T>::kAtol;
   const std::string where = std::string(Dtype<T>::kName) + " " + std::to_string(rows) + "x" +
                             std::to_string(cols) + (offset ? " misaligned" : "");
@@ -546,7 +546,7 @@ void Report(const char* op, int64_t rows, int64_t cols, const char* dtype, doubl
 
 template <typename T>
 void TimeShape(int64_t rows, int64_t cols) {
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   const int64_t n = rows * cols;
   const char* name = Dtype<T>::kName;
   if (!g_shape.empty() && g_shape != std::to_string(rows) + "x" + std::to_string(cols)) return;

@@ -153,7 +153,7 @@ struct Memory {  // every allocation of a case, freed at its end
 // per-element output is.
 template <typename T, class Io>
 struct Tensors {
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   static constexpr int kIn = int(std::size(Io::kNames));
   using P = rw::Pointers<T, kIn, Io::kOut, Io::kRowOut, Io::kColSum>;
   std::vector<P> sets;
@@ -402,7 +402,7 @@ void Case(const char* op, const char* dir, int64_t rows, int64_t cols, double co
 
 template <typename T>
 void Shape(int64_t rows, int64_t cols, bool plan_only) {
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   const double copy_gbs = plan_only ? 0 : CopyGbs<T>(rows * cols);
   if (!plan_only) {
     std::printf("copy          -        %-9s %lldx%-6lld %5.0f GB/s\n", Dtype<T>::kName,

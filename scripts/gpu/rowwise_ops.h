@@ -7,7 +7,7 @@
 
 template <typename T>
 struct SoftmaxForward {  // out = exp(scale x - max) / sum
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   Acc scale;
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
@@ -20,7 +20,7 @@ struct SoftmaxForward {  // out = exp(scale x - max) / sum
 };
 template <typename T>
 struct SoftmaxBackward {  // inputs out, grad_out
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   Acc scale;
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
@@ -30,7 +30,7 @@ struct SoftmaxBackward {  // inputs out, grad_out
 };
 template <typename T>
 struct RmsNormForward {  // inputs x, weight; outputs out; per-row rstd
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   Acc eps;
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
@@ -41,7 +41,7 @@ struct RmsNormForward {  // inputs x, weight; outputs out; per-row rstd
 };
 template <typename T>
 struct RmsNormBackward {  // inputs x, weight, rstd, grad_out; grad_x; column sums grad_weight
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
     const Acc c = row.mean([&](Acc x, Acc w, Acc, Acc g) { return g * w * x; });
@@ -51,7 +51,7 @@ struct RmsNormBackward {  // inputs x, weight, rstd, grad_out; grad_x; column su
 };
 template <typename T>
 struct LayerNormForward {  // inputs x, weight, bias; out; per-row mean, rstd
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   Acc eps;
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
@@ -64,7 +64,7 @@ struct LayerNormForward {  // inputs x, weight, bias; out; per-row mean, rstd
 };
 template <typename T>
 struct LayerNormBackward {  // inputs x, weight, mean, rstd, grad_out; grad_x; grad_w, grad_b
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
     const Acc a = row.mean([&](Acc, Acc w, Acc, Acc, Acc g) { return g * w; });

@@ -58,7 +58,7 @@ std::string List(const std::vector<std::vector<T>>& lists) {
 template <typename T>
 std::string Run(const std::string& op, int64_t rows, int64_t cols, const std::string& flag) {
   const bool special = flag == "special";
-  using Acc = opgen::Acc<T>;
+  using Acc = opgen::OpMathT<T>;
   const int64_t n = rows * cols;
   std::vector<T> x(n), g(n), w(cols), b(cols), out(n);
   for (int64_t i = 0; i < n; ++i) {

@@ -1,6 +1,6 @@
-// opgen's Paddle glue that every kind's runtime shares: float attrs carried as bits, dtype
-// dispatch, dense tensors, poisoned outputs for the tests, and outputs Paddle 2.6 takes when
-// empty (with a custom op's data-dependent ones). Errors go through opgen/error.h.
+// opgen's Paddle glue that every kind's runtime shares: dtype dispatch, dense tensors, poisoned
+// outputs for the tests, outputs Paddle 2.6 takes when empty (with a custom op's data-dependent
+// ones) and the dims a custom op's output shapes compute. Errors go through opgen/error.h.
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 

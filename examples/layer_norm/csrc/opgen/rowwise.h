@@ -8,7 +8,7 @@
 //
 //   template <typename T>                 // the storage type: float, double, a 16-bit type
 //   struct RmsNormForward {
-//     using Acc = opgen::Acc<T>;          // float for float and 16-bit types, double for double
+//     using Acc = opgen::OpMathT<T>;      // float for float and 16-bit types, double for double
 //     Acc eps;                            // attrs
 //     template <class Row>
 //     OPGEN_HD void operator()(Row& row) const {
@@ -88,10 +88,6 @@
 #include "opgen/math.h"
 
 namespace opgen {
-
-// The type a row-wise functor computes and reduces in.
-template <typename T>
-using Acc = OpMathT<T>;
 
 namespace rowwise {
 

@@ -23,7 +23,7 @@ using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 // out = (x - mean) * rstd * weight + bias
 template <typename T>
 struct Forward {
-  using MT = opgen::Acc<T>;  // the math type: float for float and 16-bit types, double for double
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   MT eps;
 
   explicit Forward(double eps)
@@ -58,7 +58,7 @@ struct ForwardIo {
 // grad_bias = grad_out
 template <typename T>
 struct Backward {
-  using MT = opgen::Acc<T>;  // the math type: float for float and 16-bit types, double for double
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   static constexpr int kReduceWidth = 2;  // values reduced in one round, at most
 
   template <class Row>

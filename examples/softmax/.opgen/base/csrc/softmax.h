@@ -21,7 +21,7 @@ using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 // out = e / sum(e)
 template <typename T>
 struct Forward {
-  using MT = opgen::Acc<T>;  // the math type: float for float and 16-bit types, double for double
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   MT scale;
 
   explicit Forward(double scale)
@@ -52,7 +52,7 @@ struct ForwardIo {
 // grad_x = scale * out * (grad_out - sum(grad_out * out))
 template <typename T>
 struct Backward {
-  using MT = opgen::Acc<T>;  // the math type: float for float and 16-bit types, double for double
+  using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   MT scale;
 
   explicit Backward(double scale)
