@@ -317,6 +317,7 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
             "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
     vec = "std::vector<paddle::Tensor>"
+    shapes = targets if broadcast else [inputs[0]] * len(targets)
     return DoubleGradOp(
         inputs=inputs,
         paddle_inputs=_registered("Inputs", [paddle_name(n) for n in inputs]),
@@ -329,12 +330,16 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
         signature_cuda=_signature(f"{vec} {camel}DoubleBackwardCUDA",
                                  tensors + [a.cpp_param for a in attrs]),
         broadcast=broadcast,
-        infer_shape=_signature(f"std::vector<std::vector<int64_t>> {camel}DoubleGradInferShape",
-                              [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
-        infer_dtype=_signature(f"std::vector<paddle::DataType> {camel}DoubleGradInferDtype",
-                              [f"const paddle::DataType& {n}_dtype" for n in inputs]),
+        infer_shape=_signature(
+            f"std::vector<std::vector<int64_t>> {camel}DoubleGradInferShape",
+            [f"const std::vector<int64_t>& {_named_if(n in shapes, f'{n}_shape')}"
+             for n in inputs]),
+        infer_dtype=_signature(
+            f"std::vector<paddle::DataType> {camel}DoubleGradInferDtype",
+            [f"const paddle::DataType& {_named_if(n == inputs[0], f'{n}_dtype')}"
+             for n in inputs]),
         # with several inputs each target is one of its inputs; with one, all share a shape
-        shapes=targets if broadcast else [inputs[0]] * len(targets),
+        shapes=shapes,
     )
 
 
@@ -386,8 +391,10 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
                                  tensors + [a.cpp_param for a in attrs]),
         infer_shape=_signature(f"std::vector<std::vector<int64_t>> {camel}InPlaceInferShape",
                               [f"const std::vector<int64_t>& {n}_shape" for n in m.inputs]),
-        infer_dtype=_signature(f"std::vector<paddle::DataType> {camel}InPlaceInferDtype",
-                              [f"const paddle::DataType& {n}_dtype" for n in m.inputs]),
+        infer_dtype=_signature(
+            f"std::vector<paddle::DataType> {camel}InPlaceInferDtype",
+            [f"const paddle::DataType& {_named_if(n == m.inputs[0], f'{n}_dtype')}"
+             for n in m.inputs]),
         differentiable=differentiable,
         # 96 columns after the 4 of indentation; the first line also after the opening quotes
         doc=[line.strip() for paragraph in doc
@@ -401,6 +408,11 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
 
 #: Where a signature wraps: the templates end it with " {" or ";".
 _SIGNATURE_WIDTH = 98
+
+
+def _named_if(used: bool, name: str) -> str:
+    """A parameter's name, or the name in a comment where the function does not read it."""
+    return name if used else f"/*{name}*/"
 
 
 def _signature(head: str, params: list[str]) -> str:
@@ -424,8 +436,10 @@ def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: Grad
             [f"const paddle::Tensor& grad_grad_{i}" for i in inputs] + kernel_attrs),
         infer_shape=_signature(f"std::vector<std::vector<int64_t>> {camel}InferShape",
                               [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
-        infer_dtype=_signature(f"std::vector<paddle::DataType> {camel}InferDtype",
-                              [f"const paddle::DataType& {n}_dtype" for n in inputs]),
+        infer_dtype=_signature(
+            f"std::vector<paddle::DataType> {camel}InferDtype",
+            [f"const paddle::DataType& {_named_if(n == inputs[0], f'{n}_dtype')}"
+             for n in inputs]),
     )
 
 

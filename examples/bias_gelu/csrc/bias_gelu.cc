@@ -81,22 +81,22 @@ std::vector<std::vector<int64_t>> BiasGeluInferShape(const std::vector<int64_t>&
 }
 
 std::vector<paddle::DataType> BiasGeluInferDtype(const paddle::DataType& x_dtype,
-                                                 const paddle::DataType& bias_dtype) {
+                                                 const paddle::DataType& /*bias_dtype*/) {
   return {x_dtype};
 }
 
 // A second-order gradient has its target's shape and the op's dtype.
 std::vector<std::vector<int64_t>> BiasGeluDoubleGradInferShape(
     const std::vector<int64_t>& x_shape, const std::vector<int64_t>& bias_shape,
-    const std::vector<int64_t>& grad_out_shape, const std::vector<int64_t>& grad_grad_x_shape,
-    const std::vector<int64_t>& grad_grad_bias_shape) {
+    const std::vector<int64_t>& grad_out_shape, const std::vector<int64_t>& /*grad_grad_x_shape*/,
+    const std::vector<int64_t>& /*grad_grad_bias_shape*/) {
   return {x_shape, bias_shape, grad_out_shape};
 }
 
 std::vector<paddle::DataType> BiasGeluDoubleGradInferDtype(
-    const paddle::DataType& x_dtype, const paddle::DataType& bias_dtype,
-    const paddle::DataType& grad_out_dtype, const paddle::DataType& grad_grad_x_dtype,
-    const paddle::DataType& grad_grad_bias_dtype) {
+    const paddle::DataType& x_dtype, const paddle::DataType& /*bias_dtype*/,
+    const paddle::DataType& /*grad_out_dtype*/, const paddle::DataType& /*grad_grad_x_dtype*/,
+    const paddle::DataType& /*grad_grad_bias_dtype*/) {
   return {x_dtype, x_dtype, x_dtype};
 }
 

@@ -71,7 +71,12 @@ std::vector<std::vector<int64_t>> Relu6InferShape(const std::vector<int64_t>& x_
   return {x_shape};
 }
 
-// The gradient of x has the shape and dtype of out, like x.
+std::vector<paddle::DataType> Relu6InferDtype(const paddle::DataType& x_dtype) {
+  return {x_dtype};
+}
+
+// The gradient of x takes the shape and dtype of out, the tensor the backward reads
+// (which has x's).
 std::vector<std::vector<int64_t>> Relu6GradInferShape(
     const std::vector<int64_t>& out_shape) {
   return {out_shape};
@@ -81,18 +86,14 @@ std::vector<paddle::DataType> Relu6GradInferDtype(const paddle::DataType& out_dt
   return {out_dtype};
 }
 
-std::vector<paddle::DataType> Relu6InferDtype(const paddle::DataType& x_dtype) {
-  return {x_dtype};
-}
-
 // A second-order gradient has its target's shape and the op's dtype.
 std::vector<std::vector<int64_t>> Relu6DoubleGradInferShape(
-    const std::vector<int64_t>& out_shape, const std::vector<int64_t>& grad_grad_x_shape) {
+    const std::vector<int64_t>& out_shape, const std::vector<int64_t>& /*grad_grad_x_shape*/) {
   return {out_shape};
 }
 
 std::vector<paddle::DataType> Relu6DoubleGradInferDtype(
-    const paddle::DataType& out_dtype, const paddle::DataType& grad_grad_x_dtype) {
+    const paddle::DataType& out_dtype, const paddle::DataType& /*grad_grad_x_dtype*/) {
   return {out_dtype};
 }
 

@@ -19,6 +19,7 @@ struct Forward {
     out = MT(0.5) * u * (MT(1) + opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u))));
   }
 };
+
 // u = x + bias
 // tanh_u = tanh(0.7978845608028654 * (u + 0.044715 * u ** 3))
 // grad_u = grad_out * (0.5 * (1 + tanh_u) + 0.3989422804014327 * u * (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2))
@@ -35,6 +36,7 @@ struct Backward {
     grad_bias = grad_u;
   }
 };
+
 // u = x + bias
 // tanh_u = tanh(0.7978845608028654 * (u + 0.044715 * u ** 3))
 // d2_grad_u = grad_grad_bias + grad_grad_x

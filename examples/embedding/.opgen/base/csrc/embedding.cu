@@ -13,7 +13,7 @@ namespace {
 void CheckLaunch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) {
-    opgen::Fail("custom_embedding", ": CUDA kernel ", kernel, " failed: ",
+    opgen::Fail("custom_embedding", ": CUDA kernel '", kernel, "' failed: ",
                 cudaGetErrorString(status));
   }
 }

@@ -22,6 +22,7 @@ struct Forward {
     out = opgen::min_uniform(opgen::max_uniform(x, MT(0)), threshold);
   }
 };
+
 // grad_x = where((out > 0) & (out < threshold), grad_out, 0)
 template <typename T>
 struct Backward {
@@ -35,6 +36,7 @@ struct Backward {
     grad_x = opgen::where(out > MT(0) && out < threshold, grad_out, MT(0));
   }
 };
+
 // grad_grad_out = where((out > 0) & (out < threshold), grad_grad_x, 0)
 template <typename T>
 struct DoubleBackward {
