@@ -90,9 +90,8 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     spec_path = spec_in(Path(spec_path))
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
-    _refuse_a_file_on_the_way(dest, f"--out {dest}")
-    if out is not None:
-        _refuse_another_op(dest, spec_path)
+    _refuse_a_file_on_the_way(dest, f"--out {dest}" if out is not None else None)
+    _refuse_another_op(dest, spec_path, "--out " + str(dest) if out is not None else str(dest))
     if pretend or check:
         _refuse_interrupted(dest, f"opgen generate {spec_path}")
     spec_bytes = spec_path.read_bytes()
@@ -105,19 +104,22 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     return _write_op(spec, spec_bytes, dest, pretend=pretend)
 
 
-def _refuse_another_op(dest: Path, spec_path: Path) -> None:
-    """``--out`` names the folder of an op generated from another spec: writing there would turn
-    that op into this one (its files replaced, its kernels left behind)."""
+def _refuse_another_op(dest: Path, spec_path: Path, what: str) -> None:
+    """``dest`` holds an op generated from another spec that is still there (the folder given
+    by --out, or a second spec beside an op's own): writing would turn that op into this one.
+    A spec renamed in place leaves no other behind, and its op is renamed."""
     answers = dest / ANSWERS_FILE
-    if spec_path.resolve().parent == dest.resolve() or not answers.is_file():
+    if not answers.is_file():
         return
     try:
         recorded = (yaml.safe_load(answers.read_text()) or {}).get("spec")
     except (yaml.YAMLError, OSError, UnicodeDecodeError, AttributeError):
         return
-    if isinstance(recorded, str) and recorded != spec_path.name:
-        raise UsageError(f"--out {dest}: holds the op generated from {recorded}; generating "
-                         f"{spec_path.name} there would replace it: name another folder")
+    if isinstance(recorded, str) and recorded != spec_path.name and (dest / recorded).is_file():
+        raise UsageError(f"{what}: holds the op generated from {recorded}; generating "
+                         f"{spec_path.name} there would replace it: "
+                         + ("name another folder" if what.startswith("--out") else
+                            f"give {spec_path.name} a folder of its own"))
 
 
 def stale_spec(op_dir: Path | str) -> str | None:
@@ -244,7 +246,7 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     starting_spec = kinds.get(kind).starting_spec
     dest = Path(directory or ".") / name
     spec_path = dest / f"{name}.yaml"
-    _refuse_a_file_on_the_way(dest, f"--dir {directory}" if directory is not None else str(dest))
+    _refuse_a_file_on_the_way(dest, f"--dir {directory}" if directory is not None else None)
     if dest.exists() and not force:
         raise WriteError(f"{dest} already exists; use --force to generate into it (an existing "
                          f"{spec_path.name} and your edits are kept)")
@@ -269,12 +271,14 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     return Result(dest, [Change(spec_path.name, Status.CREATE), *result.changes], result.written)
 
 
-def _refuse_a_file_on_the_way(folder: Path, what: str) -> None:
-    """Refuses a ``folder`` to write into that is a file, or lies below one."""
+def _refuse_a_file_on_the_way(folder: Path, flag: str | None = None) -> None:
+    """Refuses a ``folder`` to write into that is a file, or lies below one; the error names the
+    ``flag`` that gave it, where one did."""
     for path in (folder, *folder.parents):
         if path.exists():
             if not path.is_dir():
-                raise UsageError(f"{what}: {path} exists and is not a folder")
+                raise UsageError(f"{flag + ': ' if flag else ''}{path}: exists and is not a "
+                                 "folder")
             return
 
 

@@ -76,7 +76,8 @@ def new(
                                           "the last axis (softmax, norms).")] = False,
     custom: Annotated[bool, typer.Option("--custom", help="A free-form op: you write the "
                                          "kernels and a numpy reference, opgen the rest.")] = False,
-    directory: Annotated[Path, typer.Option("--dir", help="Where to create NAME/.")] = Path("."),
+    directory: Annotated[Path | None, typer.Option("--dir", help="Where to create NAME/ "
+                                                   "(default: here).")] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Generate into an existing folder, as "
                                         "`opgen generate` does: an existing NAME.yaml is used, "

@@ -265,13 +265,15 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
         raise SpecError(path, 1, "no such spec file") from None
     except OSError as exc:
         raise SpecError(path, 1, f"cannot read spec: {exc}") from None
+    _check_size(len(raw), path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line_start = raw.rfind(b"\n", 0, exc.start) + 1
-        raise SpecError(path, raw.count(b"\n", 0, exc.start) + 1,
-                        f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column "
-                        f"{exc.start - line_start + 1}") from None
+        before = raw[:exc.start].decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        line = before.count("\n") + 1
+        column = len(before) - (before.rfind("\n") + 1) + 1  # in characters, as editors count
+        raise SpecError(path, line, f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column "
+                        f"{column}") from None
     # newlines as text mode reads them (\r\n and \r as \n)
     return loads(text.replace("\r\n", "\n").replace("\r", "\n"), path,
                  check_builtins=check_builtins)
@@ -297,6 +299,7 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     own = SCHEMAS.get(kind) if isinstance(kind, str) else None
     if own is not None:  # a kind with its own schema (kind: custom) checks its spec itself
         return own(data, lines, path, check_builtins=check_builtins)
+    _check_kind(data, path, lines)  # before the sections, which other kinds write otherwise
     roles = {section: _roles(data, section, path, lines) for section in ROLES}
     try:
         model = OpSpec.model_validate(data)
@@ -312,6 +315,26 @@ ROLES: dict[str, dict[str, str]] = {
                "row": "per-row [*] or [*, 1]"},
     "outputs": {"element": "per-element [*, C]", "row": "per-row [*]"},
 }
+
+
+def _check_kind(data: dict[str, Any], path: Path, lines: dict[Path_, int]) -> None:
+    """An unknown, missing or misspelt ``kind:`` is the spec's first error: a custom op's spec
+    misread as another kind's would fail on sections that kind writes otherwise."""
+    names = list(importlib.import_module("opgen.kinds").KINDS)
+    kind = data.get("kind")
+    if isinstance(kind, str) and kind in names:
+        return
+    choices = ", ".join(f"'{name}'" for name in names)
+    line = _line_of(lines, ("kind",))
+    if "kind" not in data:
+        message = f"missing required key 'kind'; expected one of {choices}"
+    elif kind is None:
+        message = f"kind: no kind given; expected one of {choices}"
+    elif isinstance(kind, str):
+        message = f"kind: unknown kind '{kind}'; expected one of {choices}{_guess(kind, names)}"
+    else:
+        message = f"kind: expected one kind of {choices}, got {_shown(kind)}"
+    raise SpecError(path, line, message)
 
 
 def _roles(data: dict[str, Any], section: str, path: Path,
@@ -564,16 +587,9 @@ def _schema_message(err: ErrorDetails, loc: Path_) -> str:
         noun = next((_CHOICES[p] for p in reversed(loc) if isinstance(p, str) and p in _CHOICES),
                     "value")
         choices = str(ctx.get("expected", "")).replace(" or ", ", ")
-        guess = ""
-        if loc == ("kind",):  # the kinds with their own schema too (custom)
-            names = list(importlib.import_module("opgen.kinds").KINDS)
-            choices = ", ".join(f"'{name}'" for name in names)
-            guess = _guess(got, names) if isinstance(got, str) else ""
         if got is None:
             return f"{prefix}no {noun} given; expected one of {choices}"
-        if isinstance(got, (list, dict)):
-            return f"{prefix}expected one {noun} of {choices}, got {_shown(got)}"
-        return f"{prefix}unknown {noun} {_shown(got)}; expected one of {choices}{guess}"
+        return f"{prefix}unknown {noun} {_shown(got)}; expected one of {choices}"
     if kind == "too_short" and ctx.get("min_length") == 1:
         return f"{prefix}must not be empty"
     if kind in ("value_error", "assertion_error") and "error" in ctx:

@@ -163,7 +163,6 @@ def test_a_refused_write_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, c
     """A full disk, a read-only or a forbidden folder (simulated: the tests may run as root)
     fails the first file the writer puts down: one ``error:`` line naming it, exit code 1, and
     the op's folder as it was (its spec alone)."""
-    import errno
     import os
 
     from opgen import journal
@@ -180,24 +179,29 @@ def test_a_refused_write_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, c
     with pytest.raises(SystemExit) as info:
         cli.main(["generate", str(spec)])
     assert info.value.code == 1
-    assert errno.errorcode[code]  # a real errno
     assert capsys.readouterr().err == f"error: {written[0]}: {reason}\n"
     after = tree_snapshot(tmp_path)
     assert after.pop(".op.opgen.lock") == b""  # the writer's lock, beside the folder
     assert after == before
 
 
-def test_new_refuses_a_dir_that_is_a_file(tmp_path, capsys):
+def test_new_refuses_a_dir_that_is_a_file(tmp_path, capsys, monkeypatch):
     afile = tmp_path / "notes.txt"
     afile.write_text("mine\n")
     for where in (afile, afile / "deeper"):
         with pytest.raises(SystemExit) as info:
             cli.main(["new", "my_op", "--elementwise", "--dir", str(where)])
         assert info.value.code == 2
-        assert capsys.readouterr().err == (f"error: --dir {where}: {afile} exists and is not "
+        assert capsys.readouterr().err == (f"error: --dir {where}: {afile}: exists and is not "
                                            "a folder\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
     assert afile.read_text() == "mine\n"
+    monkeypatch.chdir(tmp_path)  # no --dir: the folder it would make is named alone
+    (tmp_path / "my_op").write_text("mine\n")
+    with pytest.raises(SystemExit) as info:
+        cli.main(["new", "my_op", "--elementwise"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == "error: my_op: exists and is not a folder\n"
 
 
 @pytest.mark.parametrize("info", [None, "no GPU"])
@@ -239,6 +243,17 @@ def test_generate_out_refuses_the_folder_of_another_op(tmp_path, capsys):
     assert tree_snapshot(op) == before
     # a spec of the op's own name still regenerates it there
     _invoke("generate", str(other), "--out", str(op), "--pretend")
+    # and a second spec beside the op's own is refused too, while renaming the spec is not
+    beside = op / "clip6.yaml"
+    shutil.copy(renamed, beside)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["generate", str(beside)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (f"error: {op}: holds the op generated from relu6.yaml; "
+                                       "generating clip6.yaml there would replace it: give "
+                                       "clip6.yaml a folder of its own\n")
+    (op / "relu6.yaml").unlink()
+    _invoke("generate", str(beside), "--pretend")
 
 
 def test_new_force_refuses_to_keep_a_spec_of_another_kind(tmp_path, capsys):
@@ -277,6 +292,10 @@ def test_a_build_from_a_spec_edited_since_generate_warns(tmp_path, monkeypatch):
                f"was: run `opgen generate {op}` first")
     assert api.stale_spec(op) == message
     result = RUNNER.invoke(cli.app, ["build", str(op), "--cpu-only"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert f"warning: {message}" in " ".join(result.output.split())
+    monkeypatch.setattr(cli.api, "test", lambda *a, **k: 0)  # the warning comes before it
+    result = RUNNER.invoke(cli.app, ["test", str(op)], catch_exceptions=False)
     assert result.exit_code == 0
     assert f"warning: {message}" in " ".join(result.output.split())
     _invoke("generate", str(op))

@@ -833,14 +833,27 @@ def test_a_shape_that_divides_by_a_literal_zero_is_refused(divisor):
 
 def test_computed_dims_are_checked_and_divide_as_python_does():
     cc = render_op(_load(HALVE)).files["csrc/halve.cc"].decode()
+    forward, infer_shape = cc.split("HalveInferShape(", 1)
     assert ('out_shape.push_back(opgen::ComputedDim(opgen::FloorDiv((int64_t{1} - '
-            'x_shape.end()[-1]), int64_t{k}, out_spec) + x_shape.end()[-1], out_spec));') in cc
-    assert "const char* const rest_spec = \"custom_halve: rest's shape [D - k]\";" in cc
+            'x_shape.end()[-1]), int64_t{k}, kOutShape) + x_shape.end()[-1], kOutShape));'
+            ) in forward
+    assert "const char* const kRestShape = \"custom_halve: rest's shape [D - k]\";" in cc
+    # InferShape: a dim Paddle does not know yet (-1, a static graph's free dim) makes -1
+    assert ("rest_shape.push_back(opgen::AnyUnknown({x_shape.end()[-1]}) ? int64_t{-1} : "
+            "opgen::ComputedDim(x_shape.end()[-1] - int64_t{k}, kRestShape));") in infer_shape
     assert "ComputedDim" not in render_op(_load(SPEC)).files["csrc/lookup.cc"].decode()
+
+
+def test_an_output_dim_that_is_an_attr_is_checked_too():
+    text = HALVE.replace('"[D - k]"', '"[k, D]"')
+    cc = render_op(_load(text)).files["csrc/halve.cc"].decode()
+    assert "rest_shape.push_back(opgen::ComputedDim(int64_t{k}, kRestShape));" in cc
+    assert "rest_shape.push_back(x_shape.end()[-1]);" in cc
 
 
 COMPUTED_DIMS = textwrap.dedent("""
     import sys
+    import numpy as np
     import paddle
     sys.path.insert(0, sys.argv[1])
     import halve as op
@@ -851,17 +864,32 @@ COMPUTED_DIMS = textwrap.dedent("""
         outs = [op.halve(x, k=k)[0], raw(x, k)[0]]
         assert [o.shape for o in outs] == [[want]] * 2, (k, [o.shape for o in outs])
     for k, call, message in [
-            (0, op.halve, "halve: an output's shape divides a dim by 0 for these inputs"),
+            (0, op.halve, "halve: an output's shape divides a dim by 0 for these inputs "
+                          "(out: [(1 - D) // k + D]; rest: [D - k])"),
             (0, raw, "custom_halve: out's shape [(1 - D) // k + D]: a dim is divided by 0 for "
                      "these inputs"),
-            (11, op.halve, "custom_halve: rest's shape [D - k]: a dim is -3 for these inputs; "
-                           "a size is at least 0")]:
+            (11, op.halve, "halve: rest's shape [D - k]: a dim is -3 for these inputs; "
+                           "a size is at least 0"),
+            (11, raw, "custom_halve: rest's shape [D - k]: a dim is -3 for these inputs; "
+                      "a size is at least 0")]:
         try:
             call(x, k=k) if call is op.halve else call(x, k)
         except Exception as exc:
             assert message in str(exc), exc
         else:
             raise AssertionError(f"k={k} was not refused")
+
+    # A static graph whose D Paddle does not know yet: InferShape gives -1, the run the shapes.
+    paddle.enable_static()
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        data = paddle.static.data("x", [3, -1], "float32")
+        out, rest = op.halve(data, k=2)
+        assert list(out.shape) == [-1] and list(rest.shape) == [-1], (out.shape, rest.shape)
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    got = exe.run(main, feed={"x": np.ones([3, 8], "float32")}, fetch_list=[out, rest])
+    assert [g.shape for g in got] == [(4,), (6,)], [g.shape for g in got]
+    paddle.disable_static()
     print("ok")
 """)
 
@@ -878,3 +906,20 @@ def test_computed_dims_agree_with_python_and_refuse_what_no_tensor_has(tmp_path)
                             capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
         result.stdout[-2000:] + result.stderr[-3000:]
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("custm", "kind: unknown kind 'custm'; expected one of 'elementwise', 'rowwise', 'custom'; "
+              "did you mean 'custom'?"),
+    ("Custom", "kind: unknown kind 'Custom'; expected one of 'elementwise', 'rowwise', "
+               "'custom'; did you mean 'custom'?"),
+    ("[custom]", "kind: expected one kind of 'elementwise', 'rowwise', 'custom', got a list"),
+    ("", "kind: no kind given; expected one of 'elementwise', 'rowwise', 'custom'"),
+])
+def test_a_wrong_kind_on_a_custom_spec_is_named_first(kind, message):
+    """A custom spec's sections read as another kind's would fail on their own (its inputs are
+    a mapping of mappings): the kind is checked first, and named."""
+    with pytest.raises(SpecError) as info:
+        _load(SPEC.replace("kind: custom", f"kind: {kind}"))
+    assert info.value.line == 2
+    assert str(info.value).endswith(message)

@@ -238,6 +238,24 @@ def test_wrapped_calls_align_after_the_parenthesis_at_their_column():
     assert " ".join(text.split()) == f"const op::BackwardArgs args({', '.join(args)});"
 
 
+@pytest.mark.parametrize("after", [0, 2])
+def test_wrapped_items_fit_where_the_template_places_them(after):
+    """codegen.wrap_items: what follows the first column and what the template adds after the
+    last item (``);``) stay within 100 columns; items are joined by ", " and never split."""
+    from opgen.codegen import wrap_items
+
+    items = [f"{{item_{i}, item_{i + 1}}}" for i in range(0, 30, 2)]
+    column = len('      kOpName, "bias_gelu::DoubleBackward", ')
+    text = wrap_items(items, column=column, indent=6, after=after)
+    lines = text.split("\n")
+    assert len(lines) > 2
+    assert column + len(lines[0]) <= 100
+    assert all(line.startswith(" " * 6) and not line.startswith(" " * 7) for line in lines[1:])
+    assert all(len(line) <= 100 for line in lines[1:-1]) and len(lines[-1]) + after <= 100
+    assert " ".join(text.split()) == ", ".join(items)
+    assert wrap_items(["a", "b"], column=10, indent=6, after=2) == "a, b"
+
+
 def test_the_examples_wrappers_read_as_hand_written_python():
     """The generated wrappers pass the repository's ruff rules (100 columns, no nested ifs to
     merge, no unused imports), as code written by hand here does."""

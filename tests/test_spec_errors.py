@@ -161,5 +161,10 @@ def test_a_byte_that_is_not_utf8_is_named_at_its_line_and_column(tmp_path: Path)
     with pytest.raises(SpecError) as info:
         load(spec)
     assert str(info.value) == f"{spec}:12: not UTF-8 text: byte 0xff at column 5"
+    lines[11] = "summary: é".encode() + b"\xff"  # a character of two bytes before it
+    spec.write_bytes(b"\n".join(lines))
+    with pytest.raises(SpecError) as info:
+        load(spec)
+    assert str(info.value) == f"{spec}:12: not UTF-8 text: byte 0xff at column 11"
     spec.write_bytes(b"\r\n".join(text.split(b"\n")))
     assert load(spec).model.name == "relu6"

@@ -701,20 +701,37 @@ def _indexed_dim(node: ast.Subscript, custom: Custom) -> str | None:
 # -- code generation -------------------------------------------------------------------------------
 
 def _cpp_item(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str, where: str,
-              prefix: str = "") -> str:
+              prefix: str = "", *, infer: bool = False) -> str:
     """An item of an output's shape in C++ (see :func:`_cpp_dim`): one that computes (``D - 1``)
-    goes through ``opgen::ComputedDim``, which raises where it is negative for the inputs."""
+    or reads an attr goes through ``opgen::ComputedDim``, which raises where it is negative for
+    the inputs. ``infer``: for InferShape, where a dim Paddle does not know yet is -1 (a static
+    graph's free dim): an item that reads one is -1 too."""
     text = _cpp_dim(node, dims, suffix, where, prefix)
-    if _computes(node):
-        if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.FloorDiv):
-            text = text[1:-1]  # (a + b): the call's parentheses serve
-        return f"opgen::ComputedDim({text}, {where})"
-    return text
+    if not _checked(node, dims):
+        return text
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.FloorDiv):
+        text = text[1:-1]  # (a + b): the call's parentheses serve
+    checked = f"opgen::ComputedDim({text}, {where})"
+    read = _dims_read(node, dims, suffix, prefix)
+    if infer and read:
+        return f"opgen::AnyUnknown({{{', '.join(read)}}}) ? int64_t{{-1}} : {checked}"
+    return checked
 
 
-def _computes(item: ast.AST) -> bool:
-    """An item of an output's shape that is arithmetic (``D - 1``), not a dim, int or -1."""
-    return isinstance(item, (ast.BinOp, ast.UnaryOp)) and not _data_dependent(item)
+def _checked(item: ast.AST, dims: dict[str, tuple[str, int]]) -> bool:
+    """An item of an output's shape that may come out negative: arithmetic (``D - 1``) or an
+    attr, not a dim, an int or -1."""
+    return (isinstance(item, (ast.BinOp, ast.UnaryOp)) and not _data_dependent(item)) or \
+        (isinstance(item, ast.Name) and item.id not in dims)
+
+
+def _dims_read(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str,
+               prefix: str = "") -> list[str]:
+    """The input dims an item of an output's shape reads, in C++ (as :func:`_cpp_dim` writes
+    them), each once."""
+    read = [_cpp_dim(n, dims, suffix, "", prefix) for n in ast.walk(node)
+            if (isinstance(n, ast.Name) and n.id in dims) or isinstance(n, ast.Subscript)]
+    return list(dict.fromkeys(read))
 
 
 def _cpp_dim(node: ast.AST, dims: dict[str, tuple[str, int]], suffix: str, where: str,
@@ -811,6 +828,7 @@ class Tensor:
 class OutShape:
     name: str
     cpp: list[str]               # statements building `<name>_shape` from `<input>_shape`s
+    infer_cpp: list[str]         #   and the same for InferShape, where a dim may be -1 (unknown)
     py: str                      # a Python list expression over the inputs' .shape
     attrs: list[str]             # int attrs it reads
     data_dependent: bool         # a dim is -1: the kernels allocate the output (`allocate`)
@@ -1106,8 +1124,9 @@ class Context(OpText):
     out_shapes: list[OutShape]
     paddle_h_for: str                    # what the kernels' header takes from opgen/paddle.h
                                          #   ("" where nothing: it is not included)
-    division_error: str | None           # where an output's shape has `//`: the wrapper's
-                                         #   error for a division by 0, a Python literal
+    spec_shapes: list[tuple[str, str]]  # (output, its shape as the spec writes it)
+    shapes_checked: bool                 # an output's shape may come out negative
+    shapes_divide: bool                  # an output's shape has `//`, which may divide by 0
     shape_attrs: list[Attr]              # int attrs InferShape takes
     shape_inputs: list[str]              # inputs whose shapes the entry reads (fixed outputs)
     data_dependent: list[OutShape]       # outputs with -1 dims: the kernels allocate them
@@ -1172,26 +1191,32 @@ def build_context(spec: Any) -> Context:
         used_attrs = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                              and n.id in m.attrs})
         cpp: list[str] = [f"std::vector<int64_t> {name}_shape;"]
+        infer_cpp: list[str] = [f"std::vector<int64_t> {name}_shape;"]
         where = cpp_string(f"{spec.op_name}: {name}'s shape {ast.unparse(tree)}")
-        if any(_computes(item) for item in tree.elts):  # what their errors say
-            cpp.insert(0, f"const char* const {name}_spec = {where};")
+        spec_var = f"k{camel_case(name)}Shape"  # no input's or attr's name (snake_case)
+        if any(_checked(item, custom.dims) for item in tree.elts):  # what their errors say
+            cpp.insert(0, f"const char* const {spec_var} = {where};")
+            infer_cpp.insert(0, cpp[0])
         py_items = []
         for item in tree.elts:
             if isinstance(item, ast.Starred):
                 source = item.value.value.id  # type: ignore[attr-defined]
-                cpp.append(f"{name}_shape.insert({name}_shape.end(), {source}_shape.begin(), "
-                           f"{source}_shape.end());")
+                line = (f"{name}_shape.insert({name}_shape.end(), {source}_shape.begin(), "
+                        f"{source}_shape.end());")
+                cpp.append(line)
+                infer_cpp.append(line)
                 py_items.append(f"*{source}.shape")
             else:
-                cpp.append(f"{name}_shape.push_back("
-                           f"{_cpp_item(item, custom.dims, '_shape', f'{name}_spec')});")
+                for lines, infer in ((cpp, False), (infer_cpp, True)):
+                    dim = _cpp_item(item, custom.dims, "_shape", spec_var, infer=infer)
+                    lines.append(f"{name}_shape.push_back({dim});")
                 py_items.append(_py_dim(item, custom.dims))
         data_dependent = [k for k, item in enumerate(tree.elts) if _data_dependent(item)]
         allocate = "Allocate" + camel_case(name)
         sizes = {k: f"sizes[{counted + j}]" for j, k in enumerate(data_dependent)}
         counted += len(data_dependent)
         out_shapes.append(OutShape(
-            name, cpp, "[" + ", ".join(py_items) + "]", used_attrs,
+            name, cpp, infer_cpp, "[" + ", ".join(py_items) + "]", used_attrs,
             data_dependent=bool(data_dependent), text=ast.unparse(tree),
             text_cpp=cpp_string(ast.unparse(tree)), allocate=allocate,
             inputs=[n for n in m.inputs if any(re.search(rf"\b{n}_shape\b", line)
@@ -1338,12 +1363,13 @@ def build_context(spec: Any) -> Context:
         paddle_h_for="; ".join(
             (["AllocateDataDependent"] if dynamic else [])
             + (["ComputedDim and FloorDiv for output shapes"]
-               if any(_computes(item) for tree in custom.out_shapes.values()
+               if any(_checked(item, custom.dims) for tree in custom.out_shapes.values()
                       for item in tree.elts) else [])),
-        division_error=repr(f"{m.name}: an output's shape divides a dim by 0 for these inputs ("
-                            + "; ".join(f"{s.name}: {s.text}" for s in out_shapes) + ")")
-        if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
-               for tree in custom.out_shapes.values() for n in ast.walk(tree)) else None,
+        spec_shapes=[(s.name, s.text) for s in out_shapes],
+        shapes_checked=any(_checked(item, custom.dims) for tree in custom.out_shapes.values()
+                           for item in tree.elts),
+        shapes_divide=any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
+                          for tree in custom.out_shapes.values() for n in ast.walk(tree)),
         shape_attrs=shape_attrs,
         shape_inputs=[n for n in m.inputs if any(n in o.inputs for o in out_shapes
                                                  if not o.data_dependent)],

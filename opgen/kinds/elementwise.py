@@ -140,6 +140,8 @@ class Context(OpText, BackwardStubText):
     forward: Functor
     backward: GradOp
     signatures: Signatures       # the C++ functions' heads, wrapped to 100 columns
+    registered: dict[str, str]   # PD_BUILD_*_OP's lists: inputs, outputs, attrs, grad_outputs,
+                                 #   stub_inputs, stub_outputs (the double-backward stub's)
     py_params: str               # the Python wrapper's parameters
     py_def: str                  # its def line, wrapped
     attr_args: list[str]         # attr names, to forward them to the CUDA entry point
@@ -162,8 +164,10 @@ def _registered(method: str, names: list[str]) -> str:
 
 def _call_args(op: str, struct: str, items: list[str]) -> str:
     """The arguments of a launcher call after its op and functor names, wrapped as the templates
-    place them: ``      kOpName, "<op>::<struct>", <here>);``."""
-    return wrap_items(items, column=len(f'      kOpName, "{op}::{struct}", '), indent=6, after=2)
+    place them: ``      kOpName, "<op>::<struct>", <here>);`` (the forward's also after the
+    longer ``kInPlaceOpName``, in the in-place variant's call)."""
+    name = "kInPlaceOpName" if struct == "Forward" else "kOpName"
+    return wrap_items(items, column=len(f'      {name}, "{op}::{struct}", '), indent=6, after=2)
 
 
 def _functor(op: str, struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
@@ -249,9 +253,21 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
 
     py_params = [f"{n}: paddle.Tensor" for n in m.inputs] + \
         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]
+    registered = {
+        "inputs": _registered("Inputs", [f'"{i}"' for i in m.inputs]),
+        "outputs": _registered("Outputs", [f'"{o}"' for o in m.outputs]),
+        "attrs": _registered("Attrs", [f'"{a.paddle_decl}"' for a in attrs]),
+        "grad_outputs": _registered("Outputs", [f'paddle::Grad("{i}")' for i in m.inputs]),
+        "stub_inputs": _registered("Inputs", [
+            *(f'paddle::Grad("{o}")' for o in backward.output_grads),
+            *(f'paddle::Grad(paddle::Grad("{i}"))' for i in m.inputs)]),
+        "stub_outputs": _registered("Outputs", [
+            f'paddle::Grad(paddle::Grad("{o}"))' for o in backward.output_grads]),
+    }
     return Context(
         **op_text(spec),
         **backward_stub_text(spec),
+        registered=registered,
         inputs=list(m.inputs),
         outputs=list(m.outputs),
         grad_inputs=[f"grad_{n}" for n in m.inputs],

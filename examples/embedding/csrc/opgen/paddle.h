@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -158,11 +160,23 @@ inline paddle::Tensor AllocateOutput(const std::vector<int64_t>& shape, paddle::
 // the error each raises.
 
 // a // b of dims as Python computes it, rounded toward minus infinity (C++'s / truncates), so
-// InferShape, the kernels and the Python wrapper agree; a division by 0 raises.
+// InferShape, the kernels and the Python wrapper agree; a division by 0 raises, and so does the
+// one quotient int64_t has no room for.
 inline int64_t FloorDiv(int64_t a, int64_t b, const char* shape) {
   if (b == 0) Fail(shape, ": a dim is divided by 0 for these inputs");
+  if (b == -1 && a == std::numeric_limits<int64_t>::min()) {
+    Fail(shape, ": a dim is more than 2^63 - 1 for these inputs");
+  }
   const int64_t quotient = a / b;
   return (a % b != 0 && (a < 0) != (b < 0)) ? quotient - 1 : quotient;
+}
+
+// Whether one of `dims` is not known yet: -1, as InferShape sees a static graph's free dims.
+inline bool AnyUnknown(std::initializer_list<int64_t> dims) {
+  for (const int64_t d : dims) {
+    if (d < 0) return true;
+  }
+  return false;
 }
 
 // A dim an output's spec shape computes, refused where it is negative for these inputs.
