@@ -104,17 +104,21 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     return _write_op(spec, spec_bytes, dest, pretend=pretend)
 
 
+def _recorded(folder: Path) -> dict:
+    """What the last ``opgen generate`` recorded in ``folder``'s answers file (its spec, the
+    spec's hash, the files'), or {} where there is none that reads as a mapping."""
+    try:
+        answers = yaml.safe_load((folder / ANSWERS_FILE).read_text())
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        return {}
+    return answers if isinstance(answers, dict) else {}
+
+
 def _refuse_another_op(dest: Path, spec_path: Path, what: str) -> None:
     """``dest`` holds an op generated from another spec that is still there (the folder given
     by --out, or a second spec beside an op's own): writing would turn that op into this one.
     A spec renamed in place leaves no other behind, and its op is renamed."""
-    answers = dest / ANSWERS_FILE
-    if not answers.is_file():
-        return
-    try:
-        recorded = (yaml.safe_load(answers.read_text()) or {}).get("spec")
-    except (yaml.YAMLError, OSError, UnicodeDecodeError, AttributeError):
-        return
+    recorded = _recorded(dest).get("spec")
     if isinstance(recorded, str) and recorded != spec_path.name and (dest / recorded).is_file():
         raise UsageError(f"{what}: holds the op generated from {recorded}; generating "
                          f"{spec_path.name} there would replace it: "
@@ -126,15 +130,14 @@ def stale_spec(op_dir: Path | str) -> str | None:
     """Why the op in ``op_dir`` is older than its spec (the spec changed since ``opgen
     generate`` last wrote the op from it), or None: a build then compiles the old sources."""
     folder = Path(op_dir)
-    try:
-        answers = yaml.safe_load((folder / ANSWERS_FILE).read_text()) or {}
-        spec_name, recorded = answers.get("spec"), answers.get("spec_sha256")
-        if not (isinstance(spec_name, str) and isinstance(recorded, str)):
-            return None
-        current = sha256((folder / spec_name).read_bytes())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError, AttributeError):
+    answers = _recorded(folder)
+    spec_name, recorded = answers.get("spec"), answers.get("spec_sha256")
+    if not (isinstance(spec_name, str) and isinstance(recorded, str)):
         return None
-    if current == recorded:
+    try:
+        if sha256((folder / spec_name).read_bytes()) == recorded:
+            return None
+    except OSError:
         return None
     return (f"{folder / spec_name} changed since the op was generated from it; this builds the "
             f"op as it was: run `opgen generate {folder}` first")
@@ -145,14 +148,9 @@ def spec_in(path: Path) -> Path:
     file's ``spec:``), else its one ``*.yaml`` file."""
     if not path.is_dir():
         return path
-    answers = path / ANSWERS_FILE
-    if answers.is_file():
-        try:
-            recorded = (yaml.safe_load(answers.read_text()) or {}).get("spec")
-        except (yaml.YAMLError, OSError, UnicodeDecodeError, AttributeError):
-            recorded = None
-        if isinstance(recorded, str) and (path / recorded).is_file():
-            return path / recorded
+    recorded = _recorded(path).get("spec")
+    if isinstance(recorded, str) and (path / recorded).is_file():
+        return path / recorded
     specs = sorted(p for p in path.glob("*.yaml") if p.is_file())
     if len(specs) == 1:
         return specs[0]

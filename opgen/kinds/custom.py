@@ -1251,6 +1251,8 @@ def build_context(spec: Any) -> Context:
 
     copies = _trivial(outputs, inputs, m, custom)
     dynamic = {s.name: s for s in out_shapes if s.data_dependent}
+    shapes_checked = any(_checked(item, custom.dims) for tree in custom.out_shapes.values()
+                         for item in tree.elts)  # a shape may come out negative
     # The skeleton's forward is whole when each output copies an input or is data-dependent (its
     # -1 dims 0): then an input no output copies has a zero gradient, which its reference says.
     whole = all(copies[n] is not None or n in dynamic for n in m.outputs)
@@ -1360,14 +1362,11 @@ def build_context(spec: Any) -> Context:
         param_inputs=list(params),
         dispatch=_dispatch(params, inputs),
         out_shapes=out_shapes,
-        paddle_h_for="; ".join(
-            (["AllocateDataDependent"] if dynamic else [])
-            + (["ComputedDim and FloorDiv for output shapes"]
-               if any(_checked(item, custom.dims) for tree in custom.out_shapes.values()
-                      for item in tree.elts) else [])),
+        paddle_h_for="; ".join((["AllocateDataDependent"] if dynamic else []) +
+                               (["ComputedDim and FloorDiv for output shapes"]
+                                if shapes_checked else [])),
         spec_shapes=[(s.name, s.text) for s in out_shapes],
-        shapes_checked=any(_checked(item, custom.dims) for tree in custom.out_shapes.values()
-                           for item in tree.elts),
+        shapes_checked=shapes_checked,
         shapes_divide=any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
                           for tree in custom.out_shapes.values() for n in ast.walk(tree)),
         shape_attrs=shape_attrs,
