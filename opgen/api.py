@@ -332,7 +332,7 @@ def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | No
     test. Files holding merge conflict markers are refused before anything runs, and so is
     ``device="gpu"`` where Paddle sees no GPU (with "all" the GPU's cases are reported skipped).
     """
-    op_dir = _op_dir(op_dir)
+    op_dir, name = build.op_folder(op_dir)
     if device not in ("cpu", "gpu", "all"):
         raise UsageError(f"--device: expected cpu, gpu or all, got '{device}'")
     if device == "gpu":  # asked for the GPU alone: skipping every test would pass
@@ -341,7 +341,6 @@ def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | No
         info = paddle_info()
         if info is None or info.gpu_count == 0:
             raise UsageError("--device gpu: no GPU visible to Paddle")
-    name = build.find_op(op_dir)
     test_file = op_dir / f"test_{name}.py"
     if not test_file.exists():
         raise UsageError(f"{op_dir}: no test_{name}.py; run `opgen generate` first")
@@ -356,8 +355,7 @@ def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | No
 def load_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = None,
             verbose: bool = False) -> ModuleType:
     """Build the op if needed and return its Python wrapper module (attribute ``<name>``)."""
-    op_dir = _op_dir(op_dir)
-    name = build.find_op(op_dir)
+    op_dir, name = build.op_folder(op_dir)
     library = build.load_library(op_dir, cpu_only=cpu_only, arches=build.parse_arches(arch),
                                  verbose=verbose)
     module_name = f"opgen_ops.{name}"
@@ -372,7 +370,3 @@ def load_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = No
         spec.loader.exec_module(module)
     module._library = library  # type: ignore[attr-defined]
     return module
-
-
-def _op_dir(op_dir: Path | str) -> Path:
-    return build.op_folder(op_dir)

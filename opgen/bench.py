@@ -637,12 +637,11 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     total)`` is called before each step.
     """
     from . import kinds  # noqa: F401  (registers each kind's spec rules)
-    from .build import find_op, op_folder
+    from .build import op_folder
     from .spec import load
 
     results = results if results is not None else Results()
-    op_dir = op_folder(op_dir)
-    name = find_op(op_dir)
+    op_dir, name = op_folder(op_dir)
     spec = load(op_dir / f"{name}.yaml", check_builtins=False)
     m = spec.model
     if m.kind == "custom":

@@ -120,14 +120,13 @@ def find_op(op_dir: Path) -> str:
     return candidates[0]
 
 
-def op_folder(op_dir: Path | str) -> Path:
-    """``op_dir`` resolved, once it is a generated op's folder; else the error, naming the
-    folder as the caller gave it."""
+def op_folder(op_dir: Path | str) -> tuple[Path, str]:
+    """``op_dir`` resolved and the op's name, once it is a generated op's folder; else the
+    error, naming the folder as the caller gave it."""
     given = Path(op_dir)
     if not given.is_dir():
         raise UsageError(f"{given}: no such op folder")
-    find_op(given)
-    return given.resolve()
+    return given.resolve(), find_op(given)
 
 
 def refuse_conflicts(op_dir: Path, files: list[Path]) -> None:
@@ -173,8 +172,7 @@ CXX_FLAGS = ("-O3", "-std=c++17", "-fno-trapping-math", "-fno-math-errno", "-ffp
 
 def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] = ()) -> BuildConfig:
     """Decide sources, flags and archs for the installed Paddle and toolkit."""
-    op_dir = op_folder(op_dir)
-    name = find_op(op_dir)
+    op_dir, name = op_folder(op_dir)
     refuse_conflicts(op_dir, sorted(p for p in (op_dir / "csrc").rglob("*") if p.is_file()))
     info = probe.paddle_info()
     if info is None:

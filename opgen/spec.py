@@ -269,14 +269,17 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        before = raw[:exc.start].decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        before = _newlines(raw[:exc.start].decode("utf-8"))
         line = before.count("\n") + 1
         column = len(before) - (before.rfind("\n") + 1) + 1  # in characters, as editors count
         raise SpecError(path, line, f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column "
                         f"{column}") from None
-    # newlines as text mode reads them (\r\n and \r as \n)
-    return loads(text.replace("\r\n", "\n").replace("\r", "\n"), path,
-                 check_builtins=check_builtins)
+    return loads(_newlines(text), path, check_builtins=check_builtins)
+
+
+def _newlines(text: str) -> str:
+    """Line ends as text mode reads them: \r\n and \r as \n."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _check_size(size: int, path: Path) -> None:
