@@ -235,6 +235,12 @@ def markdown_code(text: str, *, table: bool = False) -> str:
     return span.replace("|", "\\|") if table else span
 
 
+def param_name(name: str, used: bool) -> str:
+    """A C++ parameter's name, or the name in a comment where the function does not read it
+    (no unused-parameter warning, and the signature still says what is passed there)."""
+    return name if used else f"/*{name}*/"
+
+
 def wrap_items(items: list[str], *, column: int, indent: int, after: int = 0,
                width: int = 100) -> str:
     """``items`` joined by ", " as the template places them: from ``column`` on, followed by

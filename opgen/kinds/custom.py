@@ -1124,7 +1124,6 @@ class Context(OpText):
     out_shapes: list[OutShape]
     paddle_h_for: str                    # what the kernels' header takes from opgen/paddle.h
                                          #   ("" where nothing: it is not included)
-    spec_shapes: list[tuple[str, str]]  # (output, its shape as the spec writes it)
     shapes_checked: bool                 # an output's shape may come out negative
     shapes_divide: bool                  # an output's shape has `//`, which may divide by 0
     shape_attrs: list[Attr]              # int attrs InferShape takes
@@ -1365,7 +1364,6 @@ def build_context(spec: Any) -> Context:
         paddle_h_for="; ".join((["AllocateDataDependent"] if dynamic else []) +
                                (["ComputedDim and FloorDiv for output shapes"]
                                 if shapes_checked else [])),
-        spec_shapes=[(s.name, s.text) for s in out_shapes],
         shapes_checked=shapes_checked,
         shapes_divide=any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
                           for tree in custom.out_shapes.values() for n in ast.walk(tree)),

@@ -23,6 +23,7 @@ from ..codegen import (
     attr,
     backward_stub_text,
     op_text,
+    param_name,
     py_def,
     py_returns,
     string_lines,
@@ -188,7 +189,7 @@ def _functor(op: str, struct: str, emitted: dict[str, Emitted], sources: dict[st
         constructor=constructor,
         call_args=_call_args(op, struct, ["{" + ", ".join(args) + "}"] +
                              [a.name for a in members]),
-        params=[f"MT {a}" if a in used else f"MT /*{a}*/" for a in args] +
+        params=[f"MT {param_name(a, a in used)}" for a in args] +
                [f"MT& {n}" for n in out_names.values()],
         lines=[(out_names.get(t, t), e.cpp, sources[t]) for t, e in emitted.items()],
         body=[f"{out_names[t]} = {e.cpp};" if t in out_names else
@@ -348,11 +349,11 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
         broadcast=broadcast,
         infer_shape=_signature(
             f"std::vector<std::vector<int64_t>> {camel}DoubleGradInferShape",
-            [f"const std::vector<int64_t>& {_named_if(n in shapes, f'{n}_shape')}"
+            [f"const std::vector<int64_t>& {param_name(f'{n}_shape', n in shapes)}"
              for n in inputs]),
         infer_dtype=_signature(
             f"std::vector<paddle::DataType> {camel}DoubleGradInferDtype",
-            [f"const paddle::DataType& {_named_if(n == inputs[0], f'{n}_dtype')}"
+            [f"const paddle::DataType& {param_name(f'{n}_dtype', n == inputs[0])}"
              for n in inputs]),
         # with several inputs each target is one of its inputs; with one, all share a shape
         shapes=shapes,
@@ -409,7 +410,7 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
                               [f"const std::vector<int64_t>& {n}_shape" for n in m.inputs]),
         infer_dtype=_signature(
             f"std::vector<paddle::DataType> {camel}InPlaceInferDtype",
-            [f"const paddle::DataType& {_named_if(n == m.inputs[0], f'{n}_dtype')}"
+            [f"const paddle::DataType& {param_name(f'{n}_dtype', n == m.inputs[0])}"
              for n in m.inputs]),
         differentiable=differentiable,
         # 96 columns after the 4 of indentation; the first line also after the opening quotes
@@ -424,11 +425,6 @@ def _inplace(spec: Spec, camel: str, attrs: list[Attr], backward: GradOp) -> InP
 
 #: Where a signature wraps: the templates end it with " {" or ";".
 _SIGNATURE_WIDTH = 98
-
-
-def _named_if(used: bool, name: str) -> str:
-    """A parameter's name, or the name in a comment where the function does not read it."""
-    return name if used else f"/*{name}*/"
 
 
 def _signature(head: str, params: list[str]) -> str:
@@ -454,7 +450,7 @@ def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: Grad
                               [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
         infer_dtype=_signature(
             f"std::vector<paddle::DataType> {camel}InferDtype",
-            [f"const paddle::DataType& {_named_if(n == inputs[0], f'{n}_dtype')}"
+            [f"const paddle::DataType& {param_name(f'{n}_dtype', n == inputs[0])}"
              for n in inputs]),
     )
 

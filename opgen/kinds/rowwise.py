@@ -29,6 +29,7 @@ from ..codegen import (
     attr,
     backward_stub_text,
     op_text,
+    param_name,
     py_def,
     py_returns,
     wrap_call,
@@ -305,7 +306,7 @@ class _Emitter:
         if lines and lines[-1].endswith(";") and returned in self.inner and \
                 lines[-1] == self.inner[returned]:
             returned = lines.pop().split(" = ", 1)[1][:-1]
-        params = [f"MT {t.name}" if t.name in used else f"MT /*{t.name}*/" for t in self.tensors]
+        params = [f"MT {param_name(t.name, t.name in used)}" for t in self.tensors]
         params += [f"MT {name}" for name in kept]
         close = "".join(f", {name}" for name in kept) + ")" + end
         # the template indents the lambda by the functor body's 4 columns: 96 are left here
@@ -569,12 +570,12 @@ def _signatures(camel: str, inputs: list[str], first: str, attrs: list[Attr], fo
         # the outputs take the first per-element input's shape and dtype; the kernels check the
         # other inputs against it
         "infer_shape": wrap_call(f"std::vector<std::vector<int64_t>> {camel}InferShape",
-                                 [f"const std::vector<int64_t>& {n}_shape" if n == first else
-                                  f"const std::vector<int64_t>& /*{n}_shape*/" for n in inputs],
+                                 [f"const std::vector<int64_t>& "
+                                  f"{param_name(f'{n}_shape', n == first)}" for n in inputs],
                                  width=_HEAD_WIDTH),
         "infer_dtype": wrap_call(f"std::vector<paddle::DataType> {camel}InferDtype",
-                                 [f"const paddle::DataType& {n}_dtype" if n == first else
-                                  f"const paddle::DataType& /*{n}_dtype*/" for n in inputs],
+                                 [f"const paddle::DataType& {param_name(f'{n}_dtype', n == first)}"
+                                  for n in inputs],
                                  width=_HEAD_WIDTH),
     }
 
