@@ -1,10 +1,11 @@
 """Bad calls of generated ops, each in its own process: does Python get an exception, or does the
 process die? Run on the H200 (where, before opgen's fix, each of these ended in SIGSEGV) and here.
 
-Generates four small ops into a temporary folder (a one-input op with all four float dtypes, an op
-limited to float32/float64, a two-input op and a two-output op), builds them for the visible
-device, then runs every case below in a fresh interpreter and prints one line per case. Exit
-status 1 when any case ended other than as expected.
+Generates small ops into a temporary folder (a one-input op with all four float dtypes, an op
+limited to float32/float64, a two-input op, a two-output op, mish, and a custom op whose output
+shapes are computed), builds them for the visible device, then runs every case below in a fresh
+interpreter and prints one line per case. Exit status 1 when any case ended other than as
+expected.
 
     python3 scripts/gpu/error_cases.py [--device gpu|cpu] [--arch 90]
 """
@@ -78,6 +79,18 @@ SPECS = {
         backward:
           x: grad_out * (tanh(log1p(exp(x))) + x * (1 - tanh(log1p(exp(x))) ** 2) * sigmoid(x))
         """,
+    # kind: custom, output shapes computed from an input's dim and an attr (its unchanged skeleton)
+    "halve": """
+        name: halve
+        kind: custom
+        inputs:
+          x: {dtype: float types, shape: [..., D]}
+        outputs:
+          out: {dtype: same as x, shape: "[(1 - D) // k + D]"}
+          rest: {dtype: same as x, shape: "[D - k]"}
+        attrs:
+          k: {type: int64, default: 2}
+        """,
 }
 
 # (name, code, expected): expected is "raises" (a Python exception, the process goes on) or "ok".
@@ -109,6 +122,15 @@ CASES = [
      "g, = paddle.grad([y], [x], grad_outputs=[t([1.0, 1.0], 'float64', DEV)], create_graph=True);"
      "gg, = paddle.grad([g], [x], grad_outputs=[t([1.0, 1.0], 'float64', DEV)]);"
      "assert np.isfinite(gg.numpy()).all(), gg.numpy()", "ok"),
+    ("a computed shape rounds down as Python's //",
+     "out, rest = halve(t(np.ones((3, 8)), 'float32', DEV), k=2);"
+     "assert [list(out.shape), list(rest.shape)] == [[4], [6]], (out.shape, rest.shape)", "ok"),
+    ("a shape divided by 0 (the wrapper)", "halve(t(np.ones((3, 8)), 'float32', DEV), k=0)",
+     "raises"),
+    ("a shape divided by 0 (the raw op)",
+     "ops(halve).custom_halve(t(np.ones((3, 8)), 'float32', DEV), 0)", "raises"),
+    ("a negative computed dim (the raw op)",
+     "ops(halve).custom_halve(t(np.ones((3, 8)), 'float32', DEV), 11)", "raises"),
 ]
 
 GPU_ONLY = {"x on DEV, y on the CPU"}  # on the CPU both are on the CPU
@@ -122,6 +144,7 @@ from twin import twin
 from axpy import axpy
 from sin_cos import sin_cos
 from mish import mish
+from halve import halve
 DEV = {device!r}
 def t(values, dtype, device, grad=False):
     place = paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
@@ -178,7 +201,7 @@ def main() -> int:
                 return f"opgen {' '.join(command)} failed:\n{proc.stdout}{proc.stderr}"
         return None
 
-    # The four builds at once: each is a compiler process or two (75 s each on the H200 machine).
+    # The builds at once: each is a compiler process or two (75 s each on the H200 machine).
     with ThreadPoolExecutor(max_workers=len(SPECS)) as pool:
         broken = [f for f in pool.map(generate_and_build, SPECS) if f is not None]
     if broken:

@@ -137,8 +137,11 @@ for stage in "$@"; do
       cp tests/specs/trig_pair.yaml /tmp/hard/trig_pair/
       opgen generate /tmp/hard/trig_pair/trig_pair.yaml >/dev/null || status=1
       cp -r /tmp/hard/trig_pair /tmp/hard/broken/
-      sed -i 's/Launch(f, n, in, out/Launch(f, n - 1, in, out/' /tmp/hard/broken/trig_pair/csrc/opgen/elementwise.cuh
-      grep -c 'n - 1' /tmp/hard/broken/trig_pair/csrc/opgen/elementwise.cuh
+      # the same-shape launch one element short; a sabotage that no longer applies fails the stage
+      sed -i 's/Launch(f, plan.numel, in, out,/Launch(f, plan.numel - 1, in, out,/' \
+        /tmp/hard/broken/trig_pair/csrc/opgen/broadcast.cuh
+      grep -q 'plan.numel - 1, in, out,' /tmp/hard/broken/trig_pair/csrc/opgen/broadcast.cuh ||
+        { echo "the sabotage did not apply to broadcast.cuh"; status=1; }
       # both builds at once (75-140 s each there); a failed build fails its tests below
       opgen build /tmp/hard/trig_pair --arch 90 & opgen build /tmp/hard/broken/trig_pair --arch 90 >/dev/null &
       wait
