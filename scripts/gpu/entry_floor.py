@@ -1,11 +1,12 @@
 """Where a custom op's call goes (issue 15): Paddle's custom-op entry with less and less work
 behind it, beside examples/relu6 and the built-in, in one process, taking turns.
 
-A probe op (built here with paddle.utils.cpp_extension.load) registers five ops that each take
+A probe op (built here with paddle.utils.cpp_extension.load) registers six ops that each take
 one tensor x:
   floor_identity  returns x itself: the entry alone (no allocation, no kernel)
   floor_empty     returns paddle::empty of x's shape: the entry and an output
   floor_attr      floor_empty with an int64 attr, as relu6 takes its threshold's bits
+  floor_backward  floor_attr with a backward registered (PD_BUILD_GRAD_OP), as relu6 has
   floor_launch    floor_empty, then one kernel of one block on x's stream (GPU; the CPU fills
                   nothing): the least a real op does
   floor_guard     floor_launch inside a device guard (cudaGetDevice, cudaSetDevice where it
@@ -48,6 +49,11 @@ std::vector<paddle::Tensor> EmptyAttr(const paddle::Tensor& x, int64_t bits) {
   return Empty(x);
 }
 
+std::vector<paddle::Tensor> EmptyAttrGrad(const paddle::Tensor& x, const paddle::Tensor& grad_out,
+                                          int64_t bits) {
+  return Empty(grad_out);
+}
+
 std::vector<paddle::Tensor> Launch(const paddle::Tensor& x) {
 #ifdef FLOOR_WITH_CUDA
   if (x.is_gpu()) return LaunchOne(x, false);
@@ -66,6 +72,11 @@ PD_BUILD_OP(floor_identity).Inputs({"X"}).Outputs({"Out"}).SetKernelFn(PD_KERNEL
 PD_BUILD_OP(floor_empty).Inputs({"X"}).Outputs({"Out"}).SetKernelFn(PD_KERNEL(Empty));
 PD_BUILD_OP(floor_attr)
     .Inputs({"X"}).Outputs({"Out"}).Attrs({"bits: int64_t"}).SetKernelFn(PD_KERNEL(EmptyAttr));
+PD_BUILD_OP(floor_backward)
+    .Inputs({"X"}).Outputs({"Out"}).Attrs({"bits: int64_t"}).SetKernelFn(PD_KERNEL(EmptyAttr));
+PD_BUILD_GRAD_OP(floor_backward)
+    .Inputs({"X", paddle::Grad("Out")}).Outputs({paddle::Grad("X")}).Attrs({"bits: int64_t"})
+    .SetKernelFn(PD_KERNEL(EmptyAttrGrad));
 PD_BUILD_OP(floor_launch).Inputs({"X"}).Outputs({"Out"}).SetKernelFn(PD_KERNEL(Launch));
 PD_BUILD_OP(floor_guard).Inputs({"X"}).Outputs({"Out"}).SetKernelFn(PD_KERNEL(Guard));
 """
@@ -92,7 +103,8 @@ std::vector<paddle::Tensor> LaunchOne(const paddle::Tensor& x, bool guard) {
 }
 """
 
-ENTRIES = ("floor_identity", "floor_empty", "floor_attr", "floor_launch", "floor_guard")
+ENTRIES = ("floor_identity", "floor_empty", "floor_attr", "floor_backward", "floor_launch",
+           "floor_guard")
 
 
 def build(device: str, arch: str, work: Path):
@@ -142,7 +154,8 @@ def main() -> int:
 
     def calls(x):
         """One callable per column of the table, each calling with x."""
-        found = [partial(getattr(floor, e), x, *([bits] if e == "floor_attr" else []))
+        with_attr = ("floor_attr", "floor_backward")
+        found = [partial(getattr(floor, e), x, *([bits] if e in with_attr else []))
                  for e in ENTRIES]
         found += [partial(raw, x, bits), partial(relu6.relu6, x)]
         if args.device == "cpu":
