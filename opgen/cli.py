@@ -231,13 +231,22 @@ def _sizes(text: str | None) -> list[int] | None:
     sizes = []
     for part in text.split(","):
         part = part.strip()
+        size: int | None = None
         try:
-            sizes.append(2 ** int(part[2:]) if part.startswith("2^") else int(float(part)))
-        except ValueError:
+            if part.startswith("2^"):
+                exponent = int(part[2:])
+                size = 2 ** min(exponent, 63) if exponent >= 0 else 0
+            elif float(part).is_integer():
+                size = int(float(part))
+        except (ValueError, OverflowError):  # not a number; inf
+            pass
+        if size is None:
             raise typer.BadParameter(f"expected sizes like 1048576 or 2^20, got {part!r}",
-                                     param_hint="--sizes") from None
-    if any(s <= 0 for s in sizes):
-        raise typer.BadParameter("sizes must be positive", param_hint="--sizes")
+                                     param_hint="--sizes")
+        if not 0 < size < 2 ** 63:
+            raise typer.BadParameter(f"{part}: a size is at least 1 and below 2^63 (int64)",
+                                     param_hint="--sizes")
+        sizes.append(size)
     return sizes
 
 

@@ -190,8 +190,13 @@ def test_an_output_of_another_shape_is_refused():
                           "separated by ':'; got 2 shapes"),
     (["--shapes", "4", "--sizes", "4"], "--sizes or --shapes, not both"),
     (["--shapes", "4x"], "error: --shapes: '4x' is not a shape"),
+    (["--sizes", "2^99"], "--sizes: 2^99: a size is at least 1 and below 2^63 (int64)"),
+    (["--sizes", "1024,2^-3"], "--sizes: 2^-3: a size is at least 1 and below 2^63 (int64)"),
+    (["--sizes", "0"], "--sizes: 0: a size is at least 1 and below 2^63 (int64)"),
+    (["--sizes", "1e400"], "expected sizes like 1048576 or 2^20, got '1e400'"),
+    (["--sizes", "1.5"], "expected sizes like 1048576 or 2^20, got '1.5'"),
 ])
-def test_shapes_errors_exit_2_before_measuring(args, message, capsys):
+def test_bad_shapes_and_sizes_exit_2_before_measuring(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["bench", str(ROOT / "examples" / "relu6"), "--repeats", "1", *args])
     assert exit_info.value.code == 2
