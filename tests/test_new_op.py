@@ -3,6 +3,9 @@ spec's math, regenerates, and the op still builds and passes."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from conftest import run_opgen
 
@@ -32,3 +35,13 @@ def test_new_op_builds_and_passes_then_survives_a_math_edit(tmp_path):
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
     assert "other-attrs" in run_opgen("test", str(op), "--device", "cpu", "--", "-q",
                                       "--collect-only").stdout
+
+
+def test_a_plain_pytest_knows_the_generated_tests_markers(tmp_path):
+    """Where opgen is installed, pytest loads opgen.testing on its own (an entry point), so a
+    generated op's tests run with a plain `pytest` in its folder, with no conftest and no -p,
+    and `-m deploy` selects without an unknown-marker warning."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "--markers", "-p", "no:cacheprovider"],
+                            cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "@pytest.mark.deploy: to_static, jit.save" in result.stdout, result.stdout[-2000:]
