@@ -285,6 +285,99 @@ def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
     return "\n".join(lines)
 
 
+#: Where a long expression may be broken: after a binary operator or a comma (the expression
+#: compiler puts one space on each side of every binary operator; unary minus has none).
+_BREAKS_AFTER = (" && ", " || ", " == ", " != ", " <= ", " >= ", " < ", " > ", " + ", " - ",
+                 " * ", " / ", " ? ", " : ", ", ")
+
+
+def wrap_expression(statement: str, *, indent: int, width: int = 100,
+                    python: bool = False) -> str:
+    """``statement`` (``target = expression;``, from column ``indent``, where the template puts
+    it) broken after binary operators and commas into lines within ``width`` columns, as a
+    careful hand breaks a long formula: each line ends at the shallowest parenthesis depth that
+    keeps it at least half full, and continuation lines (which carry their whole indentation)
+    are indented four more. Nothing inside a string literal is a break. ``python``: only breaks
+    inside parentheses (see :func:`py_assignment`). A piece no break shortens stays long."""
+    if indent + len(statement) <= width:
+        return statement
+    breaks: list[tuple[int, int]] = []  # (where the next line starts, the depth there)
+    depth, i, quote = 0, 0, ""
+    while i < len(statement):
+        c = statement[i]
+        if quote:
+            i += 2 if c == "\\" else 1
+            quote = "" if c == quote else quote
+            continue
+        if c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        else:
+            op = next((o for o in _BREAKS_AFTER if statement.startswith(o, i)), None)
+            if op is not None:
+                i += len(op)
+                if depth > 0 or not python:
+                    breaks.append((i, depth))
+                continue
+        i += 1
+    lines, start, column = [], 0, indent
+    while column + len(statement) - start > width:
+        room = width - column
+        fits = [(d, b) for b, d in breaks if start < b and b - 1 - start <= room]
+        if not fits:
+            break
+        full = [(d, b) for d, b in fits if b - start >= room // 2] or fits
+        shallowest = min(d for d, _ in full)
+        end = max(b for d, b in full if d == shallowest)
+        lines.append(statement[start:end].rstrip())
+        start, column = end, indent + 4
+    lines.append(statement[start:])
+    return ("\n" + " " * (indent + 4)).join(lines)
+
+
+def py_assignment(target: str, expression: str, *, indent: int = 4) -> str:
+    """``target = expression`` in Python from column ``indent``, wrapped as
+    :func:`wrap_expression` does; an expression that must break outside its own parentheses is
+    put in a pair first (``out = (a * b +\n        c)``)."""
+    statement = f"{target} = {expression}"
+    if indent + len(statement) > 100 and not _enclosed(expression):
+        statement = f"{target} = ({expression})"
+    return wrap_expression(statement, indent=indent, python=True)
+
+
+def py_return(values: list[str], *, indent: int = 4) -> str:
+    """``return value, ...`` in Python from column ``indent``, wrapped as :func:`py_assignment`
+    wraps (several values in a pair of parentheses when they must break)."""
+    statement = "return " + ", ".join(values)
+    if indent + len(statement) > 100 and len(values) > 1:
+        statement = f"return ({', '.join(values)})"
+    return wrap_expression(statement, indent=indent, python=True)
+
+
+def _enclosed(expression: str) -> bool:
+    """Whether ``expression`` is one call or parenthesized group, from its first parenthesis to
+    its end (``np.where(...)``), so that Python may break anywhere inside it."""
+    head = expression.find("(")
+    if head < 0 or not re.fullmatch(r"[\w.]*", expression[:head]):
+        return False
+    depth = 0
+    for k, c in enumerate(expression[head:], head):
+        depth += (c == "(") - (c == ")")
+        if depth == 0:
+            return k == len(expression) - 1
+    return False
+
+
+def comment_lines(text: str, *, width: int = 100) -> list[str]:
+    """``text`` (a formula) as ``//`` comment lines from column 0 within ``width``, broken as
+    :func:`wrap_expression` breaks code, continuation lines indented four more."""
+    first, *rest = wrap_expression(cpp_comment(text), indent=3, width=width).split("\n")
+    return ["// " + first, *("//     " + line.strip() for line in rest)]
+
+
 def py_def(name: str, params: list[str], returns: str) -> str:
     """A wrapper's ``def name(params) -> returns:`` line, wrapped within 100 columns."""
     return wrap_call(f"def {name}", params, f" -> {returns}:")

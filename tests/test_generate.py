@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import BIAS_GELU, RELU6, run_opgen, tree_snapshot
 
@@ -254,6 +256,64 @@ def test_wrapped_items_fit_where_the_template_places_them(after):
     assert all(len(line) <= 100 for line in lines[1:-1]) and len(lines[-1]) + after <= 100
     assert " ".join(text.split()) == ", ".join(items)
     assert wrap_items(["a", "b"], column=10, indent=6, after=2) == "a, b"
+
+
+LONG_CPP = ("const MT d2_u = d2_grad_u * grad_out * (MT(0.3989422804014327) * (MT(1) - t * t) * "
+            "(MT(1) + MT(0.134145) * (u * u)) + ((MT(0.3989422804014327) * (MT(1) - t * t) - "
+            "MT(0.6366197723675814) * u * t * (MT(1) - t * t) * (MT(1) + MT(0.134145) * (u * u))) "
+            "* (MT(1) + MT(0.134145) * (u * u)) + MT(0.10703222440890037) * u * (MT(1) - t * t) * "
+            "u));")
+
+
+def test_long_expressions_break_after_operators_at_the_shallowest_depth():
+    """codegen.wrap_expression: every line within 100 columns from where the template puts the
+    first, continuation lines four deeper, each ending in an operator, the text unchanged but
+    for the breaks; the first break is inside the parentheses, since the only ones outside them
+    would leave the first line under half full."""
+    from opgen.codegen import wrap_expression
+
+    text = wrap_expression(LONG_CPP, indent=4)
+    lines = text.split("\n")
+    assert len(lines) >= 4
+    assert 4 + len(lines[0]) <= 100 and all(len(line) <= 100 for line in lines[1:])
+    assert all(line.startswith(" " * 8) and line[8] != " " for line in lines[1:])
+    assert all(line.endswith((" *", " +", " -")) for line in lines[:-1])
+    assert " ".join(text.split()) == LONG_CPP
+    assert lines[0].startswith("const MT d2_u = d2_grad_u * grad_out * (MT(0.3989422804014327)")
+    assert wrap_expression("out = x;", indent=4) == "out = x;"
+    # no break inside a string literal, and a piece no break shortens stays long
+    assert "\n" not in wrap_expression('x = f("' + "a + " * 40 + '");', indent=4)
+
+
+def test_python_breaks_only_inside_parentheses():
+    """codegen.py_assignment and py_return: an expression that must break is put in
+    parentheses of its own (unless it is one call already), so the result is Python with the
+    same value."""
+    from opgen.codegen import py_assignment, py_return
+
+    terms = [f"0.{k}1 * np.power(x, {k}.0)" for k in range(1, 9)]
+    statement = py_assignment("out", " + ".join(terms))
+    assert statement.startswith("out = (0.11 * np.power(x, 1.0) + ") and statement.endswith(")")
+    call = py_assignment("out", "np.where(x > 0, " + ", ".join(terms[:6]) + ")")
+    assert call.startswith("out = np.where(x > 0, ") and "out = (" not in call
+    returned = py_return([f"ot.sum_to(grad_{n}, np.shape({n}), shape)" for n in "xyzw"])
+    assert returned.startswith("return (ot.sum_to(grad_x, ")
+    for text in (statement, call, returned):
+        assert all(4 + len(line) <= 100 for line in text.split("\n"))
+    x = np.linspace(0.5, 2.0, 5)
+    scope = {"np": np, "x": x}
+    exec(compile(textwrap.dedent(statement.replace("\n    ", "\n")), "<wrapped>", "exec"),
+         scope)
+    np.testing.assert_array_equal(scope["out"], eval(" + ".join(terms), {"np": np, "x": x}))
+
+
+def test_formula_comments_wrap_like_the_code():
+    from opgen.codegen import comment_lines
+
+    lines = comment_lines("d2_u = " + " + ".join(f"0.{k} * (1 - tanh_u ** 2)" for k in range(12)))
+    assert len(lines) > 1 and all(len(line) <= 100 for line in lines)
+    assert lines[0].startswith("// d2_u = 0.0 * ") and all(
+        line.startswith("//     ") and line[7] != " " for line in lines[1:])
 
 
 def test_the_examples_wrappers_read_as_hand_written_python():

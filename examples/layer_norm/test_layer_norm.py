@@ -41,7 +41,8 @@ def reference_forward(x, weight, bias, eps=1e-05):
     var = ot.row_mean(np.power(x - mean, 2.0), shape)
     rstd = (1.0 / np.sqrt(var + eps))
     out = (x - mean) * rstd * weight + bias
-    return ot.from_rows(out, "element", op_shape), ot.from_rows(mean, "row", op_shape), ot.from_rows(rstd, "row", op_shape)
+    return (ot.from_rows(out, "element", op_shape), ot.from_rows(mean, "row", op_shape),
+        ot.from_rows(rstd, "row", op_shape))
 
 
 def reference_backward(x, weight, bias, grad_out, eps=1e-05, outputs=None):
@@ -65,7 +66,8 @@ def reference_backward(x, weight, bias, grad_out, eps=1e-05, outputs=None):
     grad_x = rstd * (dxhat - ot.row_mean(dxhat, shape) - xhat * ot.row_mean(dxhat * xhat, shape))
     grad_weight = grad_out * xhat
     grad_bias = grad_out
-    return ot.from_rows(grad_x, "element", op_shape), ot.from_rows(grad_weight, "column", op_shape), ot.from_rows(grad_bias, "column", op_shape)
+    return (ot.from_rows(grad_x, "element", op_shape),
+        ot.from_rows(grad_weight, "column", op_shape), ot.from_rows(grad_bias, "column", op_shape))
 
 
 def sample_inputs(rng, shape, dtype, device, *, special=True, stop_gradient=True):

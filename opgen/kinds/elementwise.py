@@ -22,12 +22,16 @@ from ..codegen import (
     OpText,
     attr,
     backward_stub_text,
+    comment_lines,
     op_text,
     param_name,
+    py_assignment,
     py_def,
+    py_return,
     py_returns,
     string_lines,
     wrap_call,
+    wrap_expression,
     wrap_items,
 )
 from ..errors import SpecError
@@ -56,10 +60,12 @@ class Functor:
     attrs: list[Attr]            # attrs the math reads, in spec order: members and ctor args
     constructor: str             # the explicit constructor taking those attrs
     params: list[str]            # operator() parameters, inputs by value then outputs by ref
+    signature: str               # `OPGEN_HD void operator()(params) const {`, wrapped
     call_args: str               # arguments of the launcher call: {inputs}, attrs...
     lines: list[tuple[str, str, str]]  # (name, C++ expression, spec source) per entry, in order
+    comments: list[str]          # `// name = source` above the struct, wrapped
     body: list[str]              # the C++ statements: an intermediate is a local computed once
-    numpy_lines: list[tuple[str, str]]  # (target, numpy expression)
+    numpy_lines: list[str]       # the numpy reference's statements (`target = expression`)
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,23 @@ class Context(OpText, BackwardStubText):
     amp: str                     # the spec's amp: follow, autocast or float32
     double_backward: DoubleGradOp | None
     inplace: InPlace | None
+    reference_returns: dict[str, str]  # the numpy references' return statements, wrapped:
+                                       #   forward, backward, double_backward
+
+
+def _reference_returns(inputs: list[str], outputs: list[str],
+                       double_targets: list[str]) -> dict[str, str]:
+    """The return statements of the generated test's numpy references: each result in float64
+    with the op's broadcast shape (``shape``), except a gradient of an op whose inputs broadcast,
+    which is summed to its target's shape."""
+    def results(names: list[str], summed: bool) -> list[str]:
+        if summed and len(inputs) > 1:
+            return [f"ot.sum_to(grad_{n}, np.shape({n}), shape)" for n in names]
+        return [f"np.broadcast_to({n if not summed else 'grad_' + n}, shape).astype(np.float64)"
+                for n in names]
+    return {"forward": py_return(results(outputs, False)),
+            "backward": py_return(results(inputs, True)),
+            "double_backward": py_return(results(double_targets, True))}
 
 
 def _registered(method: str, names: list[str]) -> str:
@@ -183,18 +206,23 @@ def _functor(op: str, struct: str, emitted: dict[str, Emitted], sources: dict[st
     constructor = wrap_call(struct, [a.cpp_param for a in members], indent=11)
     constructor += "\n      : " + ", ".join(inits) + " {}"
     local_type = {"num": "const MT", "bool": "const bool"}
+    params = ([f"MT {param_name(a, a in used)}" for a in args] +
+              [f"MT& {n}" for n in out_names.values()])
     return Functor(
         struct=struct,
         attrs=members,
         constructor=constructor,
         call_args=_call_args(op, struct, ["{" + ", ".join(args) + "}"] +
                              [a.name for a in members]),
-        params=[f"MT {param_name(a, a in used)}" for a in args] +
-               [f"MT& {n}" for n in out_names.values()],
+        params=params,
+        signature=wrap_call("OPGEN_HD void operator()", params, " const {", indent=2),
         lines=[(out_names.get(t, t), e.cpp, sources[t]) for t, e in emitted.items()],
-        body=[f"{out_names[t]} = {e.cpp};" if t in out_names else
-              f"{local_type[e.type]} {t} = {e.cpp};" for t, e in emitted.items()],
-        numpy_lines=[(out_names.get(t, t), e.numpy) for t, e in emitted.items()],
+        comments=[line for t in emitted
+                  for line in comment_lines(f"{out_names.get(t, t)} = {sources[t]}")],
+        body=[wrap_expression(f"{out_names[t]} = {e.cpp};" if t in out_names else
+                              f"{local_type[e.type]} {t} = {e.cpp};", indent=4)
+              for t, e in emitted.items()],
+        numpy_lines=[py_assignment(out_names.get(t, t), e.numpy) for t, e in emitted.items()],
     )
 
 
@@ -265,6 +293,7 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         "stub_outputs": _registered("Outputs", [
             f'paddle::Grad(paddle::Grad("{o}"))' for o in backward.output_grads]),
     }
+    double_backward = _double_backward(spec, camel, attrs)
     return Context(
         **op_text(spec),
         **backward_stub_text(spec),
@@ -292,8 +321,10 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         baseline=m.baseline,
         cuda_launcher="NaiveElementwise" if naive else "Elementwise",
         amp=m.amp,
-        double_backward=_double_backward(spec, camel, attrs),
+        double_backward=double_backward,
         inplace=_inplace(spec, camel, attrs, backward),
+        reference_returns=_reference_returns(
+            list(m.inputs), list(m.outputs), double_backward.targets if double_backward else []),
     )
 
 

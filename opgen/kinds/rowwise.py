@@ -30,7 +30,9 @@ from ..codegen import (
     backward_stub_text,
     op_text,
     param_name,
+    py_assignment,
     py_def,
+    py_return,
     py_returns,
     wrap_call,
 )
@@ -79,8 +81,8 @@ class Functor:
     lines: list[tuple[str, str]]    # (name, spec source) per entry, for the comment above it
     body: list[str]              # the operator()'s statements, indented within it
     reduce_width: int            # the most values one of its reductions makes at once
-    numpy_lines: list[tuple[str, str]]  # (name, numpy expression) in order
-    returns: list[str]           # the numpy reference's results, in the op's shapes
+    numpy_lines: list[str]       # the numpy reference's statements (`name = expression`)
+    returns: str                 # the numpy reference's return statement (op's shapes)
     io: list[str]                # the members of its <Struct>Io, wrapped within 100 columns
 
 
@@ -346,9 +348,9 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
         lines=[(renamed[k], sources[k]) for k in emitted],
         body=[line for statement in emitter.statements for line in statement.split("\n")],
         reduce_width=emitter.reduce_width,
-        numpy_lines=[(renamed[k], e.numpy) for k, e in emitted.items()],
-        returns=[_numpy_return(renamed[k], r, emitted[k].varies, likes is not None and k)
-                 for k, r in targets],
+        numpy_lines=[py_assignment(renamed[k], e.numpy) for k, e in emitted.items()],
+        returns=py_return([_numpy_return(renamed[k], r, emitted[k].varies,
+                                         likes is not None and k) for k, r in targets]),
         io=_io(tensors, [t.name in read for t in tensors], targets, likes),
     )
 

@@ -65,7 +65,9 @@ def reference_backward(x, residual, weight, grad_out, grad_h, eps=1e-06, outputs
     grad_x = dh
     grad_residual = dh
     grad_weight = grad_out * h * rstd
-    return ot.from_rows(grad_x, "element", op_shape), ot.from_rows(grad_residual, "element", op_shape), ot.from_rows(grad_weight, "column", op_shape)
+    return (ot.from_rows(grad_x, "element", op_shape),
+        ot.from_rows(grad_residual, "element", op_shape),
+        ot.from_rows(grad_weight, "column", op_shape))
 
 
 def sample_inputs(rng, shape, dtype, device, *, special=True, stop_gradient=True):

@@ -37,7 +37,8 @@ def reference_backward(x, bias, grad_out):
     """bias_gelu.yaml's backward in numpy float64: the gradient of each input."""
     u = x + bias
     tanh_u = np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0)))
-    grad_u = grad_out * (0.5 * (1.0 + tanh_u) + 0.3989422804014327 * u * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)))
+    grad_u = (grad_out * (0.5 * (1.0 + tanh_u) + 0.3989422804014327 * u *
+        (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0))))
     grad_x = grad_u
     grad_bias = grad_u
     # A broadcast input's gradient is summed over the dims it was stretched along.
@@ -199,13 +200,19 @@ def reference_double_backward(x, bias, grad_out, grad_grad_x, grad_grad_bias):
     u = x + bias
     tanh_u = np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0)))
     d2_grad_u = grad_grad_bias + grad_grad_x
-    d2_u = d2_grad_u * grad_out * (0.3989422804014327 * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)) + ((0.3989422804014327 * (1.0 - np.power(tanh_u, 2.0)) - 0.6366197723675814 * u * tanh_u * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0))) * (1.0 + 0.134145 * np.power(u, 2.0)) + 0.10703222440890037 * u * (1.0 - np.power(tanh_u, 2.0)) * u))
+    d2_u = (d2_grad_u * grad_out * (0.3989422804014327 * (1.0 - np.power(tanh_u, 2.0)) *
+        (1.0 + 0.134145 * np.power(u, 2.0)) + ((0.3989422804014327 * (1.0 - np.power(tanh_u, 2.0)) -
+        0.6366197723675814 * u * tanh_u * (1.0 - np.power(tanh_u, 2.0)) *
+        (1.0 + 0.134145 * np.power(u, 2.0))) * (1.0 + 0.134145 * np.power(u, 2.0)) +
+        0.10703222440890037 * u * (1.0 - np.power(tanh_u, 2.0)) * u)))
     grad_x = d2_u
     grad_bias = d2_u
-    grad_grad_out = d2_grad_u * (0.5 * (1.0 + tanh_u) + 0.3989422804014327 * u * (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0)))
+    grad_grad_out = (d2_grad_u * (0.5 * (1.0 + tanh_u) + 0.3989422804014327 * u *
+        (1.0 - np.power(tanh_u, 2.0)) * (1.0 + 0.134145 * np.power(u, 2.0))))
     # Each result has its target's shape: summed over the dims the target was stretched along.
     shape = np.broadcast_shapes(np.shape(x), np.shape(bias))
-    return ot.sum_to(grad_x, np.shape(x), shape), ot.sum_to(grad_bias, np.shape(bias), shape), ot.sum_to(grad_grad_out, np.shape(grad_out), shape)
+    return (ot.sum_to(grad_x, np.shape(x), shape), ot.sum_to(grad_bias, np.shape(bias), shape),
+        ot.sum_to(grad_grad_out, np.shape(grad_out), shape))
 
 
 DOUBLE_TARGETS = ["x", "bias", "grad_out"]  # the rest have no second-order gradient (zero)

@@ -16,13 +16,15 @@ struct Forward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
   OPGEN_HD void operator()(MT x, MT bias, MT& out) const {
     const MT u = x + bias;
-    out = MT(0.5) * u * (MT(1) + opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u))));
+    out = MT(0.5) * u * (MT(1) + opgen::tanh<T>(MT(0.7978845608028654) *
+        (u + MT(0.044715) * (u * u * u))));
   }
 };
 
 // u = x + bias
 // tanh_u = tanh(0.7978845608028654 * (u + 0.044715 * u ** 3))
-// grad_u = grad_out * (0.5 * (1 + tanh_u) + 0.3989422804014327 * u * (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2))
+// grad_u = grad_out * (0.5 * (1 + tanh_u) + 0.3989422804014327 * u * (1 - tanh_u ** 2) *
+//     (1 + 0.134145 * u ** 2))
 // grad_x = grad_u
 // grad_bias = grad_u
 template <typename T>
@@ -31,7 +33,8 @@ struct Backward {
   OPGEN_HD void operator()(MT x, MT bias, MT grad_out, MT& grad_x, MT& grad_bias) const {
     const MT u = x + bias;
     const MT tanh_u = opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u)));
-    const MT grad_u = grad_out * (MT(0.5) * (MT(1) + tanh_u) + MT(0.3989422804014327) * u * (MT(1) - tanh_u * tanh_u) * (MT(1) + MT(0.134145) * (u * u)));
+    const MT grad_u = grad_out * (MT(0.5) * (MT(1) + tanh_u) + MT(0.3989422804014327) * u *
+        (MT(1) - tanh_u * tanh_u) * (MT(1) + MT(0.134145) * (u * u)));
     grad_x = grad_u;
     grad_bias = grad_u;
   }
@@ -40,21 +43,31 @@ struct Backward {
 // u = x + bias
 // tanh_u = tanh(0.7978845608028654 * (u + 0.044715 * u ** 3))
 // d2_grad_u = grad_grad_bias + grad_grad_x
-// d2_u = d2_grad_u * grad_out * (0.3989422804014327 * (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2) + ((0.3989422804014327 * (1 - tanh_u ** 2) - 0.6366197723675814 * u * tanh_u * (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2)) * (1 + 0.134145 * u ** 2) + 0.10703222440890037 * u * (1 - tanh_u ** 2) * u))
+// d2_u = d2_grad_u * grad_out * (0.3989422804014327 * (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2) +
+//     ((0.3989422804014327 * (1 - tanh_u ** 2) - 0.6366197723675814 * u * tanh_u *
+//     (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2)) * (1 + 0.134145 * u ** 2) +
+//     0.10703222440890037 * u * (1 - tanh_u ** 2) * u))
 // grad_x = d2_u
 // grad_bias = d2_u
-// grad_grad_out = d2_grad_u * (0.5 * (1 + tanh_u) + 0.3989422804014327 * u * (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2))
+// grad_grad_out = d2_grad_u * (0.5 * (1 + tanh_u) + 0.3989422804014327 * u * (1 - tanh_u ** 2) *
+//     (1 + 0.134145 * u ** 2))
 template <typename T>
 struct DoubleBackward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
-  OPGEN_HD void operator()(MT x, MT bias, MT grad_out, MT grad_grad_x, MT grad_grad_bias, MT& grad_x, MT& grad_bias, MT& grad_grad_out) const {
+  OPGEN_HD void operator()(MT x, MT bias, MT grad_out, MT grad_grad_x, MT grad_grad_bias,
+                           MT& grad_x, MT& grad_bias, MT& grad_grad_out) const {
     const MT u = x + bias;
     const MT tanh_u = opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u)));
     const MT d2_grad_u = grad_grad_bias + grad_grad_x;
-    const MT d2_u = d2_grad_u * grad_out * (MT(0.3989422804014327) * (MT(1) - tanh_u * tanh_u) * (MT(1) + MT(0.134145) * (u * u)) + ((MT(0.3989422804014327) * (MT(1) - tanh_u * tanh_u) - MT(0.6366197723675814) * u * tanh_u * (MT(1) - tanh_u * tanh_u) * (MT(1) + MT(0.134145) * (u * u))) * (MT(1) + MT(0.134145) * (u * u)) + MT(0.10703222440890037) * u * (MT(1) - tanh_u * tanh_u) * u));
+    const MT d2_u = d2_grad_u * grad_out * (MT(0.3989422804014327) * (MT(1) - tanh_u * tanh_u) *
+        (MT(1) + MT(0.134145) * (u * u)) + ((MT(0.3989422804014327) * (MT(1) - tanh_u * tanh_u) -
+        MT(0.6366197723675814) * u * tanh_u * (MT(1) - tanh_u * tanh_u) *
+        (MT(1) + MT(0.134145) * (u * u))) * (MT(1) + MT(0.134145) * (u * u)) +
+        MT(0.10703222440890037) * u * (MT(1) - tanh_u * tanh_u) * u));
     grad_x = d2_u;
     grad_bias = d2_u;
-    grad_grad_out = d2_grad_u * (MT(0.5) * (MT(1) + tanh_u) + MT(0.3989422804014327) * u * (MT(1) - tanh_u * tanh_u) * (MT(1) + MT(0.134145) * (u * u)));
+    grad_grad_out = d2_grad_u * (MT(0.5) * (MT(1) + tanh_u) + MT(0.3989422804014327) * u *
+        (MT(1) - tanh_u * tanh_u) * (MT(1) + MT(0.134145) * (u * u)));
   }
 };
 
