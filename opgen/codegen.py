@@ -341,7 +341,7 @@ def wrap_expression(statement: str, *, indent: int, width: int = 100,
 def py_assignment(target: str, expression: str, *, indent: int = 4) -> str:
     """``target = expression`` in Python from column ``indent``, wrapped as
     :func:`wrap_expression` does; an expression that must break outside its own parentheses is
-    put in a pair first (``out = (a * b +\n        c)``)."""
+    put in a pair first (``out = (a * b + c)``, broken inside them)."""
     statement = f"{target} = {expression}"
     if indent + len(statement) > 100 and not _enclosed(expression):
         statement = f"{target} = ({expression})"

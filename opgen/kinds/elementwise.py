@@ -163,6 +163,8 @@ class Context(OpText, BackwardStubText):
     inplace: InPlace | None
     reference_returns: dict[str, str]  # the numpy references' return statements, wrapped:
                                        #   forward, backward, double_backward
+    backward_references: dict[str, str]  # the gradient tests' `expected, spread = ...` calls:
+                                         #   with_attrs, default_attrs, one_output
 
 
 def _reference_returns(inputs: list[str], outputs: list[str],
@@ -178,6 +180,23 @@ def _reference_returns(inputs: list[str], outputs: list[str],
     return {"forward": py_return(results(outputs, False)),
             "backward": py_return(results(inputs, True)),
             "double_backward": py_return(results(double_targets, True))}
+
+
+def _backward_references(inputs: list[str], outputs: list[str],
+                         reads_outputs: bool) -> dict[str, str]:
+    """The gradient tests' calls of the numpy reference (``ot.reference``), wrapped: with the
+    test's attrs, with the defaults, and with one output's gradient (the others zero); a backward
+    that reads the forward's outputs also gets the op's own."""
+    def call(grads: list[str], extra: str) -> str:
+        arrays = "[" + ", ".join([f"{i}_np" for i in inputs] + grads) + "]"
+        return wrap_call("expected, spread = ot.reference",
+                         ["reference_backward", arrays, extra, "dtype"], indent=4)
+    grads = [f"grad_{o}_np" for o in outputs]
+    return {"with_attrs": call(grads, "kwargs" if reads_outputs else "attrs"),
+            "default_attrs": call(grads, "kwargs" if reads_outputs else "{}"),
+            "one_output": call([f'grads_out_np["{o}"]' for o in outputs],
+                               '{"outputs": [ot.to_numpy(o) for o in outputs.values()]}'
+                               if reads_outputs else "{}")}
 
 
 def _registered(method: str, names: list[str]) -> str:
@@ -325,6 +344,8 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         inplace=_inplace(spec, camel, attrs, backward),
         reference_returns=_reference_returns(
             list(m.inputs), list(m.outputs), double_backward.targets if double_backward else []),
+        backward_references=_backward_references(list(m.inputs), list(m.outputs),
+                                                 backward.reads_outputs),
     )
 
 

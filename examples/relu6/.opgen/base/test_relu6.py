@@ -338,8 +338,8 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
 def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
     """A fresh process that has not registered the op is told which op and how, not crashed."""
     _, specs = deploy_inputs()
-    ot.assert_saved_model_needs_the_op(lambda: Model(relu6, {}), specs, "custom_relu6",
-                                       tmp_path)
+    ot.assert_saved_model_needs_the_op(lambda: Model(relu6, {}), specs,
+                                       "custom_relu6", tmp_path)
 
 
 # AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names
