@@ -809,17 +809,7 @@ def test_a_data_dependent_skeleton_passes_its_tests_and_allocation_errors_name_t
 
 # -- shapes that compute: Python's //, no division by 0, no negative dim -------------------------
 
-HALVE = """\
-name: halve
-kind: custom
-inputs:
-  x: {dtype: float types, shape: [..., D]}
-outputs:
-  out: {dtype: same as x, shape: "[(1 - D) // k + D]"}
-  rest: {dtype: same as x, shape: "[D - k]"}
-attrs:
-  k: {type: int64, default: 2}
-"""
+HALVE = (ROOT / "tests" / "specs" / "halve.yaml").read_text()
 
 
 @pytest.mark.parametrize("divisor", ["0", "(2 - 2)", "-(3 * 0)"])

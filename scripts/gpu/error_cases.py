@@ -80,17 +80,7 @@ SPECS = {
           x: grad_out * (tanh(log1p(exp(x))) + x * (1 - tanh(log1p(exp(x))) ** 2) * sigmoid(x))
         """,
     # kind: custom, output shapes computed from an input's dim and an attr (its unchanged skeleton)
-    "halve": """
-        name: halve
-        kind: custom
-        inputs:
-          x: {dtype: float types, shape: [..., D]}
-        outputs:
-          out: {dtype: same as x, shape: "[(1 - D) // k + D]"}
-          rest: {dtype: same as x, shape: "[D - k]"}
-        attrs:
-          k: {type: int64, default: 2}
-        """,
+    "halve": (Path(__file__).resolve().parents[2] / "tests" / "specs" / "halve.yaml").read_text(),
 }
 
 # (name, code, expected): expected is "raises" (a Python exception, the process goes on) or "ok".
