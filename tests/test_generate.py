@@ -17,8 +17,8 @@ RENDERED = ["README.md", "csrc/opgen/broadcast.cuh", "csrc/opgen/broadcast.h",
             "csrc/opgen/cpu.h", "csrc/opgen/cuda.cuh", "csrc/opgen/divider.h",
             "csrc/opgen/elementwise.cuh", "csrc/opgen/elementwise.h", "csrc/opgen/error.h",
             "csrc/opgen/launch.cuh", "csrc/opgen/math.h", "csrc/opgen/paddle.h",
-            "csrc/relu6.cc", "csrc/relu6.cu", "csrc/relu6.h", "relu6.py", "setup.py",
-            "test_relu6.py"]
+            "csrc/opgen/text.h", "csrc/relu6.cc", "csrc/relu6.cu", "csrc/relu6.h", "relu6.py",
+            "setup.py", "test_relu6.py"]
 # Plus the answers file and the base snapshot that the next regenerate merges edits against.
 GENERATED = [*RENDERED, ".opgen-answers.yml", *(f".opgen/base/{rel}" for rel in RENDERED)]
 

@@ -247,8 +247,8 @@ double TolFor(double want) {
 
 std::string CaseName(const char* op, const char* dtype, const Shape& a, const Shape& b, int shift_a,
                      int shift_b, int null_input = -1) {
-  std::string name = std::string(op) + " " + dtype + " " + opgen::DimsString(a) + " with " +
-                     opgen::DimsString(b);
+  std::string name = std::string(op) + " " + dtype + " " + opgen::ShapeString(a) + " with " +
+                     opgen::ShapeString(b);
   if (shift_a || shift_b) {
     name += " (shifted " + std::to_string(shift_a) + ", " + std::to_string(shift_b) + ")";
   }
@@ -653,8 +653,8 @@ void TimeCase(const char* op, const Shape& a, const Shape& b, double forward_tar
     }
   }
   CHECK(cudaDeviceSynchronize());
-  const std::string what = std::string(op) + " " + opgen::DimsString(a) + " with " +
-                           opgen::DimsString(b) + " (" + opgen::PatternName(plan.pattern) + ")";
+  const std::string what = std::string(op) + " " + opgen::ShapeString(a) + " with " +
+                           opgen::ShapeString(b) + " (" + opgen::PatternName(plan.pattern) + ")";
   const int calls = std::max<int>(5, static_cast<int>(2e10 / forward_bytes / 8));
   const float forward_ms = TimeMs(
       [&](int i) {

@@ -145,8 +145,8 @@ std::vector<paddle::Tensor> InPlaceOutputs(const char* op, int over,
                                            const std::vector<paddle::Tensor>& inputs,
                                            const std::vector<int64_t>& out_shape) {
   if (inputs[0].shape() != out_shape) {
-    Fail(op, ": the in-place input has shape ", DimsString(inputs[0].shape()),
-         " but the output's is ", DimsString(out_shape), "; the output is written over it");
+    Fail(op, ": the in-place input has shape ", ShapeString(inputs[0].shape()),
+         " but the output's is ", ShapeString(out_shape), "; the output is written over it");
   }
   std::vector<paddle::Tensor> outputs = Empty<kOut - 1>(out_shape, inputs[0]);
   outputs.insert(outputs.begin() + over, inputs[0]);

@@ -19,22 +19,13 @@
 
 #include "opgen/cpu.h"
 #include "opgen/math.h"
+#include "opgen/text.h"
 
 namespace opgen {
 
 // Dims a plan may keep once contiguous ones are merged; the GPU kernels' index math is unrolled
 // over this many.
 constexpr int kMaxBroadcastRank = 8;
-
-// "[2, 3]"; "[]" for a 0-d shape.
-inline std::string DimsString(const std::vector<int64_t>& dims) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(dims[i]);
-  }
-  return text + "]";
-}
 
 // The product of `dims`, or -1 when it does not fit in int64_t (a 0 anywhere makes it 0).
 inline int64_t NumelOf(const std::vector<int64_t>& dims) {
@@ -58,7 +49,7 @@ std::string BroadcastShapes(const std::vector<int64_t> (&shapes)[kIn], std::vect
   for (int k = 0; k < kIn; ++k) {
     for (int64_t d : shapes[k]) {
       if (d < 0) {
-        return "input #" + std::to_string(k) + " has a negative dim: " + DimsString(shapes[k]);
+        return "input #" + std::to_string(k) + " has a negative dim: " + ShapeString(shapes[k]);
       }
     }
     if (shapes[k].size() > rank) rank = shapes[k].size();
@@ -78,8 +69,8 @@ std::string BroadcastShapes(const std::vector<int64_t> (&shapes)[kIn], std::vect
       }
       const int j = source[offset + i];
       const std::size_t j_dim = offset + i - (rank - shapes[j].size());
-      return "inputs #" + std::to_string(j) + " " + DimsString(shapes[j]) + " and #" +
-             std::to_string(k) + " " + DimsString(shapes[k]) +
+      return "inputs #" + std::to_string(j) + " " + ShapeString(shapes[j]) + " and #" +
+             std::to_string(k) + " " + ShapeString(shapes[k]) +
              " do not broadcast: aligned at their last dims, dim " + std::to_string(j_dim) +
              " of #" + std::to_string(j) + " is " + std::to_string(dim) + " and dim " +
              std::to_string(i) + " of #" + std::to_string(k) + " is " + std::to_string(size) +
@@ -87,7 +78,7 @@ std::string BroadcastShapes(const std::vector<int64_t> (&shapes)[kIn], std::vect
     }
   }
   if (NumelOf(result) < 0) {
-    return "the inputs broadcast to " + DimsString(result) + ", more than 2^63 elements";
+    return "the inputs broadcast to " + ShapeString(result) + ", more than 2^63 elements";
   }
   *out = std::move(result);
   return "";
@@ -218,8 +209,8 @@ std::string MakeBroadcastPlan(const std::vector<int64_t> (&shapes)[kIn],
     }
     if (kept.size() > static_cast<std::size_t>(kMaxBroadcastRank)) {
       std::string listed;
-      for (int k = 0; k < kIn; ++k) listed += (k ? ", " : "") + DimsString(shapes[k]);
-      return "inputs " + listed + " broadcast to " + DimsString(p.out_shape) + ", which keeps " +
+      for (int k = 0; k < kIn; ++k) listed += (k ? ", " : "") + ShapeString(shapes[k]);
+      return "inputs " + listed + " broadcast to " + ShapeString(p.out_shape) + ", which keeps " +
              std::to_string(kept.size()) + " dims after merging contiguous ones; at most " +
              std::to_string(kMaxBroadcastRank) + " are supported";
     }

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "opgen/text.h"
 #include "paddle/extension.h"
 
 namespace opgen {
@@ -41,15 +42,6 @@ inline std::string PlaceName(const paddle::Place& place) {
     case phi::AllocationType::GPUPINNED: return "gpu_pinned";
     default: return "a device of type " + std::to_string(static_cast<int>(place.GetType()));
   }
-}
-
-inline std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
 }
 
 namespace detail {
