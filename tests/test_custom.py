@@ -95,8 +95,17 @@ def test_elementwise_specs_are_untouched_by_the_custom_schema():
 def test_generated_code_infers_shapes_and_dispatches_over_the_dtype_product():
     files = render_op(_load(SPEC)).files
     cc = files["csrc/lookup.cc"].decode()
-    assert "out_shape.insert(out_shape.end(), ids_shape.begin(), ids_shape.end());" in cc
+    assert "std::vector<int64_t> out_shape = ids_shape;" in cc
     assert "out_shape.push_back(table_shape[1]);" in cc
+    # The declared shapes are checked in C++ before a dim is read: by the kernels' entry (with
+    # the devices) and by InferShape, which refuses nothing (Paddle aborts on an exception).
+    assert 'opgen::CheckRank("custom_lookup", "table", table_shape, 2, false, "[V, D]");' in cc
+    forward = cc[cc.index("std::vector<paddle::Tensor> LookupForward("):]
+    assert forward.split("{\n", 1)[1].startswith("  CheckInputs(ids, table);\n")
+    assert 'opgen::CheckSamePlace("custom_lookup", "table", table, "ids", ids);' in cc
+    infer = cc[cc.index("LookupInferShape("):cc.index("LookupInferDtype(")]
+    assert "return opgen::InferShapesOrUnknown(1, [&]() -> " in infer
+    assert infer.index("CheckShapes(table_shape);") < infer.index("table_shape[1]")
     assert '.Attrs({"pad: int64_t", "scales: std::vector<float>"})' in cc
     assert ".Outputs({paddle::Grad(\"table\")})" in cc
     header = files["csrc/lookup.h"].decode()
@@ -115,6 +124,13 @@ def test_shared_dims_are_checked_across_inputs():
     wrapper = render_op(_load(spec)).files["lookup.py"].decode()
     assert "table.shape[1] != ids.shape[-1]" in wrapper
     assert "table.shape[1] (D) is {table.shape[1]} but ids.shape[-1] (D)" in wrapper
+    # A static graph's variables: a dim not known yet (-1) agrees with any.
+    assert "-1 not in (table.shape[1], ids.shape[-1]) and table.shape[1] != ids.shape[-1]" \
+        in wrapper
+    cc = " ".join(render_op(_load(spec)).files["csrc/lookup.cc"].decode().split())
+    assert 'opgen::CheckRank("custom_lookup", "ids", ids_shape, 1, true, "[..., D]");' in cc
+    assert ('opgen::CheckSameDim("custom_lookup", "D", "table.shape[1]", table_shape[1], '
+            '"ids.shape[-1]", ids_shape.end()[-1]);') in cc
 
 
 # -- opgen new --custom, and edits through spec changes ------------------------------------------
@@ -282,6 +298,65 @@ def test_embedding_matches_paddle_forward_and_table_gradient():
         result.stdout[-2000:] + result.stderr[-3000:]
 
 
+BAD_SHAPES = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import paddle
+    sys.path.insert(0, sys.argv[1])
+    import embedding as op
+
+    ids, flat = paddle.to_tensor(np.arange(4)), paddle.ones([50])
+    message = "table must have 2 dims [V, D], got shape [50]"
+    for call in (lambda: op.embedding(ids, flat),
+                 lambda: op._ops().custom_embedding(ids, flat, -1, False, True)):
+        try:
+            call()
+        except Exception as exc:  # the wrapper's ValueError, or the raw op's from CheckInputs
+            assert message in str(exc), exc
+        else:
+            raise AssertionError("a 1-d table was not refused")
+
+    paddle.enable_static()
+    with paddle.static.program_guard(paddle.static.Program()):
+        ids_var = paddle.static.data("ids", [4], "int64")
+        flat_var = paddle.static.data("flat", [50], "float32")
+        try:
+            op.embedding(ids_var, flat_var)
+        except ValueError as exc:
+            assert message in str(exc), exc
+        else:
+            raise AssertionError("the wrapper built a program with a 1-d table")
+    # The raw op: InferShape refuses nothing (Paddle would abort), its shape is not known, and
+    # the kernels refuse the table when the program runs.
+    program = paddle.static.Program()
+    with paddle.static.program_guard(program):
+        ids_var = paddle.static.data("ids", [4], "int64")
+        flat_var = paddle.static.data("flat", [50], "float32")
+        out = op._ops().custom_embedding(ids_var, flat_var, -1, False, True)
+        assert list(out.shape) == [-1], out.shape
+    executor = paddle.static.Executor(paddle.CPUPlace())
+    try:
+        executor.run(program, feed={"ids": np.arange(4), "flat": np.ones(50, "float32")},
+                     fetch_list=[out])
+    except Exception:
+        pass  # (Paddle 3.3.1's executor keeps only "std::exception" of the kernels' message)
+    else:
+        raise AssertionError("the program ran with a 1-d table")
+    print("ok")
+""")
+
+
+@pytest.mark.build
+def test_embedding_refuses_a_table_of_the_wrong_rank_on_every_path():
+    """The C++ checks (CheckInputs, CheckShapes) stand where the wrapper's do not: the raw op
+    and a static graph refuse a 1-d table without reading past its shape, and nothing aborts."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GLOG_minloglevel": "3"}
+    result = subprocess.run([sys.executable, "-c", BAD_SHAPES, str(EMBEDDING)],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
+        result.stdout[-2000:] + result.stderr[-3000:]
+
+
 @pytest.mark.build
 @pytest.mark.gpu_env
 def test_embedding_cuda_sources_compile_and_link():
@@ -356,6 +431,9 @@ def test_optional_inputs_are_paddle_optional():
     assert '.Inputs({"x", paddle::Optional("bias")})' in cc
     assert "const paddle::optional<paddle::Tensor>& bias" in cc
     assert "const paddle::optional<std::vector<int64_t>>& bias_shape" in cc
+    # Checked where given: its shape in CheckShapes, its dtype and device in CheckInputs.
+    assert "  if (bias_shape) {\n    opgen::CheckRank(\"custom_shift\", \"bias\", *bias_shape" in cc
+    assert "CheckShapes(x.shape(), opgen::ShapeOf(bias));\n  if (bias) {\n" in cc
     wrapper = files["shift.py"].decode()
     assert "def shift(x: paddle.Tensor, bias: paddle.Tensor | None = None)" in wrapper
     assert "if bias is not None and (bias.shape[0] != x.shape[-1]):" in wrapper
@@ -685,8 +763,8 @@ def test_data_dependent_outputs_are_allocated_by_the_kernels():
     cc = files["csrc/pad.cc"]
     # InferShape says -1 where only the data knows; the entry leaves those outputs to the kernels
     # and checks they allocated them.
-    assert ("  out_shape.push_back(x_shape[0]);\n  out_shape.push_back(int64_t{-1});\n" in
-            cc.split("PadInferShape")[1])
+    assert ("out_shape.push_back(x_shape[0]); out_shape.push_back(int64_t{-1});" in
+            " ".join(cc.split("PadInferShape")[1].split()))
     assert "paddle::Tensor out;  // [x.shape[0], -1]: the kernels' args.AllocateOut\n" in cc
     assert "paddle::Tensor copy = opgen::AllocateOutput(copy_shape, x.dtype(), x.place());" in cc
     assert cc.count('CheckAllocated(args, "ForwardCPU");') == 2  # pad and pad_ (in place)
@@ -822,7 +900,7 @@ def test_a_shape_that_divides_by_a_literal_zero_is_refused(divisor):
 
 
 def test_computed_dims_are_checked_and_divide_as_python_does():
-    cc = render_op(_load(HALVE)).files["csrc/halve.cc"].decode()
+    cc = " ".join(render_op(_load(HALVE)).files["csrc/halve.cc"].decode().split())
     forward, infer_shape = cc.split("HalveInferShape(", 1)
     assert ('out_shape.push_back(opgen::ComputedDim(opgen::FloorDiv((int64_t{1} - '
             'x_shape.end()[-1]), int64_t{k}, kOutShape) + x_shape.end()[-1], kOutShape));'

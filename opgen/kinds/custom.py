@@ -56,6 +56,7 @@ from ..codegen import (
     op_text,
     string_lines,
     wrap_call,
+    wrap_expression,
 )
 from ..errors import SpecError
 from ..names import (
@@ -786,6 +787,61 @@ class _Replace(ast.NodeTransformer):
         return node
 
 
+def _py_empty(tree: ast.List, dims: dict[str, tuple[str, int]]) -> str:
+    """A Python condition, over the inputs' ``.shape`` and the attrs, that holds where the output
+    of shape ``tree`` has no elements: cheaper than building the shape (the wrapper's test of an
+    empty result, made on every call)."""
+    conditions = []
+    for item in tree.elts:
+        if isinstance(item, ast.Starred):
+            conditions.append(f"0 in {item.value.value.id}.shape")  # type: ignore[attr-defined]
+        elif isinstance(item, ast.Constant):
+            if item.value == 0:
+                return "True"
+        else:
+            py = _py_dim(item, dims)
+            simple = isinstance(item, (ast.Name, ast.Subscript))
+            conditions.append(f"{py} == 0" if simple else f"({py}) == 0")
+    return " or ".join(conditions) or "False"
+
+
+def _infer_throws(custom: Custom) -> bool:
+    """Whether InferShape may refuse the inputs (a declared shape, or an output dim that may come
+    out negative or divide by 0): then its body runs in opgen::InferShapesOrUnknown."""
+    return any(dims is not None for dims in custom.shapes.values()) or any(
+        _checked(item, custom.dims) for tree in custom.out_shapes.values() for item in tree.elts)
+
+
+def _py_if(condition: str, *, indent: int = 8) -> str:
+    """``if condition:`` from column ``indent``, within 100 columns: where it is longer, in
+    parentheses, broken before its top-level ``and`` and ``or``, as the wrappers' other
+    conditions are."""
+    line = f"if {condition}:"
+    if indent + len(line) <= 100:
+        return line
+    pieces, depth, start = [], 0, 0
+    for k, c in enumerate(condition):
+        depth += (c in "([{") - (c in ")]}")
+        for word in (" and ", " or "):
+            if depth == 0 and condition.startswith(word, k):
+                pieces.append(condition[start:k])
+                start = k + 1
+    pieces.append(condition[start:])
+    return "if (" + ("\n" + " " * (indent + 8)).join(pieces) + "):"
+
+
+def _all_empty(conditions: list[str]) -> str:
+    """The conditions of :func:`_py_empty`, one per output, joined: every output is empty."""
+    if "False" in conditions:
+        return "False"
+    conditions = [c for c in conditions if c != "True"]
+    if not conditions:
+        return "True"
+    if len(conditions) == 1:
+        return conditions[0]
+    return " and ".join(f"({c})" if " or " in c else c for c in conditions)
+
+
 def _skeleton_allocation(tree: ast.List, name: str, allocate: str,
                          dims: dict[str, tuple[str, int]], sizes: dict[int, str],
                          where: str) -> list[str]:
@@ -830,6 +886,7 @@ class OutShape:
     cpp: list[str]               # statements building `<name>_shape` from `<input>_shape`s
     infer_cpp: list[str]         #   and the same for InferShape, where a dim may be -1 (unknown)
     py: str                      # a Python list expression over the inputs' .shape
+    py_empty: str                #   and a condition that holds where it has no elements
     attrs: list[str]             # int attrs it reads
     data_dependent: bool         # a dim is -1: the kernels allocate the output (`allocate`)
     text: str                    # the shape as written (normalized), for messages
@@ -846,10 +903,12 @@ class OutShape:
 @dataclass(frozen=True)
 class Check:
     """A check of the wrapper on an input's shape: a Python condition that fails and its message
-    (an f-string body)."""
+    (an f-string body); ``static_condition`` is the condition for a static graph's variables,
+    whose dims not known yet are -1."""
 
     condition: str
     message: str
+    static_condition: str
 
 
 @dataclass(frozen=True)
@@ -935,30 +994,135 @@ def _shape_checks(op: str, custom: Custom, optional: set[str]) -> list[Check]:
         fixed = [d for d in dims if not d.ellipsis]
         first_check = len(checks)
         if dims[0].ellipsis:
-            checks.append(Check(f"len({name}.shape) < {len(fixed)}",
-                                f"{op}: {name} must have at least {len(fixed)} dims {written}, "
-                                f"got shape {{list({name}.shape)}}"))
+            rank = f"len({name}.shape) < {len(fixed)}"
+            checks.append(Check(rank, f"{op}: {name} must have at least {len(fixed)} dims "
+                                f"{written}, got shape {{list({name}.shape)}}", rank))
         else:
-            checks.append(Check(f"len({name}.shape) != {len(fixed)}",
-                                f"{op}: {name} must have {len(fixed)} dims {written}, "
-                                f"got shape {{list({name}.shape)}}"))
+            rank = f"len({name}.shape) != {len(fixed)}"
+            checks.append(Check(rank, f"{op}: {name} must have {len(fixed)} dims {written}, "
+                                f"got shape {{list({name}.shape)}}", rank))
         for k, d in enumerate(fixed):
             index = k - len(fixed) if dims[0].ellipsis else k
             expr = f"{name}.shape[{index}]"
             if d.size is not None:
                 checks.append(Check(f"{expr} != {d.size}",
-                                    f"{op}: {expr} must be {d.size} {written}, got {{{expr}}}"))
+                                    f"{op}: {expr} must be {d.size} {written}, got {{{expr}}}",
+                                    f"{expr} not in ({d.size}, -1)"))
             elif d.name in first and first[d.name] != expr:
                 other = first[d.name]
                 checks.append(Check(f"{expr} != {other}",
                                     f"{op}: {expr} ({d.name}) is {{{expr}}} but {other} "
-                                    f"({d.name}) is {{{other}}}"))
+                                    f"({d.name}) is {{{other}}}",
+                                    f"-1 not in ({expr}, {other}) and {expr} != {other}"))
             else:
                 first.setdefault(d.name, expr)  # type: ignore[arg-type]
         if name in optional:  # checked when given
-            checks[first_check:] = [Check(f"{name} is not None and ({c.condition})", c.message)
+            checks[first_check:] = [Check(f"{name} is not None and ({c.condition})", c.message,
+                                          f"{name} is not None and ({c.static_condition})")
                                     for c in checks[first_check:]]
     return checks
+
+
+@dataclass(frozen=True)
+class InputChecks:
+    """The generated .cc's checks of the inputs, in C++ (opgen/paddle.h's checks): what the
+    wrapper checks in Python, for every way into the op (the raw API, a static graph, a saved
+    model), before a kernel or InferShape reads a dim."""
+
+    shapes_signature: str | None  # CheckShapes(<input>_shape, ...): the declared shapes
+    shapes: list[str]             #   its body
+    infer_call: str               #   its call from InferShape (over the shapes it receives,
+                                  #   inside opgen::InferShapesOrUnknown: indented 4)
+    inputs_signature: str | None  # CheckInputs(<inputs>): shapes, fixed dtypes, one device
+    inputs: list[str]             #   its body
+    comment: list[str]            #   the comment above it: what it checks, in words
+
+
+def _input_checks(op: str, custom: Custom, tensors: dict[str, Tensor],
+                  params: dict[str, str], entry_params: list[str]) -> InputChecks:
+    """The C++ twin of :func:`_shape_checks`, plus the dtypes the dispatch does not see (a fixed
+    dtype, ``same as``) and the inputs' device. ``op`` is the op's name as a C++ literal. Each
+    body line is a statement as the template writes it, indented 2; an optional input's checks
+    are inside an ``if`` on it."""
+
+    def guarded(name: str, given: str, calls: list[tuple[str, list[str]]]) -> list[str]:
+        """The calls, inside ``if (given) {...}`` where input ``name`` is optional."""
+        if not tensors[name].optional:
+            return [wrap_call(fn, args, ";", indent=2) for fn, args in calls]
+        return [f"if ({given}) {{", *("  " + wrap_call(fn, args, ";", indent=4)
+                                      for fn, args in calls), "}"]
+
+    shaped = [n for n, dims in custom.shapes.items() if dims is not None]
+    shapes: list[str] = []
+    first: dict[str, tuple[str, str]] = {}  # dim name -> (its text, its C++)
+    for name in shaped:
+        dims = custom.shapes[name]
+        assert dims is not None
+        optional = tensors[name].optional
+        written = cpp_string("[" + ", ".join("..." if d.ellipsis else str(
+            d.size if d.size is not None else d.name) for d in dims) + "]")
+        fixed = [d for d in dims if not d.ellipsis]
+        calls = [("opgen::CheckRank", [op, cpp_string(name), f"*{name}_shape" if optional
+                                       else f"{name}_shape", str(len(fixed)),
+                                       "true" if dims[0].ellipsis else "false", written])]
+        for k, d in enumerate(fixed):
+            index = k - len(fixed) if dims[0].ellipsis else k
+            text = f"{name}.shape[{index}]"
+            if index < 0:
+                cpp = f"{name}_shape{'->' if optional else '.'}end()[{index}]"
+            else:
+                cpp = f"(*{name}_shape)[{index}]" if optional else f"{name}_shape[{index}]"
+            if d.size is not None:
+                calls.append(("opgen::CheckDim", [op, cpp_string(text), cpp, str(d.size),
+                                                  written]))
+            elif d.name in first and first[d.name][0] != text:
+                other_text, other = first[d.name]
+                calls.append(("opgen::CheckSameDim", [op, cpp_string(d.name), cpp_string(text),
+                                                      cpp, cpp_string(other_text), other]))
+            else:
+                first.setdefault(d.name, (text, cpp))  # type: ignore[arg-type]
+        shapes += guarded(name, f"{name}_shape", calls)
+    shape_params = [f"const paddle::optional<std::vector<int64_t>>& {n}_shape"
+                    if tensors[n].optional else f"const std::vector<int64_t>& {n}_shape"
+                    for n in shaped]
+
+    inputs: list[str] = []
+    if shaped:
+        inputs.append(wrap_call("CheckShapes", [f"opgen::ShapeOf({n})" if tensors[n].optional
+                                                else f"{n}.shape()" for n in shaped], ";",
+                                indent=2))
+    names = list(tensors)
+    for name, tensor in tensors.items():
+        value = f"{name}->dtype()" if tensor.optional else f"{name}.dtype()"
+        calls = []
+        if name in params:
+            pass  # Dispatch refuses a dtype the spec does not list
+        elif tensor.same_as is not None:
+            calls.append(("opgen::CheckSameDtype", [op, cpp_string(name), value,
+                                                    cpp_string(tensor.same_as),
+                                                    f"{tensor.same_as}.dtype()"]))
+        else:
+            calls.append(("opgen::CheckDtype", [op, cpp_string(name), value, "paddle::DataType::"
+                                                + DTYPE_TYPES[tensor.dtypes[0]][1]]))
+        if name != names[0]:
+            calls.append(("opgen::CheckSamePlace", [op, cpp_string(name), f"*{name}"
+                                                    if tensor.optional else name,
+                                                    cpp_string(names[0]), names[0]]))
+        if calls:
+            inputs += guarded(name, name, calls)
+    return InputChecks(
+        shapes_signature=wrap_call("void CheckShapes", shape_params, " {") if shaped else None,
+        shapes=shapes,
+        infer_call=wrap_call("CheckShapes", [f"{n}_shape" for n in shaped], ";", indent=4),
+        inputs_signature=wrap_call("void CheckInputs", entry_params, " {") if inputs else None,
+        inputs=inputs,
+        comment=["// " + line for line in textwrap.wrap(
+            "What the kernels take for granted of their inputs, beyond the dtypes Dispatch "
+            "checks: " + _alternatives([what for what, present in (
+                ("the shapes the spec declares", shaped),
+                ("the dtypes it fixes", any(n not in params for n in tensors)),
+                ("one device", len(tensors) > 1)) if present]).replace(" or ", " and ") +
+            ". The Python wrapper names the same causes in its own words.", 97)])
 
 
 def _dispatch(params: dict[str, str], tensors: dict[str, Tensor]) -> list[str]:
@@ -1126,6 +1290,10 @@ class Context(OpText):
                                          #   ("" where nothing: it is not included)
     shapes_checked: bool                 # an output's shape may come out negative
     shapes_divide: bool                  # an output's shape has `//`, which may divide by 0
+    all_empty: str                       # the wrapper's `if` where every output has no elements
+                                         #   ("if False:": never; it then has no test)
+    infer_throws: bool                   # InferShape may refuse the inputs: it runs its body in
+                                         #   opgen::InferShapesOrUnknown
     shape_attrs: list[Attr]              # int attrs InferShape takes
     shape_inputs: list[str]              # inputs whose shapes the entry reads (fixed outputs)
     data_dependent: list[OutShape]       # outputs with -1 dims: the kernels allocate them
@@ -1133,6 +1301,7 @@ class Context(OpText):
                                          #   has a zero gradient (else it raises)
     spec_shape_params: str               # the tests' spec_shapes(): inputs, then shape attrs
     checks: list[Check]
+    input_checks: InputChecks            # the same in C++, with dtypes and devices
     backward: list[str]                  # inputs that get gradients
     grad_outputs: list[str]              # grad_<output>
     forward_kernel: Kernel
@@ -1164,6 +1333,8 @@ class Context(OpText):
     free_comment: list[str]                  # which are free and why the others are not: lines
     test_ranges: dict[str, str]              # integer input -> (low, high) over DIMS
     wrong_dtype: tuple[str, str]             # an input, and a dtype it refuses
+    wrong_rank: tuple[str, str] | None       # a required input of a fixed rank, and the error
+                                             #   (a regular expression) for a dim more
     inplace: InPlace | None                  # the in-place variant, where the spec asks
     deploy_scaled: str | None                # the deploy tests' model scales this input by its
                                              #   parameter: the first with a gradient, else the
@@ -1186,6 +1357,8 @@ def build_context(spec: Any) -> Context:
 
     out_shapes = []
     counted = 0  # the data-dependent dims before this output's: the CUDA skeleton's sizes[k]
+    # InferShape's statements are indented 4 where they run in opgen::InferShapesOrUnknown
+    infer_indent = 4 if _infer_throws(custom) else 2
     for name, tree in custom.out_shapes.items():
         used_attrs = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                              and n.id in m.attrs})
@@ -1197,25 +1370,31 @@ def build_context(spec: Any) -> Context:
             cpp.insert(0, f"const char* const {spec_var} = {where};")
             infer_cpp.insert(0, cpp[0])
         py_items = []
-        for item in tree.elts:
+        for k, item in enumerate(tree.elts):
             if isinstance(item, ast.Starred):
                 source = item.value.value.id  # type: ignore[attr-defined]
-                line = (f"{name}_shape.insert({name}_shape.end(), {source}_shape.begin(), "
-                        f"{source}_shape.end());")
-                cpp.append(line)
-                infer_cpp.append(line)
+                if k == 0:  # the shape starts as a copy of the input's
+                    for lines in (cpp, infer_cpp):
+                        lines[-1] = f"std::vector<int64_t> {name}_shape = {source}_shape;"
+                else:
+                    line = (f"{name}_shape.insert({name}_shape.end(), {source}_shape.begin(), "
+                            f"{source}_shape.end());")
+                    cpp.append(line)
+                    infer_cpp.append(line)
                 py_items.append(f"*{source}.shape")
             else:
-                for lines, infer in ((cpp, False), (infer_cpp, True)):
+                for lines, infer, indent in ((cpp, False, 2), (infer_cpp, True, infer_indent)):
                     dim = _cpp_item(item, custom.dims, "_shape", spec_var, infer=infer)
-                    lines.append(f"{name}_shape.push_back({dim});")
+                    lines.append(wrap_expression(f"{name}_shape.push_back({dim});",
+                                                 indent=indent))
                 py_items.append(_py_dim(item, custom.dims))
         data_dependent = [k for k, item in enumerate(tree.elts) if _data_dependent(item)]
         allocate = "Allocate" + camel_case(name)
         sizes = {k: f"sizes[{counted + j}]" for j, k in enumerate(data_dependent)}
         counted += len(data_dependent)
         out_shapes.append(OutShape(
-            name, cpp, infer_cpp, "[" + ", ".join(py_items) + "]", used_attrs,
+            name, cpp, infer_cpp, "[" + ", ".join(py_items) + "]", _py_empty(tree, custom.dims),
+            used_attrs,
             data_dependent=bool(data_dependent), text=ast.unparse(tree),
             text_cpp=cpp_string(ast.unparse(tree)), allocate=allocate,
             inputs=[n for n in m.inputs if any(re.search(rf"\b{n}_shape\b", line)
@@ -1351,6 +1530,7 @@ def build_context(spec: Any) -> Context:
                             float64=bool(floats) and all(d == "float64" for d in floats)))
     first = next(iter(m.inputs))
     free = free_dims(m, custom)
+    checks = _input_checks(cpp_string(spec.op_name), custom, inputs, params, tensors)
     return Context(
         **op_text(spec),
         library=f"{m.name}_lib",
@@ -1363,10 +1543,13 @@ def build_context(spec: Any) -> Context:
         out_shapes=out_shapes,
         paddle_h_for="; ".join((["AllocateDataDependent"] if dynamic else []) +
                                (["ComputedDim and FloorDiv for output shapes"]
-                                if shapes_checked else [])),
+                                if shapes_checked else []) +
+                               (["the input checks"] if checks.inputs_signature else [])),
         shapes_checked=shapes_checked,
         shapes_divide=any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
                           for tree in custom.out_shapes.values() for n in ast.walk(tree)),
+        all_empty=_py_if(_all_empty([s.py_empty for s in out_shapes])),
+        infer_throws=_infer_throws(custom),
         shape_attrs=shape_attrs,
         shape_inputs=[n for n in m.inputs if any(n in o.inputs for o in out_shapes
                                                  if not o.data_dependent)],
@@ -1376,6 +1559,7 @@ def build_context(spec: Any) -> Context:
                                     [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
                                     [f"{a.name}={a.py_default}" for a in shape_attrs]),
         checks=_shape_checks(m.name, custom, {n for n, t in m.inputs.items() if t.optional}),
+        input_checks=checks,
         backward=backward,
         grad_outputs=[f"grad_{n}" for n in m.outputs],
         forward_kernel=forward_kernel,
@@ -1436,6 +1620,7 @@ def build_context(spec: Any) -> Context:
         test_ranges={n: "(" + ", ".join(_test_bound(b, custom) for b in r) + ")"
                      for n, r in custom.ranges.items()},
         wrong_dtype=_wrong_dtype(inputs),
+        wrong_rank=_wrong_rank(m.name, custom, inputs),
         inplace=_inplace(spec, camel, attrs, out_shapes, signatures),
         deploy_scaled=backward[0] if backward else next(
             (n for n, d in combos[0].dtypes.items() if d in FLOAT_DTYPES), None),
@@ -1480,6 +1665,16 @@ def _wrong_dtype(inputs: dict[str, Tensor]) -> tuple[str, str]:
     tensor = next(t for t in inputs.values() if t.same_as is None)
     wrong = next(d for d in ("int16", "float64", "int32", "float32") if d not in tensor.dtypes)
     return tensor.name, wrong
+
+
+def _wrong_rank(op: str, custom: Custom, inputs: dict[str, Tensor]) -> tuple[str, str] | None:
+    for name, dims in custom.shapes.items():
+        if dims and not dims[0].ellipsis and not inputs[name].optional:
+            written = "[" + ", ".join(str(d.size if d.size is not None else d.name)
+                                      for d in dims) + "]"
+            message = f"{op}: {name} must have {len(dims)} dims {written}"
+            return name, "".join("\\" + c if c in "[]().*+?{}|^$\\" else c for c in message)
+    return None
 
 
 def variables(spec: Any, naive: bool) -> dict[str, object]:

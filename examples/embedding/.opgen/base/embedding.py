@@ -95,25 +95,66 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
 
-def _check_inputs(ids, table) -> None:
-    """Refuses what the kernels cannot take, naming the input and the rule, in this wrapper's
-    words (the kernels' own checks raise an error Python catches too: opgen/error.h)."""
+_TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
+
+
+def _check_types(ids, table) -> None:
+    """What is checked before a call where an input is not an eager tensor. The rest is left to
+    the kernels' checks (CheckInputs, Dispatch), which raise an error Python catches on every
+    machine (opgen/error.h); where a call fails, _explain_failure names the cause in this
+    wrapper's words. Reading dtypes, shapes and devices in Python would cost a call about what
+    Paddle's custom-op entry costs.
+
+    Each input must be a Paddle tensor."""
     for name, tensor in (("ids", ids), ("table", table)):
         if not isinstance(tensor, paddle.Tensor):
             raise TypeError(f"embedding: {name} must be a paddle.Tensor, "
                             f"not {tensor.__class__.__name__}")
+
+
+def _check_dtypes(ids, table) -> None:
+    """The inputs' dtypes are those the spec lists: for eager tensors and static variables alike."""
     if _code(ids.dtype) not in _DTYPE_CODES["ids"]:
         raise TypeError(f"embedding: ids is {_dtype_name(ids)}; "
                         "embedding takes int32 or int64")
     if _code(table.dtype) not in _DTYPE_CODES["table"]:
         raise TypeError(f"embedding: table is {_dtype_name(table)}; "
                         "embedding takes float32, float64, float16 or bfloat16")
+
+
+def _check_inputs(ids, table) -> None:
+    """Refuses what the kernels cannot take, naming the input and the rule, in this wrapper's
+    words. Run where a call failed and before an empty result (which runs no kernel)."""
+    _check_types(ids, table)
+    _check_dtypes(ids, table)
     if len(table.shape) != 2:
         raise ValueError(f"embedding: table must have 2 dims [V, D], got shape {list(table.shape)}")
     for name, tensor in (("table", table),):
         if not tensor.place._equals(ids.place):
             raise ValueError(f"embedding: {name} is on {tensor.place}, "
                              f"ids on {ids.place}: the inputs must be on one device")
+def _explain_failure(ids, table) -> None:
+    """Where the inputs explain why the op's call failed (their types, dtypes, shapes and
+    devices), raises that error without the op's; returns otherwise
+    (the caller re-raises it)."""
+    try:
+        _check_inputs(ids, table)
+    except (TypeError, ValueError) as error:
+        raise error from None
+
+
+def _check_static_inputs(ids, table) -> None:
+    """What can be checked of static-graph variables (``paddle.jit.to_static``, static mode): the
+    dtypes, and the dims the spec declares where the program knows them (-1 is a dim known only
+    when it runs). InferShape refuses nothing (Paddle would abort the process), so the kernels
+    check the rest when the program runs."""
+    for name, variable in (("ids", ids), ("table", table)):
+        if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
+            raise TypeError(f"embedding: {name} is an eager paddle.Tensor, but Paddle is in "
+                            "static mode (paddle.enable_static()): pass a static variable")
+    _check_dtypes(ids, table)
+    if len(table.shape) != 2:
+        raise ValueError(f"embedding: table must have 2 dims [V, D], got shape {list(table.shape)}")
 
 
 def _output_shapes(ids, table):
@@ -154,20 +195,31 @@ def embedding(ids: paddle.Tensor, table: paddle.Tensor, padding_idx: int = -1,
         out: same as table, [*ids.shape, D].
     """
     attrs = (int(padding_idx), bool(deterministic), bool(check_ids))
-    if not _dynamic_mode():  # a static graph: the kernels and InferShape check the rest
-        return _ops().custom_embedding(ids, table, *attrs)
-    _check_inputs(ids, table)
+    # The mode is read (a cost every call would pay) only for inputs that are not eager tensors:
+    # a static graph's variables (paddle.jit.to_static), parameters or not tensors at all.
+    if (ids.__class__ is not _TENSOR
+            or table.__class__ is not _TENSOR):
+        if not _dynamic_mode():  # a static graph: no data to check
+            _check_static_inputs(ids, table)
+            return _ops().custom_embedding(ids, table, *attrs)
+        _check_types(ids, table)
     if not ids.is_contiguous():  # the kernels read dense memory
         ids = ids.contiguous()
     if not table.is_contiguous():  # the kernels read dense memory
         table = table.contiguous()
-    shapes = _output_shapes(ids, table)
-    if all(0 in shape for shape in shapes):
-        # Paddle 2.6 rejects empty outputs of custom ops, and empty results need no kernel.
-        with _current_device_of(ids):
-            outs = [paddle.empty(shapes[0], table.dtype)]
-    else:
-        outs = (_run or _load_run())("custom_embedding", ids, table, *attrs)
+    try:
+        if 0 in ids.shape or table.shape[1] == 0:
+            # No output has an element: Paddle 2.6 rejects empty outputs of custom ops, and empty
+            # results need no kernel; they refuse what a kernel would.
+            _check_inputs(ids, table)
+            shapes = _output_shapes(ids, table)
+            with _current_device_of(ids):
+                outs = [paddle.empty(shapes[0], table.dtype)]
+        else:
+            outs = (_run or _load_run())("custom_embedding", ids, table, *attrs)
+    except Exception:
+        _explain_failure(ids, table)
+        raise
     return outs[0]
 
 

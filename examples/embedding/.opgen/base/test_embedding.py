@@ -262,3 +262,25 @@ def test_wrong_dtype_is_a_clear_error(device):
     tensors["ids"] = ot.to_paddle(np.zeros(tensors["ids"].shape), "int16", device)
     with pytest.raises(TypeError, match="embedding: ids is int16"):
         embedding(**tensors)
+
+
+@pytest.mark.parametrize("device", ot.devices())
+def test_wrong_shape_is_a_clear_error(device):
+    """An input with a dim more than its spec shape is refused, naming it: in eager mode (where
+    the kernels' CheckInputs refuses it first) and in a static graph as the program is built."""
+    rng = np.random.default_rng(6)
+    combo = next(iter(COMBOS))
+    tensors, _ = sample_inputs(rng, "one", combo, device)
+    tensors["table"] = tensors["table"].unsqueeze(0)
+    message = r"embedding: table must have 2 dims \[V, D\]"
+    with pytest.raises(ValueError, match=message):
+        embedding(**tensors)
+    paddle.enable_static()
+    try:
+        with paddle.static.program_guard(paddle.static.Program()):
+            data = {n: paddle.static.data(n, list(t.shape), COMBOS[combo][0][n])
+                    for n, t in tensors.items() if t is not None}
+            with pytest.raises(ValueError, match=message):
+                embedding(**data)
+    finally:
+        paddle.disable_static()

@@ -14,13 +14,30 @@ void EmbeddingForwardCUDA(const embedding::ForwardArgs& args);
 void EmbeddingBackwardCUDA(const embedding::BackwardArgs& args);
 #endif
 
+namespace {
+
+// The inputs' shapes as embedding.yaml declares them, checked before a dim is read: by the
+// entry points and by InferShape, which sees a static graph's dims not known yet as -1.
+void CheckShapes(const std::vector<int64_t>& table_shape) {
+  opgen::CheckRank("custom_embedding", "table", table_shape, 2, false, "[V, D]");
+}
+
+// What the kernels take for granted of their inputs, beyond the dtypes Dispatch checks: the shapes
+// the spec declares and one device. The Python wrapper names the same causes in its own words.
+void CheckInputs(const paddle::Tensor& ids, const paddle::Tensor& table) {
+  CheckShapes(table.shape());
+  opgen::CheckSamePlace("custom_embedding", "table", table, "ids", ids);
+}
+
+}  // namespace
+
 std::vector<paddle::Tensor> EmbeddingForward(const paddle::Tensor& ids, const paddle::Tensor& table,
                                              int64_t padding_idx, bool deterministic,
                                              bool check_ids) {
+  CheckInputs(ids, table);
   const std::vector<int64_t> ids_shape = ids.shape();
   const std::vector<int64_t> table_shape = table.shape();
-  std::vector<int64_t> out_shape;
-  out_shape.insert(out_shape.end(), ids_shape.begin(), ids_shape.end());
+  std::vector<int64_t> out_shape = ids_shape;
   out_shape.push_back(table_shape[1]);
   paddle::Tensor out = paddle::empty(out_shape, table.dtype(), ids.place());
   const embedding::ForwardArgs args{ids, table, out, padding_idx, deterministic, check_ids};
@@ -63,10 +80,14 @@ std::vector<paddle::Tensor> EmbeddingBackward(const paddle::Tensor& ids,
 
 std::vector<std::vector<int64_t>> EmbeddingInferShape(const std::vector<int64_t>& ids_shape,
                                                       const std::vector<int64_t>& table_shape) {
-  std::vector<int64_t> out_shape;
-  out_shape.insert(out_shape.end(), ids_shape.begin(), ids_shape.end());
-  out_shape.push_back(table_shape[1]);
-  return {out_shape};
+  // Never throws (Paddle would abort): inputs it refuses give shapes not known yet, and the
+  // kernels' error when the program runs.
+  return opgen::InferShapesOrUnknown(1, [&]() -> std::vector<std::vector<int64_t>> {
+    CheckShapes(table_shape);
+    std::vector<int64_t> out_shape = ids_shape;
+    out_shape.push_back(table_shape[1]);
+    return {out_shape};
+  });
 }
 
 std::vector<paddle::DataType> EmbeddingInferDtype(const paddle::DataType& ids_dtype,

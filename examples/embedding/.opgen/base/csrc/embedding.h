@@ -9,6 +9,7 @@
 
 #include "opgen/error.h"
 #include "opgen/math.h"  // DoubleFromBits: float attrs travel as their 64 bits
+#include "opgen/paddle.h"  // the input checks
 #include "paddle/extension.h"
 
 namespace embedding {

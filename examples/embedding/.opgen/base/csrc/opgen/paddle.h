@@ -155,6 +155,78 @@ inline paddle::Tensor AllocateOutput(const std::vector<int64_t>& shape, paddle::
   return EmptyOutput(shape, dtype, place);
 }
 
+// ---- shape inference ------------------------------------------------------------------------
+// An InferShape function must not throw: Paddle aborts the process on an exception from one
+// (std::terminate; Paddle 3.3.1 building a static program, measured 2026-12-05). Its body runs
+// inside this: where it refuses the inputs (opgen::Fail), each of the `outputs` shapes is given
+// as not known yet ([-1]), and the kernels refuse the inputs, with their error, when the program
+// runs. (The Python wrappers check a static graph's variables first, as far as they are known.)
+template <typename Infer>
+std::vector<std::vector<int64_t>> InferShapesOrUnknown(std::size_t outputs, Infer&& infer) {
+  try {
+    return infer();
+  } catch (...) {
+    return std::vector<std::vector<int64_t>>(outputs, std::vector<int64_t>{-1});
+  }
+}
+
+// ---- a custom op's inputs ------------------------------------------------------------------
+// What a custom op's CheckInputs and CheckShapes (its .cc) refuse before a kernel or InferShape
+// reads a dim: `spec` is the input's shape as the spec writes it ("[V, D]"). InferShape sees a
+// static graph's dims not known yet as -1, which agrees with any size.
+
+// `shape` has `rank` dims, or at least `rank` where the spec's shape starts with `...`.
+inline void CheckRank(const char* op, const char* input, const std::vector<int64_t>& shape,
+                      std::size_t rank, bool at_least, const char* spec) {
+  if (at_least ? shape.size() >= rank : shape.size() == rank) return;
+  Fail(op, ": ", input, " must have ", at_least ? "at least " : "", rank, " dims ", spec,
+       ", got shape ", ShapeString(shape));
+}
+
+// A dim the spec fixes: `dim` ("x.shape[1]" in `what`) is `size`.
+inline void CheckDim(const char* op, const char* what, int64_t dim, int64_t size,
+                     const char* spec) {
+  if (dim == size || dim == -1) return;
+  Fail(op, ": ", what, " must be ", size, " ", spec, ", got ", dim);
+}
+
+// Two dims the spec names alike (`name`: "D") agree.
+inline void CheckSameDim(const char* op, const char* name, const char* what, int64_t dim,
+                         const char* other_what, int64_t other) {
+  if (dim == other || dim == -1 || other == -1) return;
+  Fail(op, ": ", what, " (", name, ") is ", dim, " but ", other_what, " (", name, ") is ", other);
+}
+
+// An optional input's shape, as InferShape receives it.
+inline paddle::optional<std::vector<int64_t>> ShapeOf(const paddle::optional<paddle::Tensor>& t) {
+  if (!t) return paddle::none;
+  return t->shape();
+}
+
+// An input whose dtype the spec fixes (`int64`) or ties to another input's (`same as x`): the
+// dispatch over the listed dtypes does not see it, so a kernel would read it as the wrong type.
+inline void CheckDtype(const char* op, const char* input, paddle::DataType dtype,
+                       paddle::DataType expected) {
+  if (dtype != expected) Fail(op, ": ", input, " is ", dtype, "; it must be ", expected);
+}
+
+inline void CheckSameDtype(const char* op, const char* input, paddle::DataType dtype,
+                           const char* other, paddle::DataType expected) {
+  if (dtype != expected) {
+    Fail(op, ": ", input, " is ", dtype, "; it must have the dtype of ", other, " (", expected,
+         ")");
+  }
+}
+
+// The inputs are on one device, `first`'s: the kernels read them all there.
+inline void CheckSamePlace(const char* op, const char* input, const paddle::Tensor& tensor,
+                           const char* first_name, const paddle::Tensor& first) {
+  if (tensor.place() != first.place()) {
+    Fail(op, ": ", input, " is on ", tensor.place(), " but ", first_name, " is on ",
+         first.place(), "; the inputs must be on one device");
+  }
+}
+
 // ---- output shapes a spec computes ---------------------------------------------------------
 // `shape` names the op, the output and its spec shape ("custom_pad: out's shape [D + 2 * p]") for
 // the error each raises.
