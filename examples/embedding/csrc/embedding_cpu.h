@@ -76,25 +76,48 @@ void ForwardCPU(const ForwardArgs& args) {
 template <typename IdsT, typename TableT>
 void BackwardCPU(const BackwardArgs& args) {
   // Summed in float (double for float64) in the order of ids, rounded once: the same result on
-  // every run, so `deterministic` changes nothing here.
+  // every run, so `deterministic` changes nothing here. The gradient starts as zeros, and only
+  // the rows some id reads are summed: float and double tables in place, 16-bit ones in a float
+  // row of their own each, converted once at the end. (A whole float copy of the table, zeroed
+  // and converted, cost more than the lookup for a large vocabulary.)
   using Acc = std::conditional_t<std::is_same_v<TableT, double>, double, float>;
   const int64_t rows = args.table.shape()[0];
   const int64_t d = args.table.shape()[1];
   const int64_t n = args.ids.numel();
   const IdsT* ids = args.ids.data<IdsT>();
   const TableT* grad_out = args.grad_out.data<TableT>();
+  TableT* grad_table = args.grad_table.data<TableT>();
   CheckPaddingIdx(args.padding_idx, rows);
   if (args.check_ids) CheckIds(ids, n, rows);
-  std::vector<Acc> sums(static_cast<std::size_t>(rows * d), Acc(0));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = ids[i];
-    if (id == args.padding_idx || id < 0 || id >= rows) continue;
-    Acc* row = sums.data() + id * d;
-    const TableT* from = grad_out + i * d;
-    for (int64_t c = 0; c < d; ++c) row[c] += static_cast<Acc>(from[c]);
+  std::memset(grad_table, 0, rows * d * sizeof(TableT));  // zero bits are 0 in every float dtype
+  if constexpr (std::is_same_v<TableT, Acc>) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = ids[i];
+      if (id == args.padding_idx || id < 0 || id >= rows) continue;
+      TableT* row = grad_table + id * d;
+      const TableT* from = grad_out + i * d;
+      for (int64_t c = 0; c < d; ++c) row[c] += from[c];
+    }
+  } else {
+    std::vector<int64_t> slot(static_cast<std::size_t>(rows), -1);  // row -> its sums, or -1
+    std::vector<Acc> sums;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = ids[i];
+      if (id == args.padding_idx || id < 0 || id >= rows) continue;
+      if (slot[id] < 0) {
+        slot[id] = static_cast<int64_t>(sums.size());
+        sums.resize(sums.size() + static_cast<std::size_t>(d), Acc(0));
+      }
+      Acc* row = sums.data() + slot[id];
+      const TableT* from = grad_out + i * d;
+      for (int64_t c = 0; c < d; ++c) row[c] += static_cast<Acc>(from[c]);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      if (slot[r] < 0) continue;
+      const Acc* row = sums.data() + slot[r];
+      for (int64_t c = 0; c < d; ++c) grad_table[r * d + c] = static_cast<TableT>(row[c]);
+    }
   }
-  TableT* grad_table = args.grad_table.data<TableT>();
-  for (int64_t k = 0; k < rows * d; ++k) grad_table[k] = static_cast<TableT>(sums[k]);
 }
 
 }  // namespace embedding
