@@ -52,6 +52,18 @@ def test_default_threshold_and_keyword(relu6_op):
     np.testing.assert_array_equal(relu6_op.relu6(x, threshold=2.0).numpy(), [0.0, 2.0, 2.0])
 
 
+def test_a_threshold_of_minus_zero_is_not_plus_zero(relu6_op):
+    """0.0 and -0.0 are one dict key; the remembered bits of one must not serve the other: the
+    min of +0 and the threshold is the threshold's zero, sign included, as numpy's minimum."""
+    import paddle
+
+    x = paddle.to_tensor(np.zeros(2, dtype="float32"))
+    for threshold in (0.0, -0.0, 0.0):
+        got = relu6_op.relu6(x, threshold=threshold).numpy()
+        want = np.minimum(np.maximum(np.zeros(2, "float32"), 0), np.float32(threshold))
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=str(threshold))
+
+
 def test_mismatched_inputs_fail_with_the_op_name(relu6_op):
     import paddle
 

@@ -74,11 +74,12 @@ _FLOAT_BITS: dict[float, int] = {}  # the values a program passes: a handful
 def _float_bits(value: float) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
     float attrs are 32-bit), so float64 kernels compute with the value exactly. Remembered per
-    value: a dict lookup costs a fraction of struct's packing."""
+    value: a dict lookup costs a fraction of struct's packing. Not zeros: 0.0 and -0.0 are one key
+    to a dict, and their bits differ (min and max keep the sign of a tie)."""
     bits = _FLOAT_BITS.get(value)
     if bits is None:
         bits = struct.unpack("q", struct.pack("d", value))[0]
-        if len(_FLOAT_BITS) < 64:
+        if len(_FLOAT_BITS) < 64 and value != 0:
             _FLOAT_BITS[value] = bits
     return bits
 
