@@ -317,6 +317,12 @@ BAD_SHAPES = textwrap.dedent("""
             raise AssertionError("a 1-d table was not refused")
 
     paddle.enable_static()
+    try:  # an eager tensor in static mode: Paddle's static API would abort the process
+        op.embedding(ids, paddle.ones([50, 3]))
+    except TypeError as exc:
+        assert "ids is an eager paddle.Tensor, but Paddle is in static mode" in str(exc), exc
+    else:
+        raise AssertionError("an eager tensor was taken in static mode")
     with paddle.static.program_guard(paddle.static.Program()):
         ids_var = paddle.static.data("ids", [4], "int64")
         flat_var = paddle.static.data("flat", [50], "float32")

@@ -183,6 +183,30 @@ def test_shapes_are_refused_naming_the_op_the_input_and_the_role(ops):
         ops["rms_norm"](paddle.ones([4, 8]), paddle.ones([8], dtype="float64"))
 
 
+def test_views_parameters_and_static_mode_take_their_own_paths(ops):
+    """The eager call reads neither the mode nor (on Paddle 3) contiguity: a strided view is made
+    dense by the kernels' checks, a parameter takes the slow path and works, and in static mode
+    an eager tensor is refused in Python, where Paddle's static API would abort the process."""
+    import paddle
+
+    rng = np.random.default_rng(3)
+    x = paddle.to_tensor(rng.uniform(-3, 3, (8, 16)).astype("float32"))
+    view = x[::2]
+    assert not view.is_contiguous()
+    weight = paddle.create_parameter([16], "float32")
+    weight.set_value(paddle.to_tensor(rng.uniform(0.5, 2, 16).astype("float32")))
+    assert type(weight) is not paddle.Tensor
+    dense = ops["rms_norm"](view.contiguous(), weight)
+    np.testing.assert_array_equal(ops["rms_norm"](view, weight).numpy(), dense.numpy())
+    paddle.enable_static()
+    try:
+        with pytest.raises(TypeError, match="x is an eager paddle.Tensor, but Paddle is in "
+                                            "static mode"):
+            ops["softmax"](x)
+    finally:
+        paddle.disable_static()
+
+
 def test_new_rowwise_op_builds_and_passes_its_own_tests(tmp_path):
     assert run_opgen("new", "my_norm", "--rowwise", "--dir", str(tmp_path)).returncode == 0
     op = tmp_path / "my_norm"

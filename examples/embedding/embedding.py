@@ -195,13 +195,14 @@ def embedding(ids: paddle.Tensor, table: paddle.Tensor, padding_idx: int = -1,
         out: same as table, [*ids.shape, D].
     """
     attrs = (int(padding_idx), bool(deterministic), bool(check_ids))
-    # The mode is read (a cost every call would pay) only for inputs that are not eager tensors:
-    # a static graph's variables (paddle.jit.to_static), parameters or not tensors at all.
+    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
+    if _GLOBAL_VAR._dygraph_tracer_ is None:
+        _check_static_inputs(ids, table)
+        return _ops().custom_embedding(ids, table, *attrs)
+    # Only what is not an eager tensor (a parameter or not a tensor at all) is checked here.
     if (ids.__class__ is not _TENSOR
             or table.__class__ is not _TENSOR):
-        if not _dynamic_mode():  # a static graph: no data to check
-            _check_static_inputs(ids, table)
-            return _ops().custom_embedding(ids, table, *attrs)
         _check_types(ids, table)
     if not ids.is_contiguous():  # the kernels read dense memory
         ids = ids.contiguous()

@@ -247,12 +247,13 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return relu6(*cast, threshold=threshold)
-    # The mode is read (a cost every call would pay) only for inputs that are not eager tensors:
-    # a static graph's variables (paddle.jit.to_static), parameters, or not tensors at all.
+    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
+    if _GLOBAL_VAR._dygraph_tracer_ is None:
+        _check_static_inputs(x)
+        return _ops().custom_relu6(x, _float_bits(threshold))
+    # Only what is not an eager tensor (a parameter, or not a tensor at all) is checked here.
     if x.__class__ is not _TENSOR:
-        if not _dynamic_mode():  # a static graph: no data to check
-            _check_static_inputs(x)
-            return _ops().custom_relu6(x, _float_bits(threshold))
         _check_inputs(x)
     if not _KERNELS_TAKE_VIEWS and not x.is_contiguous():  # views are copied first
         x = x.contiguous()

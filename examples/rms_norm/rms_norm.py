@@ -167,6 +167,9 @@ def _check_static_inputs(x, weight) -> None:
     runs). A variable has no device and no data: the kernels check the rest when the program
     runs."""
     for name, variable in (("x", x), ("weight", weight)):
+        if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
+            raise TypeError(f"rms_norm: {name} is an eager paddle.Tensor, but Paddle is in "
+                            "static mode (paddle.enable_static()): pass a static variable")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"rms_norm: {name} is {_dtype_name(variable)}; "
                             "rms_norm supports float32, float64, float16, bfloat16")
@@ -193,6 +196,9 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
 
+# Paddle 3 hands strided views to custom ops, and the kernels make them dense (opgen::Contiguous,
+# opgen/rowwise_op.h); Paddle 2.6's C++ API has no contiguous(), so there the wrapper does it.
+_KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
 # Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here, hanging on
 # x in the autograd graph (Paddle 2.6 gives no gradient for the other inputs: all zeros).
 _KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
@@ -240,15 +246,18 @@ def rms_norm(x: paddle.Tensor, weight: paddle.Tensor, eps: float = 1e-06) -> pad
     Returns:
         out: shaped like x, in its dtype.
     """
-    if not _dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
+    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
+    if _GLOBAL_VAR._dygraph_tracer_ is None:
         _check_static_inputs(x, weight)
         return _ops().custom_rms_norm(x, weight, _float_bits(eps))
+    # Only what is not an eager tensor (a parameter, or not a tensor at all) is checked here.
     if (x.__class__ is not _TENSOR
             or weight.__class__ is not _TENSOR):
         _check_inputs(x, weight)
-    if not x.is_contiguous():  # kernels read dense memory; views are copied first
+    if not _KERNELS_TAKE_VIEWS and not x.is_contiguous():  # views are copied first
         x = x.contiguous()
-    if not weight.is_contiguous():  # kernels read dense memory; views are copied first
+    if not _KERNELS_TAKE_VIEWS and not weight.is_contiguous():  # views are copied first
         weight = weight.contiguous()
     if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:
         _check_shapes(x, weight)

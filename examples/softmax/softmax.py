@@ -150,6 +150,9 @@ def _check_static_inputs(x) -> None:
     runs). A variable has no device and no data: the kernels check the rest when the program
     runs."""
     for name, variable in (("x", x),):
+        if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
+            raise TypeError(f"softmax: {name} is an eager paddle.Tensor, but Paddle is in "
+                            "static mode (paddle.enable_static()): pass a static variable")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"softmax: {name} is {_dtype_name(variable)}; "
                             "softmax supports float32, float64, float16, bfloat16")
@@ -162,6 +165,9 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
     return str(tensor.dtype).removeprefix("paddle.")
 
 
+# Paddle 3 hands strided views to custom ops, and the kernels make them dense (opgen::Contiguous,
+# opgen/rowwise_op.h); Paddle 2.6's C++ API has no contiguous(), so there the wrapper does it.
+_KERNELS_TAKE_VIEWS = not paddle.__version__.startswith("2.")
 # Paddle 2.6 rejects empty outputs of custom ops; there an empty result is made here, hanging on
 # x in the autograd graph (Paddle 2.6 gives no gradient for the other inputs: all zeros).
 _KERNEL_MAKES_EMPTY_OUTPUTS = not paddle.__version__.startswith("2.")
@@ -212,12 +218,15 @@ def softmax(x: paddle.Tensor, scale: float = 1.0) -> paddle.Tensor:
     Returns:
         out: shaped like x, in its dtype.
     """
-    if not _dynamic_mode():  # a static graph (paddle.jit.to_static): no data to check
+    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
+    if _GLOBAL_VAR._dygraph_tracer_ is None:
         _check_static_inputs(x)
         return _ops().custom_softmax(x, _float_bits(scale))
+    # Only what is not an eager tensor (a parameter, or not a tensor at all) is checked here.
     if x.__class__ is not _TENSOR:
         _check_inputs(x)
-    if not x.is_contiguous():  # kernels read dense memory; views are copied first
+    if not _KERNELS_TAKE_VIEWS and not x.is_contiguous():  # views are copied first
         x = x.contiguous()
     if not _KERNEL_MAKES_EMPTY_OUTPUTS and 0 in x.shape:
         _check_shapes(x)
