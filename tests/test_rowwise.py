@@ -249,10 +249,31 @@ def test_a_kept_value_that_reads_a_pending_reduction_comes_after_it():
     assert body.index("const MT m = row.max([&](MT x) { return x; });") < keeps[0]
 
 
-def test_every_line_of_the_examples_headers_fits_100_columns():
+def test_every_line_of_the_examples_sources_fits_100_columns():
     for name, folder in ROWWISE_EXAMPLES.items():
-        for line in (folder / "csrc" / f"{name}.h").read_text().splitlines():
-            assert len(line) <= 100, f"{name}.h: {line}"
+        for suffix in (".h", ".cc", ".cu"):
+            for line in (folder / "csrc" / f"{name}{suffix}").read_text().splitlines():
+                assert len(line) <= 100, f"{name}{suffix}: {line}"
+
+
+@pytest.mark.parametrize(("name", "kept", "call"), [
+    ("softmax", '"out", paddle::Grad("out")', "{paddle::Tensor(), out, grad_out}"),
+    ("add_rms_norm", '"weight", "h", paddle::Grad("out"), paddle::Grad("h")',
+     "{paddle::Tensor(), paddle::Tensor(), weight, h, grad_out, grad_h}"),
+    ("layer_norm", '"x", "weight", "mean", "rstd", paddle::Grad("out")',
+     "{x, weight, paddle::Tensor(), mean, rstd, grad_out}"),
+])
+def test_the_gradient_op_keeps_only_what_its_kernel_reads(name, kept, call):
+    """Paddle holds what a gradient op lists until the backward runs: softmax's x, add_rms_norm's
+    x and residual and layer_norm's bias are not read there, so not kept; the gradients' shapes
+    and dtypes come from the op's own inference, as Paddle's default needs the inputs."""
+    cc = " ".join((ROWWISE_EXAMPLES[name] / "csrc" / f"{name}.cc").read_text().split())
+    grad_op = cc[cc.index("PD_BUILD_GRAD_OP"):]
+    assert f".Inputs({{{kept}}})" in grad_op
+    assert "GradInferShape))" in grad_op and "GradInferDtype));" in grad_op
+    assert call in cc
+    # rms_norm's backward reads every input: its gradient op is as before, Paddle's inference
+    assert build_context(load(ROWWISE_EXAMPLES["rms_norm"] / "rms_norm.yaml")).grad_infer is None
 
 
 @pytest.mark.parametrize("name", sorted(ROWWISE_EXAMPLES))

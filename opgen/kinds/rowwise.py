@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ from ..codegen import (
     py_return,
     py_returns,
     wrap_call,
+    wrap_expression,
 )
 from ..errors import OpgenError, SpecError
 from ..expr import Emitted
@@ -108,6 +110,15 @@ class Context(OpText, BackwardStubText):
     runtime_names: list[str]      # what the op's header takes from opgen::rowwise, sorted
     backward_paddle_inputs: list[str]
     backward_output_grads: list[str]   # outputs whose gradients the backward takes
+    backward_kept: list[str]           # the forward's tensors the gradient op keeps (its inputs)
+    backward_call: list[str]           # the backward's tensors as its launch takes them: those
+                                       #   the gradient op keeps, paddle::Tensor() for the others
+    backward_device: str               # a tensor the gradient op keeps, whose device it runs on
+    backward_launch_args: str          # the backward launch's arguments (from column 6), wrapped
+    grad_infer: dict[str, str] | None  # where it keeps not every input (unread ones cost memory
+                                       #   until the backward runs): the heads of its inference
+                                       #   functions ("shape", "dtype") and their returns
+                                       #   ("shape_return", "dtype_return")
     extremum_outputs: list[str]   # outputs that are a row's max or min (m: max(x))
     signatures: dict[str, str]
     launches: dict[str, str]      # "cpu_Forward": the start of the call that runs Forward
@@ -475,6 +486,10 @@ def build_context(spec: Spec) -> Context:
     backward = None
     output_grads: list[str] = []
     paddle_inputs: list[str] = []
+    kept: list[str] = []
+    call: list[str] = []
+    device = ""
+    grad_infer: dict[str, str] | None = None
     if spec.backward is not None:
         used = set().union(*(e.names for e in spec.backward.values()))
         outs = [o for o in m.outputs if o in used]
@@ -488,7 +503,8 @@ def build_context(spec: Spec) -> Context:
                             [(n, grad_role[in_roles[n]]) for n in m.inputs],
                             {n: f"grad_{n}" for n in m.inputs}, attrs,
                             likes=list(range(len(m.inputs))))
-        paddle_inputs = [f'"{n}"' for n in m.inputs + outs] + \
+        kept, call, device, grad_infer = _gradient_op(camel, backward, list(m.inputs))
+        paddle_inputs = [f'"{n}"' for n in m.inputs + outs if n in kept] + \
             [f'paddle::Grad("{o}")' for o in output_grads]
     functions = set().union(*(e.functions for e in spec.forward.values()))
     if spec.backward:
@@ -522,8 +538,17 @@ def build_context(spec: Spec) -> Context:
             t.tag for f in (forward, backward) if f is not None for t in f.tensors}),
         backward_paddle_inputs=paddle_inputs,
         backward_output_grads=output_grads,
+        backward_kept=kept,
+        backward_call=call,
+        backward_device=device,
+        backward_launch_args=wrap_expression(
+            f'kOpName, "{m.name}::Backward", {{{", ".join(call)}}}' +
+            "".join(f", {a.name}" for a in backward.attrs) + ");", indent=6)
+        if backward else "",
+        grad_infer=grad_infer,
         extremum_outputs=[o for o in m.outputs if _row_extremum(spec.forward[o])],
-        signatures=_signatures(camel, m.inputs, element_inputs[0], attrs, forward, backward),
+        signatures=_signatures(camel, m.inputs, element_inputs[0], attrs, forward, backward,
+                               kept if backward else []),
         launches={f"{where}_{f.struct}": launch(m.name, where, f.struct)
                   for f in (forward, backward) if f is not None for where in ("cpu", "cuda")},
         py_def=py_def(m.name, py_params, py_returns(len(m.outputs))),
@@ -542,14 +567,56 @@ def build_context(spec: Spec) -> Context:
 _HEAD_WIDTH = 97
 
 
+def _gradient_op(camel: str, backward: Functor,
+                 inputs: list[str]) -> tuple[list[str], list[str], str, dict[str, str] | None]:
+    """What the gradient op keeps of the forward: the tensors its functor reads, a per-row input
+    (its gradient takes that input's shape, [*] or [*, 1]) and an element-shaped tensor for the
+    view; Paddle holds every tensor a gradient op lists until the backward runs, so an input it
+    does not read (softmax's x, add_rms_norm's x and residual) is left out. Returns the kept
+    names, the launch's tensors (``paddle::Tensor()`` for those left out), the one whose device
+    the backward runs on, and, where an input is left out, the gradient op's own inference
+    (Paddle's default gives each gradient its input's shape, which needs the input)."""
+    tensors = backward.tensors
+    keep = [read or t.role == "row" for t, read in zip(tensors, backward.reads, strict=True)]
+    elements = [k for k, t in enumerate(tensors) if t.role == "element"]
+    if not any(keep[k] for k in elements):
+        keep[elements[0]] = True
+    kept = [t.name for t, k in zip(tensors, keep, strict=True) if k]
+    call = [t.name if k else "paddle::Tensor()" for t, k in zip(tensors, keep, strict=True)]
+    view = next(tensors[k].name for k in elements if keep[k])
+    if all(n in kept for n in inputs):
+        return kept, call, view, None
+    roles = {t.name: t.role for t in tensors}
+    shapes = [f"{n}_shape" if n in kept else
+              f"{view}_shape" if roles[n] == "element" else
+              f"opgen::rowwise::ColumnShape({view}_shape)" for n in inputs]
+    used = {view, *(n for n in inputs if n in kept)}
+    head = f"{camel}GradInfer"
+    return kept, call, view, {
+        "shape": wrap_call(f"std::vector<std::vector<int64_t>> {head}Shape",
+                           [f"const std::vector<int64_t>& {param_name(f'{n}_shape', n in used)}"
+                            for n in kept], width=_HEAD_WIDTH),
+        "shape_return": "return {" + ", ".join(shapes) + "};",
+        "dtype": wrap_call(f"std::vector<paddle::DataType> {head}Dtype",
+                           [f"const paddle::DataType& {param_name(f'{n}_dtype', n == view)}"
+                            for n in kept], width=_HEAD_WIDTH),
+        "dtype_return": "return {" + ", ".join(f"{view}_dtype" for _ in inputs) + "};",
+        "comment": "\n".join("// " + line for line in textwrap.wrap(
+            f"The gradient op keeps only the tensors its kernel reads ({', '.join(kept)}), so "
+            "each gradient's shape is its input's where it keeps the input, else what the "
+            f"input's role gives for {view}'s shape: that shape per element, its last dim per "
+            "column.", 97)),
+    }
+
+
 def _signatures(camel: str, inputs: list[str], first: str, attrs: list[Attr], forward: Functor,
-                backward: Functor | None) -> dict[str, str]:
+                backward: Functor | None, kept: list[str]) -> dict[str, str]:
     """The C++ functions' heads, wrapped to 100 columns. A registered kernel takes every attr
     (Paddle passes them all) and names those its functor reads; its CUDA entry takes only
     those."""
     vec = "std::vector<paddle::Tensor>"
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
-    grads = [f"const paddle::Tensor& {t.name}" for t in backward.tensors] if backward else \
+    grads = [f"const paddle::Tensor& {n}" for n in kept] if backward else \
         [f"const paddle::Tensor& {n}" for n in inputs]
 
     def kernel_attrs(f: Functor | None) -> list[str]:

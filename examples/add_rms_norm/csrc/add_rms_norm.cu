@@ -18,13 +18,12 @@ std::vector<paddle::Tensor> AddRmsNormForwardCUDA(const paddle::Tensor& x,
       kOpName, "add_rms_norm::Forward", {x, residual, weight}, eps);
 }
 
-std::vector<paddle::Tensor> AddRmsNormBackwardCUDA(const paddle::Tensor& x,
-                                                   const paddle::Tensor& residual,
-                                                   const paddle::Tensor& weight,
+std::vector<paddle::Tensor> AddRmsNormBackwardCUDA(const paddle::Tensor& weight,
                                                    const paddle::Tensor& h,
                                                    const paddle::Tensor& grad_out,
                                                    const paddle::Tensor& grad_h, double eps) {
   return opgen::rowwise::cuda::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward,
                                        add_rms_norm::BackwardIo>(
-      kOpName, "add_rms_norm::Backward", {x, residual, weight, h, grad_out, grad_h}, eps);
+      kOpName, "add_rms_norm::Backward", {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out,
+          grad_h}, eps);
 }

@@ -12,8 +12,7 @@ constexpr char kOpName[] = "custom_softmax";
 #ifdef PADDLE_WITH_CUDA
 // Defined in softmax.cu.
 std::vector<paddle::Tensor> SoftmaxForwardCUDA(const paddle::Tensor& x, double scale);
-std::vector<paddle::Tensor> SoftmaxBackwardCUDA(const paddle::Tensor& x,
-                                                const paddle::Tensor& out,
+std::vector<paddle::Tensor> SoftmaxBackwardCUDA(const paddle::Tensor& out,
                                                 const paddle::Tensor& grad_out, double scale);
 #endif
 
@@ -26,16 +25,16 @@ std::vector<paddle::Tensor> SoftmaxForward(const paddle::Tensor& x, int64_t scal
       kOpName, "softmax::Forward", {x}, scale);
 }
 
-std::vector<paddle::Tensor> SoftmaxBackward(const paddle::Tensor& x, const paddle::Tensor& out,
+std::vector<paddle::Tensor> SoftmaxBackward(const paddle::Tensor& out,
                                             const paddle::Tensor& grad_out, int64_t scale_bits) {
   const double scale = opgen::DoubleFromBits(scale_bits);
 #ifdef PADDLE_WITH_CUDA
-  if (x.is_gpu()) {
-    return SoftmaxBackwardCUDA(x, out, grad_out, scale);
+  if (out.is_gpu()) {
+    return SoftmaxBackwardCUDA(out, grad_out, scale);
   }
 #endif
   return opgen::rowwise::cpu::Rowwise<softmax::Dtypes, softmax::Backward, softmax::BackwardIo>(
-      kOpName, "softmax::Backward", {x, out, grad_out}, scale);
+      kOpName, "softmax::Backward", {paddle::Tensor(), out, grad_out}, scale);
 }
 
 // out is shaped like x.
@@ -48,6 +47,20 @@ std::vector<paddle::DataType> SoftmaxInferDtype(const paddle::DataType& x_dtype)
   return {x_dtype};
 }
 
+// The gradient op keeps only the tensors its kernel reads (out, grad_out), so each gradient's shape
+// is its input's where it keeps the input, else what the input's role gives for out's shape: that
+// shape per element, its last dim per column.
+std::vector<std::vector<int64_t>> SoftmaxGradInferShape(
+    const std::vector<int64_t>& out_shape, const std::vector<int64_t>& /*grad_out_shape*/) {
+  return {out_shape};
+}
+
+// The gradients have the inputs' dtype, out's.
+std::vector<paddle::DataType> SoftmaxGradInferDtype(const paddle::DataType& out_dtype,
+                                                    const paddle::DataType& /*grad_out_dtype*/) {
+  return {out_dtype};
+}
+
 PD_BUILD_OP(custom_softmax)
     .Inputs({"x"})
     .Outputs({"out"})
@@ -57,7 +70,9 @@ PD_BUILD_OP(custom_softmax)
     .SetInferDtypeFn(PD_INFER_DTYPE(SoftmaxInferDtype));
 
 PD_BUILD_GRAD_OP(custom_softmax)
-    .Inputs({"x", "out", paddle::Grad("out")})
+    .Inputs({"out", paddle::Grad("out")})
     .Outputs({paddle::Grad("x")})
     .Attrs({"scale: int64_t"})
-    .SetKernelFn(PD_KERNEL(SoftmaxBackward));
+    .SetKernelFn(PD_KERNEL(SoftmaxBackward))
+    .SetInferShapeFn(PD_INFER_SHAPE(SoftmaxGradInferShape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(SoftmaxGradInferDtype));

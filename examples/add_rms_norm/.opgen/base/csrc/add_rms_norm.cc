@@ -14,9 +14,7 @@ constexpr char kOpName[] = "custom_add_rms_norm";
 std::vector<paddle::Tensor> AddRmsNormForwardCUDA(const paddle::Tensor& x,
                                                   const paddle::Tensor& residual,
                                                   const paddle::Tensor& weight, double eps);
-std::vector<paddle::Tensor> AddRmsNormBackwardCUDA(const paddle::Tensor& x,
-                                                   const paddle::Tensor& residual,
-                                                   const paddle::Tensor& weight,
+std::vector<paddle::Tensor> AddRmsNormBackwardCUDA(const paddle::Tensor& weight,
                                                    const paddle::Tensor& h,
                                                    const paddle::Tensor& grad_out,
                                                    const paddle::Tensor& grad_h, double eps);
@@ -34,21 +32,20 @@ std::vector<paddle::Tensor> AddRmsNormForward(const paddle::Tensor& x,
       kOpName, "add_rms_norm::Forward", {x, residual, weight}, eps);
 }
 
-std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& x,
-                                               const paddle::Tensor& residual,
-                                               const paddle::Tensor& weight,
+std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& weight,
                                                const paddle::Tensor& h,
                                                const paddle::Tensor& grad_out,
                                                const paddle::Tensor& grad_h, int64_t eps_bits) {
   const double eps = opgen::DoubleFromBits(eps_bits);
 #ifdef PADDLE_WITH_CUDA
-  if (x.is_gpu()) {
-    return AddRmsNormBackwardCUDA(x, residual, weight, h, grad_out, grad_h, eps);
+  if (h.is_gpu()) {
+    return AddRmsNormBackwardCUDA(weight, h, grad_out, grad_h, eps);
   }
 #endif
   return opgen::rowwise::cpu::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward,
                                       add_rms_norm::BackwardIo>(
-      kOpName, "add_rms_norm::Backward", {x, residual, weight, h, grad_out, grad_h}, eps);
+      kOpName, "add_rms_norm::Backward", {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out,
+          grad_h}, eps);
 }
 
 // The outputs are shaped like x.
@@ -65,6 +62,22 @@ std::vector<paddle::DataType> AddRmsNormInferDtype(const paddle::DataType& x_dty
   return {x_dtype, x_dtype};
 }
 
+// The gradient op keeps only the tensors its kernel reads (weight, h, grad_out, grad_h), so each
+// gradient's shape is its input's where it keeps the input, else what the input's role gives for
+// h's shape: that shape per element, its last dim per column.
+std::vector<std::vector<int64_t>> AddRmsNormGradInferShape(
+    const std::vector<int64_t>& weight_shape, const std::vector<int64_t>& h_shape,
+    const std::vector<int64_t>& /*grad_out_shape*/, const std::vector<int64_t>& /*grad_h_shape*/) {
+  return {h_shape, h_shape, weight_shape};
+}
+
+// The gradients have the inputs' dtype, h's.
+std::vector<paddle::DataType> AddRmsNormGradInferDtype(
+    const paddle::DataType& /*weight_dtype*/, const paddle::DataType& h_dtype,
+    const paddle::DataType& /*grad_out_dtype*/, const paddle::DataType& /*grad_h_dtype*/) {
+  return {h_dtype, h_dtype, h_dtype};
+}
+
 PD_BUILD_OP(custom_add_rms_norm)
     .Inputs({"x", "residual", "weight"})
     .Outputs({"out", "h"})
@@ -74,7 +87,9 @@ PD_BUILD_OP(custom_add_rms_norm)
     .SetInferDtypeFn(PD_INFER_DTYPE(AddRmsNormInferDtype));
 
 PD_BUILD_GRAD_OP(custom_add_rms_norm)
-    .Inputs({"x", "residual", "weight", "h", paddle::Grad("out"), paddle::Grad("h")})
+    .Inputs({"weight", "h", paddle::Grad("out"), paddle::Grad("h")})
     .Outputs({paddle::Grad("x"), paddle::Grad("residual"), paddle::Grad("weight")})
     .Attrs({"eps: int64_t"})
-    .SetKernelFn(PD_KERNEL(AddRmsNormBackward));
+    .SetKernelFn(PD_KERNEL(AddRmsNormBackward))
+    .SetInferShapeFn(PD_INFER_SHAPE(AddRmsNormGradInferShape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(AddRmsNormGradInferDtype));

@@ -16,7 +16,6 @@ std::vector<paddle::Tensor> LayerNormForwardCUDA(const paddle::Tensor& x,
                                                  const paddle::Tensor& bias, double eps);
 std::vector<paddle::Tensor> LayerNormBackwardCUDA(const paddle::Tensor& x,
                                                   const paddle::Tensor& weight,
-                                                  const paddle::Tensor& bias,
                                                   const paddle::Tensor& mean,
                                                   const paddle::Tensor& rstd,
                                                   const paddle::Tensor& grad_out);
@@ -36,19 +35,18 @@ std::vector<paddle::Tensor> LayerNormForward(const paddle::Tensor& x,
 
 std::vector<paddle::Tensor> LayerNormBackward(const paddle::Tensor& x,
                                               const paddle::Tensor& weight,
-                                              const paddle::Tensor& bias,
                                               const paddle::Tensor& mean,
                                               const paddle::Tensor& rstd,
                                               const paddle::Tensor& grad_out,
                                               int64_t /*eps_bits*/) {
 #ifdef PADDLE_WITH_CUDA
   if (x.is_gpu()) {
-    return LayerNormBackwardCUDA(x, weight, bias, mean, rstd, grad_out);
+    return LayerNormBackwardCUDA(x, weight, mean, rstd, grad_out);
   }
 #endif
   return opgen::rowwise::cpu::Rowwise<layer_norm::Dtypes, layer_norm::Backward,
                                       layer_norm::BackwardIo>(
-      kOpName, "layer_norm::Backward", {x, weight, bias, mean, rstd, grad_out});
+      kOpName, "layer_norm::Backward", {x, weight, paddle::Tensor(), mean, rstd, grad_out});
 }
 
 // Per-element outputs are shaped like x, per-row ones like x without its last dim.
@@ -68,6 +66,24 @@ std::vector<paddle::DataType> LayerNormInferDtype(const paddle::DataType& x_dtyp
   return {x_dtype, stat, stat};
 }
 
+// The gradient op keeps only the tensors its kernel reads (x, weight, mean, rstd, grad_out), so
+// each gradient's shape is its input's where it keeps the input, else what the input's role gives
+// for x's shape: that shape per element, its last dim per column.
+std::vector<std::vector<int64_t>> LayerNormGradInferShape(
+    const std::vector<int64_t>& x_shape, const std::vector<int64_t>& weight_shape,
+    const std::vector<int64_t>& /*mean_shape*/, const std::vector<int64_t>& /*rstd_shape*/,
+    const std::vector<int64_t>& /*grad_out_shape*/) {
+  return {x_shape, weight_shape, opgen::rowwise::ColumnShape(x_shape)};
+}
+
+// The gradients have the inputs' dtype, x's.
+std::vector<paddle::DataType> LayerNormGradInferDtype(
+    const paddle::DataType& x_dtype, const paddle::DataType& /*weight_dtype*/,
+    const paddle::DataType& /*mean_dtype*/, const paddle::DataType& /*rstd_dtype*/,
+    const paddle::DataType& /*grad_out_dtype*/) {
+  return {x_dtype, x_dtype, x_dtype};
+}
+
 PD_BUILD_OP(custom_layer_norm)
     .Inputs({"x", "weight", "bias"})
     .Outputs({"out", "mean", "rstd"})
@@ -77,7 +93,9 @@ PD_BUILD_OP(custom_layer_norm)
     .SetInferDtypeFn(PD_INFER_DTYPE(LayerNormInferDtype));
 
 PD_BUILD_GRAD_OP(custom_layer_norm)
-    .Inputs({"x", "weight", "bias", "mean", "rstd", paddle::Grad("out")})
+    .Inputs({"x", "weight", "mean", "rstd", paddle::Grad("out")})
     .Outputs({paddle::Grad("x"), paddle::Grad("weight"), paddle::Grad("bias")})
     .Attrs({"eps: int64_t"})
-    .SetKernelFn(PD_KERNEL(LayerNormBackward));
+    .SetKernelFn(PD_KERNEL(LayerNormBackward))
+    .SetInferShapeFn(PD_INFER_SHAPE(LayerNormGradInferShape))
+    .SetInferDtypeFn(PD_INFER_DTYPE(LayerNormGradInferDtype));

@@ -20,11 +20,10 @@ std::vector<paddle::Tensor> LayerNormForwardCUDA(const paddle::Tensor& x,
 
 std::vector<paddle::Tensor> LayerNormBackwardCUDA(const paddle::Tensor& x,
                                                   const paddle::Tensor& weight,
-                                                  const paddle::Tensor& bias,
                                                   const paddle::Tensor& mean,
                                                   const paddle::Tensor& rstd,
                                                   const paddle::Tensor& grad_out) {
   return opgen::rowwise::cuda::Rowwise<layer_norm::Dtypes, layer_norm::Backward,
                                        layer_norm::BackwardIo>(
-      kOpName, "layer_norm::Backward", {x, weight, bias, mean, rstd, grad_out});
+      kOpName, "layer_norm::Backward", {x, weight, paddle::Tensor(), mean, rstd, grad_out});
 }

@@ -15,9 +15,8 @@ std::vector<paddle::Tensor> SoftmaxForwardCUDA(const paddle::Tensor& x, double s
       kOpName, "softmax::Forward", {x}, scale);
 }
 
-std::vector<paddle::Tensor> SoftmaxBackwardCUDA(const paddle::Tensor& x,
-                                                const paddle::Tensor& out,
+std::vector<paddle::Tensor> SoftmaxBackwardCUDA(const paddle::Tensor& out,
                                                 const paddle::Tensor& grad_out, double scale) {
   return opgen::rowwise::cuda::Rowwise<softmax::Dtypes, softmax::Backward, softmax::BackwardIo>(
-      kOpName, "softmax::Backward", {x, out, grad_out}, scale);
+      kOpName, "softmax::Backward", {paddle::Tensor(), out, grad_out}, scale);
 }

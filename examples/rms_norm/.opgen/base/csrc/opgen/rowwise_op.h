@@ -70,6 +70,11 @@ inline paddle::DataType AccDtype(paddle::DataType dtype) {
                                             : paddle::DataType::FLOAT32;
 }
 
+// A per-column tensor's shape, [C], for rows of `shape` ([-1] where its rank is not known yet).
+inline std::vector<int64_t> ColumnShape(const std::vector<int64_t>& shape) {
+  return {shape.empty() ? int64_t{-1} : shape.back()};
+}
+
 // The [rows, cols] view of an op's per-element inputs.
 struct View {
   std::vector<int64_t> shape;      // the per-element inputs' shape, rank >= 1
@@ -183,7 +188,9 @@ std::vector<paddle::Tensor> Allocate(const View& view, const paddle::Tensor& lik
                                  : o.role == OutRole::kRow ? view.row_shape
                                                            : std::vector<int64_t>{view.cols};
     paddle::DataType dtype = o.role == OutRole::kRow ? AccDtype(like.dtype()) : like.dtype();
-    if (o.like >= 0) shape = inputs[o.like].shape();  // a gradient: its input's shape
+    // a gradient: its input's shape, where the gradient op keeps the input (it keeps every
+    // per-row one; per-element and per-column gradients have the role's shape anyway)
+    if (o.like >= 0 && inputs[o.like].defined()) shape = inputs[o.like].shape();
     tensors.push_back(EmptyOutput(shape, dtype, like.place()));
   }
   return tensors;
@@ -235,7 +242,7 @@ std::vector<paddle::Tensor> Launch(const char* op, const paddle::Tensor (&inputs
     run(Functor<T>(attrs...), p, typename Io::Roles{});
     for (std::size_t k = 0; k < kOutAll; ++k) {  // a per-row gradient of a 16-bit input
       const int like_input = Io::kOuts[k].like;
-      if (like_input < 0 || tensors[k].dtype() == inputs[like_input].dtype()) continue;
+      if (like_input < 0 || tensors[k].dtype() == DataTypeOf<T>()) continue;
       paddle::Tensor stored = EmptyOutput(tensors[k].shape(), DataTypeOf<T>(), like->place());
       if (stored.numel() > 0) {
         narrow(static_cast<const OpMathT<T>*>(tensors[k].data()), static_cast<T*>(stored.data()),
