@@ -1,8 +1,7 @@
 // opgen elementwise runtime, Paddle side: dtype dispatch, input checks, broadcasting, output
 // allocation and the CPU loops. The op's math (opgen/math.h) and the launchers (opgen/launch.cuh,
 // opgen/broadcast.h and .cuh) do not see Paddle; this header and opgen/elementwise.cuh connect
-// them to paddle::Tensor. Errors go through
-// opgen/error.h (never PD_CHECK or PD_THROW, see there).
+// them to paddle::Tensor. Errors go through opgen/error.h (never PD_CHECK or PD_THROW, see there).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 

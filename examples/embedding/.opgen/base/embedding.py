@@ -73,7 +73,7 @@ _DTYPES = {
     "ids": (paddle.int32, paddle.int64),
     "table": (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16),
 }
-# The same, as the ints the eager checks compare (see _code).
+# Every dtype listed, once; and per input, as the ints the eager checks compare (see _code).
 _LISTED = tuple(dict.fromkeys(d for dtypes in _DTYPES.values() for d in dtypes))
 _DTYPE_CODES = {name: frozenset(int(d) for d in dtypes) for name, dtypes in _DTYPES.items()}
 _DTYPE_TYPE = type(_LISTED[0])

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -45,19 +46,22 @@ struct Device {
   cudaStream_t stream;
 };
 
-// `kAttribute` of `device` (cudaDeviceGetAttribute), asked once per device; 0 where the
-// question fails.
+// `kAttribute` of `device` (cudaDeviceGetAttribute), asked once per device (every time for a
+// device id past the first 64); 0 where the question fails. Ops run on several host threads (a
+// predictor's): the cache is atomic, and two threads asking at once store the same value.
 template <cudaDeviceAttr kAttribute>
 int DeviceAttribute(int device) {
   constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};  // the value + 1; 0: not asked yet
-  if (device < 0 || device >= kMaxDevices) device = 0;
-  if (cache[device] == 0) {
-    int value = 0;
-    if (cudaDeviceGetAttribute(&value, kAttribute, device) != cudaSuccess) value = 0;
-    cache[device] = value + 1;
+  static std::atomic<int> cache[kMaxDevices] = {};  // the value + 1; 0: not asked yet
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached) {
+    const int known = cache[device].load(std::memory_order_relaxed);
+    if (known != 0) return known - 1;
   }
-  return cache[device] - 1;
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, kAttribute, device) != cudaSuccess) value = 0;
+  if (cached) cache[device].store(value + 1, std::memory_order_relaxed);
+  return value;
 }
 
 inline int MultiprocessorCount(int device) {
