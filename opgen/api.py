@@ -109,7 +109,7 @@ def _recorded(folder: Path) -> dict:
     spec's hash, the files'), or {} where there is none that reads as a mapping."""
     try:
         answers = yaml.safe_load((folder / ANSWERS_FILE).read_text())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+    except (yaml.YAMLError, OSError, UnicodeDecodeError, RecursionError):
         return {}
     return answers if isinstance(answers, dict) else {}
 
@@ -166,11 +166,29 @@ def _write_op(spec: Spec, spec_bytes: bytes, dest: Path, *, pretend: bool,
     # The spec itself may sit in the op folder: it is the input, never merged or removed.
     protect = [spec.path.resolve().relative_to(dest.resolve()).as_posix()] \
         if spec.path.resolve().is_relative_to(dest.resolve()) else []
+    _refuse_foreign_files(dest, generated, protect)
     with nullcontext() if pretend else locked(dest):
         update = merge.plan_update(dest, generated, bookkeeping, protect=protect)
         if not pretend:
             apply(Plan(update.files), dest, extra=extra, remove=update.remove)
     return Result(dest, update.changes, written=not pretend)
+
+
+def _refuse_foreign_files(dest: Path, generated: dict[str, bytes], protect: list[str]) -> None:
+    """``dest`` was never an op folder (no answers file, no base snapshot) and holds files the
+    render would write, with other contents: a project's own README.md or setup.py. Merging
+    would write conflict markers into them; a generated op needs a folder of its own. (An op
+    folder that lost its answers file keeps its snapshot in .opgen/, and is merged.)"""
+    if (dest / ANSWERS_FILE).exists() or (dest / BASE_DIR).exists():
+        return
+    clash = sorted(rel for rel, data in generated.items() if rel not in protect
+                   and (dest / rel).is_file() and (dest / rel).read_bytes() != data)
+    if clash:
+        shown = ", ".join(clash[:4]) + (f" and {len(clash) - 4} more" if len(clash) > 4 else "")
+        one = len(clash) == 1
+        raise WriteError(f"{dest}: {shown} already exist{'s' if one else ''} and opgen did not "
+                         f"write {'it' if one else 'them'} (this is not an op folder): generate "
+                         "the op into a folder of its own (--out, or move the spec there)")
 
 
 def _refuse_interrupted(dest: Path, command: str) -> None:
@@ -273,6 +291,14 @@ def _refuse_a_file_on_the_way(folder: Path, flag: str | None = None) -> None:
     """Refuses a ``folder`` to write into that is a file, or lies below one; the error names the
     ``flag`` that gave it, where one did."""
     for path in (folder, *folder.parents):
+        if path.is_symlink() and not path.exists():  # dangling, or a loop of links
+            try:
+                path.resolve(strict=True)
+            except RuntimeError:  # Python 3.11's word for ELOOP
+                raise UsageError(f"{flag + ': ' if flag else ''}{path}: a loop of symbolic "
+                                 "links") from None
+            except OSError:
+                pass  # dangling: writing creates its target, as it did before
         if path.exists():
             if not path.is_dir():
                 raise UsageError(f"{flag + ': ' if flag else ''}{path}: exists and is not a "

@@ -165,9 +165,15 @@ def _parse_shape(text: str, case: str) -> Shape:
                      f"{text!r}" + (f" in {case!r}" if text != case else ""))
             raise UsageError(f"--shapes: {shown} is not a shape; expected dims separated by x, "
                              f"shapes by : and cases by , as in {_SHAPES_EXAMPLE} ([] for 0-D)")
+        # 2^k with k past 62, or a long run of digits, is no size a tensor has: refused before
+        # Python makes (or prints) a number of thousands of digits
+        if (power is not None and int(power) > 62) or len(digits) > 19:
+            raise UsageError(f"--shapes {case}: {text!r} has a dim of 2^63 or more (int64)")
         dims.append(2 ** int(power) if power is not None else int(dim))
         if dims[-1] <= 0:
             raise UsageError(f"--shapes {case}: {text!r} has a dim below 1")
+    if math.prod(dims) >= 2 ** 63:
+        raise UsageError(f"--shapes {case}: {text!r} has 2^63 elements or more (int64)")
     return tuple(dims)
 
 
@@ -1014,12 +1020,27 @@ def _write(path: Path, data: bytes) -> None:
         raise WriteError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
+#: The suffix each output flag writes; an existing file is replaced only where it has it.
+OUTPUT_SUFFIXES = {"--json": ".json", "--plot": ".png"}
+
+
 def check_output(path: Path, flag: str) -> None:
-    """Refuse an output path that cannot be written, before minutes of measuring."""
+    """Refuse an output path that cannot be written, before minutes of measuring: a folder, a
+    missing or read-only folder, and an existing file of another kind than the flag writes (the
+    op's spec, a source), which would be lost."""
+    if str(path) == "":
+        raise UsageError(f"{flag}: an empty path; name a file")
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a folder; name a file")
-    if not path.absolute().parent.is_dir():
-        raise UsageError(f"{flag} {path}: no folder {path.absolute().parent}")
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: no folder {folder}")
+    suffix = OUTPUT_SUFFIXES.get(flag)
+    if suffix and (path.exists() or path.is_symlink()) and path.suffix.lower() != suffix:
+        raise UsageError(f"{flag} {path}: exists and is not a {suffix} file; {flag} would "
+                         f"replace it (name a new file, or one ending in {suffix})")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag} {path}: the folder {folder} is not writable")
 
 
 def require_matplotlib() -> None:

@@ -302,9 +302,28 @@ def compile_libraries(configs: Sequence[BuildConfig]) -> None:
         future.result()
 
 
+def _refuse_what_cannot_build(config: BuildConfig, build_dir: Path) -> None:
+    """Causes of a failed build that Paddle's builder reports as a traceback of its own, named
+    before it runs: a compiler that is not there, and a path with whitespace (Paddle's
+    cpp_extension runs ``cd <build folder> && ...`` through a shell, unquoted)."""
+    if any(c.isspace() for c in str(build_dir)):
+        raise BuildError(f"{config.op_dir}: the op's path has whitespace in it, which Paddle's "
+                         "builder (paddle.utils.cpp_extension) cannot take: move the op to a "
+                         "path without spaces")
+    for var in ("CC", "CXX"):
+        given = os.environ.get(var)
+        command = given or sysconfig.get_config_var(var) or ""
+        program = command.split()[0] if command.split() else ""
+        if program and shutil.which(program) is None:
+            where = f"${var}" if given else "Python's build configuration"
+            raise BuildError(f"the {'C' if var == 'CC' else 'C++'} compiler {program} (from "
+                             f"{where}) was not found: install it (g++), or set {var} to one")
+
+
 def _compile(config: BuildConfig, *, verbose: bool) -> Path:
     """Run the compiler for ``config`` (the caller holds the lock) and mark the build done."""
     build_dir = config.build_dir()
+    _refuse_what_cannot_build(config, build_dir)
     if build_dir.exists():  # an interrupted or failed build: start clean
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
@@ -490,7 +509,7 @@ def _answers(config: BuildConfig) -> dict:
 
     try:
         answers = yaml.safe_load((config.op_dir / ANSWERS_FILE).read_text())
-    except (OSError, ValueError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
         return {}
     return answers if isinstance(answers, dict) else {}
 

@@ -61,8 +61,9 @@ def load_base(dest: Path) -> dict[str, bytes | None]:
         recorded = data["files"]
         if not isinstance(recorded, dict):
             raise TypeError("'files' is not a mapping")
-    except (yaml.YAMLError, UnicodeDecodeError, TypeError, KeyError) as exc:
-        raise MergeError(f"{answers}: not an opgen answers file ({type(exc).__name__}: {exc}); "
+    except (yaml.YAMLError, UnicodeDecodeError, TypeError, KeyError, RecursionError) as exc:
+        detail = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise MergeError(f"{answers}: not an opgen answers file ({type(exc).__name__}: {detail}); "
                          "restore it from version control, or delete it to merge every edited "
                          "file as a conflict") from None
     base: dict[str, bytes | None] = {}

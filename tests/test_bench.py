@@ -195,6 +195,13 @@ def test_an_output_of_another_shape_is_refused():
     (["--sizes", "0"], "--sizes: 0: a size is at least 1 and below 2^63 (int64)"),
     (["--sizes", "1e400"], "expected sizes like 1048576 or 2^20, got '1e400'"),
     (["--sizes", "1.5"], "expected sizes like 1048576 or 2^20, got '1.5'"),
+    (["--shapes", "2^99999"], "--shapes 2^99999: '2^99999' has a dim of 2^63 or more (int64)"),
+    (["--shapes", "2^40x2^40"], "'2^40x2^40' has 2^63 elements or more (int64)"),
+    (["--shapes", "99999999999999999999"], "has a dim of 2^63 or more"),
+    (["--json", str(ROOT / "examples" / "relu6" / "relu6.yaml")],
+     "relu6.yaml: exists and is not a .json file; --json would replace it"),
+    (["--plot", str(ROOT / "examples" / "relu6" / "relu6.py")],
+     "relu6.py: exists and is not a .png file; --plot would replace it"),
 ])
 def test_bad_shapes_and_sizes_exit_2_before_measuring(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

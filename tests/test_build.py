@@ -710,3 +710,21 @@ def test_setup_py_reads_opgen_arch_as_build_reads_arch(text, tmp_path, monkeypat
     arches = build.parse_arches(text)
     assert cubins == list(arches)
     assert ptx == [str(max(arches))]
+
+
+@pytest.mark.parametrize(("where", "env", "message"), [
+    ("plain", {"CXX": "/nonexistent/g++"},
+     "the C++ compiler /nonexistent/g++ (from $CXX) was not found"),
+    ("with space", {}, "the op's path has whitespace in it, which Paddle's builder"),
+])
+def test_what_paddles_builder_would_fail_on_is_named_first(tmp_path, where, env, message):
+    """A missing compiler, or a path Paddle's builder runs unquoted through a shell: one error
+    line naming the cause, before the compiler would run (it used to be a Python traceback of
+    Paddle's builder)."""
+    folder = tmp_path / where
+    folder.mkdir()
+    assert run_opgen("new", "my_op", "--elementwise", "--dir", str(folder)).returncode == 0
+    result = run_opgen("build", str(folder / "my_op"), "--cpu-only", env=env)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert not list((folder / "my_op").glob("build/*/build.log"))

@@ -122,6 +122,41 @@ def test_new_refuses_an_existing_folder_without_force(tmp_path):
     assert (tmp_path / "my_op" / "my_op.yaml").exists()
 
 
+def test_generate_refuses_a_folder_whose_own_files_it_would_overwrite(tmp_path):
+    """A project folder (no answers file, no snapshot) whose README.md and setup.py the op would
+    also write: nothing is written, and the error names them. Conflict markers used to land in
+    the project's own files."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# mine\n")
+    (project / "setup.py").write_text("print(1)\n")
+    before = tree_snapshot(project)
+    result = run_opgen("generate", str(RELU6 / "relu6.yaml"), "--out", str(project))
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "README.md, setup.py already exist and opgen did " \
+        "not write them (this is not an op folder)" in result.stderr, result.stderr
+    assert tree_snapshot(project) == before
+
+
+def test_an_out_folder_that_is_a_loop_of_links_is_one_error_line(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    result = run_opgen("generate", str(RELU6 / "relu6.yaml"), "--out", str(tmp_path / "a"))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "a loop of symbolic links" in result.stderr
+
+
+def test_a_damaged_answers_file_is_one_error_line(tmp_path):
+    op = tmp_path / "my_op"
+    assert run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path)).returncode == 0
+    (op / ".opgen-answers.yml").write_text("a: " + "[" * 10000 + "\n")
+    for command in (["generate", str(op / "my_op.yaml")],
+                    ["generate", "--check", str(op / "my_op.yaml")]):
+        result = run_opgen(*command)
+        assert result.returncode != 0 and result.stderr.count("\n") == 1, result.stderr
+        assert "Traceback" not in result.stderr
+
+
 def test_new_pretend_writes_nothing(tmp_path):
     result = run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path), "--pretend")
     assert result.returncode == 0, result.stderr

@@ -9,7 +9,7 @@ import pytest
 from conftest import RELU6, run_opgen, tree_snapshot
 
 from opgen import api, merge
-from opgen.errors import MergeError
+from opgen.errors import MergeError, WriteError
 from opgen.merge import BASE_DIR
 from opgen.render import render_op
 from opgen.spec import load
@@ -175,14 +175,19 @@ def test_an_op_without_a_base_snapshot_merges_without_losing_edits(op):
     assert (op / BASE_DIR / "csrc/relu6.h").is_file()  # from now on there is a base
 
 
-def test_a_file_in_the_way_of_a_first_render_is_kept_as_a_conflict(tmp_path):
+def test_a_file_in_the_way_of_a_first_render_is_refused_and_kept(tmp_path):
+    """A folder opgen never generated into (no answers file, no snapshot) whose README.md the
+    render would write: refused, nothing written (merging put conflict markers in the user's
+    file). An identical file is no clash."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "README.md").write_text("# my notes\n")
-    status = statuses(api.generate(RELU6 / "relu6.yaml", out))
-    assert status["README.md"] is Status.CONFLICT
-    assert "# my notes" in (out / "README.md").read_text()
-    assert status["relu6.py"] is Status.CREATE
+    before = tree_snapshot(out)
+    with pytest.raises(WriteError, match="README.md already exists and opgen did not write it"):
+        api.generate(RELU6 / "relu6.yaml", out)
+    assert tree_snapshot(out) == before
+    (out / "README.md").write_bytes((RELU6 / "README.md").read_bytes())
+    assert statuses(api.generate(RELU6 / "relu6.yaml", out))["README.md"] is Status.IDENTICAL
 
 
 def test_regenerating_from_the_copied_spec_keeps_it(tmp_path):
