@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from filelock import FileLock
@@ -42,6 +42,13 @@ STORE_ENV = "OPGEN_TEMPLATE_STORE"
 DEFAULT_STORE = "~/.cache/opgen/team-template"
 ANSWERS_FILE = ".copier-answers.yml"
 VERSION_KEY = "_opgen_template_version"
+#: Marks a template store as opgen's (in its ``.git``, so that it is no part of any tagged
+#: content): opgen replaces every file of its store, so it must never take a folder of the user's
+#: for one.
+STORE_MARKER = "opgen-template-store"
+#: The subject of every commit opgen makes in its store: how a store made before
+#: :data:`STORE_MARKER` is recognized (not the author: $GIT_AUTHOR_EMAIL overrides opgen's).
+_STORE_COMMIT = re.compile(r"team template \d+(\.\d+)*\+[0-9a-f]{12}")
 #: What ``copier update`` writes around a conflict.
 UPDATE_MARKERS = (b"<<<<<<< before updating", b">>>>>>> after updating")
 #: The store is opgen's private repository: commit as opgen, never sign, never run hooks.
@@ -80,8 +87,9 @@ def template_version(template: Path) -> str:
     try:
         config = yaml.safe_load((template / "copier.yml").read_text())
         version = str(config[VERSION_KEY])
-    except (OSError, yaml.YAMLError, TypeError, KeyError) as exc:
-        raise TeamError(f"{template}/copier.yml: no {VERSION_KEY} ({exc})") from None
+    except (OSError, ValueError, yaml.YAMLError, TypeError, KeyError, RecursionError) as exc:
+        detail = "nested too deep" if isinstance(exc, RecursionError) else exc
+        raise TeamError(f"{template}/copier.yml: no {VERSION_KEY} ({detail})") from None
     if not re.fullmatch(r"\d+(\.\d+)*", version):
         raise TeamError(f"{template}/copier.yml: {VERSION_KEY} must look like 1.2.0, not "
                         f"{version!r}")
@@ -167,6 +175,11 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
     :func:`opgen_requirement`; default: :func:`default_opgen_requirement`). ``pretend`` renders
     into a temporary folder and lists the files.
     """
+    if name is not None and not name.strip():
+        raise UsageError(f"--name {name!r}: the team's name must not be empty; leave --name out "
+                         "to name the team after its folder")
+    if template is not None:
+        _check_template(template)
     dest = Path(team_dir)
     if dest.exists() and not dest.is_dir():
         raise WriteError(f"{dest}: exists and is not a folder")
@@ -177,7 +190,7 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
                          f"repository in a new or empty folder{hint}")
     opgen = opgen_requirement(requirement) if requirement is not None \
         else default_opgen_requirement()
-    data = {"team_name": name or _team_name(dest), "opgen_requirement": opgen}
+    data = {"team_name": _team_name(dest) if name is None else name, "opgen_requirement": opgen}
     if pretend and template is None:
         src: str = str(template_dir())  # a plain folder: previewed without touching the store
     elif template is None:
@@ -193,6 +206,11 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
         staging = Path(tmp) / dest.name
         _copier("run_copy", src_path=src, dst_path=staging, data=data, vcs_ref=ref,
                 defaults=True, quiet=True)
+        if not (staging / ANSWERS_FILE).is_file():  # named as given, not as staged here
+            given = src if template is None else f"--template {template}"
+            raise TeamError(f"{given}: not a team template (it renders no "
+                            f"{ANSWERS_FILE}, so opgen update could not update the repository); "
+                            "give a copier template like opgen's templates/team")
         _generate_ops(staging)
         changed = sorted(rel for p in staging.rglob("*") if p.is_file()
                          and "/.opgen/base/" not in (rel := p.relative_to(staging).as_posix()))
@@ -261,17 +279,87 @@ def restore_version(tag: str, store: str | None = None) -> None:
 
 @contextmanager
 def _store(store: str | None) -> Iterator[Path]:
-    """The template store's folder, created if needed, locked against other opgen processes."""
+    """The template store's folder, created if needed, locked against other opgen processes.
+
+    A folder that exists must be a store opgen made, or empty: :func:`_refill` deletes every
+    file of the store, so any other folder is refused, before even the lock file is written."""
     root = Path(store or store_location()).expanduser().absolute()
-    root.mkdir(parents=True, exist_ok=True)
+    _store_state(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root.parent / f".{root.name}.lock")):
-        if not (root / ".git").exists():
-            _git("init", "-q", cwd=root)
+        state = _store_state(root)  # again: another opgen may have made it meanwhile
+        if state == "new":
+            _create_store(root)
+        elif state == "earlier":
+            _mark_store(root / ".git")
         yield root
 
 
+def _store_state(root: Path) -> Literal["new", "ours", "earlier"]:
+    """``new`` when the store ``root`` is missing or empty, ``ours`` when opgen made it,
+    ``earlier`` when an opgen from before :data:`STORE_MARKER` did; anything else is a
+    :class:`TeamError` naming the folder."""
+    if not root.exists():
+        return "new"
+    if not root.is_dir():
+        raise TeamError(f"template store {root}: exists and is not a folder; set {STORE_ENV} "
+                        "to a new or empty folder")
+    entries = sorted(entry.name for entry in root.iterdir())
+    if not entries:
+        return "new"
+    git_dir = root / ".git"
+    if (git_dir / STORE_MARKER).is_file():
+        return "ours"
+    if _made_by_earlier_opgen(root, entries):
+        return "earlier"
+    raise TeamError(f"template store {root}: is not empty and is not a store opgen made (no "
+                    f".git/{STORE_MARKER}); opgen replaces every file in its store, so set "
+                    f"{STORE_ENV} to a new or empty folder")
+
+
+def _made_by_earlier_opgen(root: Path, entries: list[str]) -> bool:
+    """Whether ``root`` (holding ``entries``) is a store made before :data:`STORE_MARKER`: a git
+    repository of its own whose every commit is one of opgen's ``team template <tag>``, or, a
+    first run cut short, one with no commits and no files."""
+    git_dir = root / ".git"
+    if not git_dir.is_dir() or git_dir.is_symlink():
+        return False
+    try:  # --git-dir: never a repository around root, should root/.git not be one
+        log = _git(f"--git-dir={git_dir}", "-c", "log.showSignature=false", "log", "--all",
+                   "--format=%s", cwd=root)
+    except TeamError:
+        return False
+    commits = log.splitlines()
+    if not commits:
+        return entries == [".git"]
+    return all(_STORE_COMMIT.fullmatch(commit) for commit in commits)
+
+
+def _create_store(root: Path) -> None:
+    """Make ``root`` an empty, marked template store. A missing one is made beside it and
+    renamed into place, so that no other opgen ever sees a store without its marker."""
+    if root.exists():  # an empty folder, maybe a link to one: made a store where it is
+        _git("init", "-q", cwd=root)
+        _mark_store(root / ".git")
+        return
+    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.opgen-new-", dir=root.parent))
+    try:
+        _git("init", "-q", cwd=staging)
+        _mark_store(staging / ".git")
+        staging.rename(root)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _mark_store(git_dir: Path) -> None:
+    """Write :data:`STORE_MARKER` into the store's ``git_dir``."""
+    (git_dir / STORE_MARKER).write_text(
+        "opgen's team template store: opgen replaces every file of this folder but .git\n")
+
+
 def _refill(root: Path, fill: Callable[[Path], object]) -> None:
-    """Replace the store's working tree (everything but .git) with what ``fill`` writes."""
+    """Replace the store's working tree (everything but .git) with what ``fill`` writes; only
+    ever called on a folder :func:`_store` found to be a template store."""
     for entry in root.iterdir():
         if entry.name == ".git":
             continue
@@ -375,10 +463,31 @@ def _answers(dest: Path) -> dict[str, Any]:
         raise UsageError(f"{dest}: not a team repository (no {ANSWERS_FILE}); make one with "
                          "opgen init")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise TeamError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TeamError(f"{path}: not UTF-8 text (byte {exc.start}); restore it from git")\
+            from None
+    except RecursionError:  # PyYAML's constructor recurses once per level of nesting
+        raise TeamError(f"{path}: not valid YAML (nested too deep); restore it from git")\
+            from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: e.g. "!!int x"
+        raise TeamError(f"{path}: not valid YAML ({' '.join(str(exc).split())}); restore it "
+                        "from git") from None
     return data if isinstance(data, dict) else {}
+
+
+def _check_template(template: str) -> None:
+    """Refuse a ``--template`` on this machine that copier would not read as a template (it
+    would copy any folder as it is)."""
+    path = Path(template).expanduser()
+    if not path.exists():
+        return  # a URL, or a path copier names in its own error
+    if not path.is_dir():
+        raise UsageError(f"--template {template}: not a folder; give a copier template (a git "
+                         "repository path or URL) like opgen's templates/team")
+    if not any((path / config).is_file() for config in ("copier.yml", "copier.yaml")):
+        raise UsageError(f"--template {template}: not a copier template (no copier.yml); give "
+                         "a team template like opgen's templates/team, not an op folder")
 
 
 def _team_name(dest: Path) -> str:

@@ -269,6 +269,35 @@ def test_init_rejects_a_bad_team_name(tmp_path):
     assert not (tmp_path / "acme").exists()
 
 
+def test_init_refuses_an_empty_team_name(tmp_path):
+    result = run_opgen("init", str(tmp_path / "acme"), "--name", "")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == ("error: --name '': the team's name must not be empty; leave --name "
+                             "out to name the team after its folder\n")
+    assert list(tmp_path.iterdir()) == []  # neither the team repository nor the store
+
+
+def test_init_from_a_folder_that_is_no_team_template_names_the_folder_given(tmp_path):
+    """An op folder is no copier template, and a copier template that records no answers is no
+    team template: either is one error naming --template as given, not a staging folder."""
+    team_dir = tmp_path / "acme"
+    op = run_opgen("init", str(team_dir), "--template", str(RELU6))
+    assert op.returncode == 2 and op.stderr.count("\n") == 1, op.stderr
+    assert op.stderr.startswith(f"error: --template {RELU6}: not a copier template (no "
+                                "copier.yml)")
+
+    other = tmp_path / "other-template"
+    other.mkdir()
+    (other / "copier.yml").write_text("greeting: {type: str, default: hi}\n")
+    (other / "README.md").write_text("not a team repository\n")
+    result = run_opgen("init", str(team_dir), "--template", str(other))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"error: --template {other}: not a team template (it "
+                                    "renders no .copier-answers.yml")
+    assert ".opgen-init-" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-template"]
+
+
 def test_publish_tags_each_distinct_content_once(tmp_path):
     template = tmp_path / "template"
     shutil.copytree(TEMPLATE, template)
@@ -297,6 +326,54 @@ def test_a_missing_version_is_restored_from_opgens_git_history(tmp_path, monkeyp
         git("rev-parse", "HEAD:templates/team", cwd=checkout)
     with pytest.raises(TeamError, match="neither the template store"):
         team.restore_version("1.0.0+0123456789ab", store=fresh)
+
+
+@pytest.mark.parametrize("as_git_repository", [False, True])
+def test_a_store_folder_opgen_did_not_make_is_refused_and_left_as_it_was(tmp_path,
+                                                                         as_git_repository):
+    """opgen replaces every file of its store: $OPGEN_TEMPLATE_STORE naming a folder of the
+    user's is one error, and the folder (its git history too) is left as it was."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "notes.txt").write_text("precious\n")
+    if as_git_repository:
+        git("init", "-q", cwd=docs)
+        commit_all(docs, "our notes")
+    before = tree_snapshot(docs)
+    history = git("log", "--all", "--format=%H", cwd=docs) if as_git_repository else ""
+
+    result = run_opgen("init", str(tmp_path / "acme"), env={team.STORE_ENV: str(docs)})
+
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"error: template store {docs}: is not empty and is not a "
+                                    "store opgen made")
+    assert tree_snapshot(docs) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs"]  # no lock file, no team folder
+    if as_git_repository:
+        assert git("log", "--all", "--format=%H", cwd=docs) == history
+    with pytest.raises(TeamError, match="is not a store opgen made"):
+        team.publish(store=str(docs))
+    assert tree_snapshot(docs) == before
+
+
+def test_a_store_made_before_the_marker_is_still_used(tmp_path):
+    """A store an earlier opgen made has no marker; it is known by its commits, all opgen's."""
+    store = Path(os.environ[team.STORE_ENV])
+    first = team.publish()
+    marker = store / ".git" / team.STORE_MARKER
+    marker.unlink()  # as an earlier opgen left it
+
+    template = tmp_path / "template"
+    shutil.copytree(TEMPLATE, template)
+    (template / "NEW.md").write_text("new\n")
+    second = team.publish(template)
+
+    assert marker.is_file()  # marked from now on
+    assert sorted(git("tag", cwd=store).split()) == sorted([first, second])
+    cut_short = tmp_path / "cut-short"  # an earlier opgen's first run, stopped after git init
+    cut_short.mkdir()
+    git("init", "-q", cwd=cut_short)
+    assert team.publish(store=str(cut_short)) == first
 
 
 # -- the team's CI -----------------------------------------------------------------------------
@@ -458,3 +535,19 @@ def test_update_outside_a_team_repository_is_one_error(tmp_path):
     result = run_opgen("update", str(tmp_path))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "not a team repository" in result.stderr
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"\xff", "not UTF-8 text (byte 0)"),
+    (b"a: " + b"[" * 10000 + b"\n", "not valid YAML (nested too deep)"),
+    (b"_commit: !!int x\n", "not valid YAML (invalid literal"),
+])
+def test_a_damaged_answers_file_is_one_error_naming_it(tmp_path, content, why):
+    answers = tmp_path / "acme" / ".copier-answers.yml"
+    answers.parent.mkdir()
+    answers.write_bytes(content)
+    for args in ((), ("--pretend",)):
+        result = run_opgen("update", str(answers.parent), *args)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+        assert result.stderr.startswith(f"error: {answers}: {why}")
+    assert answers.read_bytes() == content
