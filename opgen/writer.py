@@ -10,6 +10,7 @@ it is re-entrant, so a caller can hold it while it reads the folder, decides wha
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,7 +77,15 @@ def locked(dest: Path, timeout: float = 600) -> Iterator[None]:
     """
     dest = real_folder(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(dest.parent / f".{dest.name}.opgen.lock"), is_singleton=True)
+    path = dest.parent / f".{dest.name}.opgen.lock"
+    # filelock waits out the timeout when it cannot create the file at all (a read-only folder,
+    # /proc): that is no other process's lock, and is said at once.
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError as exc:
+        raise WriteError(f"{dest}: cannot create its lock file {path}: "
+                         f"{exc.strerror or exc}") from None
+    lock = FileLock(str(path), is_singleton=True)
     try:
         lock.acquire(timeout=timeout)
     except Timeout:

@@ -146,6 +146,15 @@ def test_an_out_folder_that_is_a_loop_of_links_is_one_error_line(tmp_path):
     assert result.stderr.count("\n") == 1 and "a loop of symbolic links" in result.stderr
 
 
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs Linux's /proc")
+def test_a_lock_file_that_cannot_be_made_is_said_at_once():
+    """Where the lock file cannot be created (/proc takes no files), opgen says so at once; it
+    used to wait ten minutes for a lock no process held, then blame another opgen."""
+    result = run_opgen("generate", str(RELU6 / "relu6.yaml"), "--out", "/proc/opgen-test")
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "cannot create its lock file" in result.stderr
+
+
 def test_a_damaged_answers_file_is_one_error_line(tmp_path):
     op = tmp_path / "my_op"
     assert run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path)).returncode == 0
