@@ -166,6 +166,11 @@ def _write_op(spec: Spec, spec_bytes: bytes, dest: Path, *, pretend: bool,
     # The spec itself may sit in the op folder: it is the input, never merged or removed.
     protect = [spec.path.resolve().relative_to(dest.resolve()).as_posix()] \
         if spec.path.resolve().is_relative_to(dest.resolve()) else []
+    clash = [rel for rel in protect if rel in generated or rel in bookkeeping]
+    if clash:
+        raise UsageError(f"{spec.path}: the spec is named like a file the op is generated into "
+                         f"({clash[0]}), which would then be left out; name it "
+                         f"{spec.model.name}.yaml")
     _refuse_foreign_files(dest, generated, protect)
     with nullcontext() if pretend else locked(dest):
         update = merge.plan_update(dest, generated, bookkeeping, protect=protect)

@@ -155,6 +155,19 @@ def test_a_lock_file_that_cannot_be_made_is_said_at_once():
     assert result.stderr.count("\n") == 1 and "cannot create its lock file" in result.stderr
 
 
+@pytest.mark.parametrize("name", ["relu6.py", "README.md", "setup.py"])
+def test_a_spec_named_like_a_generated_file_is_refused(tmp_path, name):
+    """The spec is never overwritten, so the file of its name used to be left out silently."""
+    folder = tmp_path / "op"
+    folder.mkdir()
+    shutil.copy(RELU6 / "relu6.yaml", folder / name)
+    result = run_opgen("generate", str(folder / name))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"the spec is named like a file the op is generated into ({name})" in result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [name]
+
+
 def test_a_damaged_answers_file_is_one_error_line(tmp_path):
     op = tmp_path / "my_op"
     assert run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path)).returncode == 0
