@@ -311,6 +311,15 @@ def _refuse_a_file_on_the_way(folder: Path, flag: str | None = None) -> None:
             return
 
 
+def _refuse_an_unwritable_folder(folder: Path, flag: str) -> None:
+    """A folder to write into that is a file (or lies below one), or that exists and is not
+    writable: refused before minutes of compiling."""
+    _refuse_a_file_on_the_way(folder, flag)
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {folder}: {existing} is not writable")
+
+
 def _scaffold_spec(name: str, template: str) -> str:
     """The starting spec of a new op, from ``template`` (its kind's, under templates/)."""
     import jinja2
@@ -344,6 +353,8 @@ def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = N
     if not wheel and (wheel_dir or wheel_version):
         raise UsageError("--wheel-dir and --wheel-version go with --wheel")
     wheels.check_version(wheel_version)  # before a compile, not after
+    if wheel_dir is not None:
+        _refuse_an_unwritable_folder(Path(wheel_dir), "--wheel-dir")
     config = build.configure(Path(op_dir), cpu_only=cpu_only, arches=build.parse_arches(arch))
     built = build_with(config) if build_with else build.ensure_built(config, verbose=verbose)
     if not wheel:

@@ -728,3 +728,14 @@ def test_what_paddles_builder_would_fail_on_is_named_first(tmp_path, where, env,
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert not list((folder / "my_op").glob("build/*/build.log"))
+
+
+def test_a_wheel_dir_that_is_a_file_is_refused_before_compiling(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    assert run_opgen("new", "my_op", "--elementwise", "--dir", str(tmp_path)).returncode == 0
+    result = run_opgen("build", str(tmp_path / "my_op"), "--cpu-only", "--wheel", "--wheel-dir",
+                       str(afile))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "exists and is not a folder" in result.stderr
+    assert not (tmp_path / "my_op" / "build").exists() and afile.read_text() == "mine"
