@@ -121,7 +121,7 @@ def test_an_output_read_by_a_later_output_keeps_its_role():
     assert spec.forward["out"].varies
     body = build_context(spec).forward.body
     assert not any("row.max" in line and "return e" in line for line in body)
-    assert any(line.startswith("const MT sum_out = row.sum(") for line in body)
+    assert any(line.startswith("const MT sum_e = row.sum(") for line in body)
 
 
 def test_a_per_element_value_declared_per_row_is_an_error_at_its_line():
@@ -138,8 +138,8 @@ def test_a_per_element_value_declared_per_row_is_an_error_at_its_line():
 def test_rms_norm_functor_is_straight_line_code_with_named_per_row_values():
     context = build_context(spec_of())
     assert context.forward.body == [
-        "const MT mean_rstd = row.mean([&](MT x, MT /*weight*/) { return x * x; });",
-        "const MT rstd = opgen::rsqrt(mean_rstd + eps);",
+        "const MT mean_x = row.mean([&](MT x, MT /*weight*/) { return x * x; });",
+        "const MT rstd = opgen::rsqrt(mean_x + eps);",
         "row.put([&](MT x, MT weight) { return x * rstd * weight; });",
     ]
     backward = context.backward
@@ -151,7 +151,7 @@ def test_rms_norm_functor_is_straight_line_code_with_named_per_row_values():
     # the backward's reduction is hoisted out of the per-element lambda that reads it, and made
     # with rstd's, which it does not read, in one call
     put = backward.body.index("row.put([&](MT x, MT weight, MT grad_out) {")
-    assert backward.body.index("const MT mean_grad_x = means[1];") < put
+    assert backward.body.index("const MT mean_dxw_x = means[1];") < put
     assert backward.body[0].startswith("const opgen::Array<MT, 2> means = row.mean(")
     assert backward.reduce_width == 2
 
@@ -179,8 +179,8 @@ def test_a_costly_value_that_two_lambdas_read_is_kept_and_passed_to_them():
     assert body == [
         "const MT m = row.max([&](MT x) { return x; });",
         "const auto e = row.keep([&](MT x) { return opgen::exp<T>(x - m); });",
-        "const MT sum_out = row.sum([&](MT /*x*/, MT e) { return e; }, e);",
-        "row.put([&](MT /*x*/, MT e) { return e * (MT(1) / sum_out); }, e);",
+        "const MT sum_e = row.sum([&](MT /*x*/, MT e) { return e; }, e);",
+        "row.put([&](MT /*x*/, MT e) { return e * (MT(1) / sum_e); }, e);",
     ]
 
 

@@ -180,7 +180,8 @@ class _Emitter:
                 names[k] = self.reduced[key]
                 continue
             whole = e.cpp == "@0@" and owner not in self.outer
-            local = owner if whole else self.fresh(f"{reduction.op}_{owner}")
+            local = owner if whole else self.fresh(self.reduction_name(reduction.op,
+                                                                       reduction.inner, owner))
             if whole:
                 self.taken.add(owner)
             self.reduce(local, reduction.op, reduction.inner)
@@ -211,6 +212,14 @@ class _Emitter:
         if self.pending and (self.pending[0][1] != op or self.reads_through(inner.cpp) & waiting):
             self.flush()
         self.pending.append((local, op, inner))
+
+    def reduction_name(self, op: str, inner: Emitted, owner: str) -> str:
+        """A reduction's local, named after what it reduces, as a careful hand names it:
+        ``sum_e`` (sum(e)), ``mean_dxhat_xhat`` (mean(dxhat * xhat)): the op and the first two
+        names its argument reads; ``<op>_<owner>`` where it reads none (sum(1))."""
+        read = self.reads_of(inner.cpp)
+        names = [n for n in dict.fromkeys(_IDENTIFIER.findall(inner.cpp)) if n in read][:2]
+        return "_".join([op, *names]) if names else f"{op}_{owner}"
 
     def reads_of(self, cpp: str) -> set[str]:
         """The names ``cpp`` reads."""

@@ -29,11 +29,11 @@ struct Forward {
 
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
-    const MT mean_rstd = row.mean([&](MT x, MT residual, MT /*weight*/) {
+    const MT mean_h = row.mean([&](MT x, MT residual, MT /*weight*/) {
       const MT h = x + residual;
       return h * h;
     });
-    const MT rstd = opgen::rsqrt(mean_rstd + eps);
+    const MT rstd = opgen::rsqrt(mean_h + eps);
     row.put([&](MT x, MT residual, MT weight) -> opgen::Array<MT, 2> {
       const MT h = x + residual;
       const MT out = h * rstd * weight;
@@ -75,13 +75,13 @@ struct Backward {
       const MT dhw = grad_out * weight;
       return {h * h, dhw * h};
     });
-    const MT mean_rstd = means[0];
-    const MT mean_dh = means[1];
-    const MT rstd = opgen::rsqrt(mean_rstd + eps);
+    const MT mean_h = means[0];
+    const MT mean_dhw_h = means[1];
+    const MT rstd = opgen::rsqrt(mean_h + eps);
     row.put([&](MT /*x*/, MT /*residual*/, MT weight, MT h, MT grad_out,
                 MT grad_h) -> opgen::Array<MT, 2> {
       const MT dhw = grad_out * weight;
-      const MT dh = rstd * (dhw - h * rstd * rstd * mean_dh) + grad_h;
+      const MT dh = rstd * (dhw - h * rstd * rstd * mean_dhw_h) + grad_h;
       const MT grad_x = dh;
       const MT grad_residual = dh;
       return {grad_x, grad_residual};

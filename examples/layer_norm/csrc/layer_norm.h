@@ -69,12 +69,12 @@ struct Backward {
       const MT dxhat = grad_out * weight;
       return {dxhat, dxhat * xhat};
     });
-    const MT mean_grad_x = means[0];
-    const MT mean_grad_x1 = means[1];
+    const MT mean_dxhat = means[0];
+    const MT mean_dxhat_xhat = means[1];
     row.put([&](MT x, MT weight, MT /*bias*/, MT mean, MT rstd, MT grad_out) {
       const MT xhat = (x - mean) * rstd;
       const MT dxhat = grad_out * weight;
-      return rstd * (dxhat - mean_grad_x - xhat * mean_grad_x1);
+      return rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
     });
     row.put_column_sums([&](MT x, MT /*weight*/, MT /*bias*/, MT mean, MT rstd,
                             MT grad_out) -> opgen::Array<MT, 2> {

@@ -28,8 +28,8 @@ struct Forward {
 
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
-    const MT mean_rstd = row.mean([&](MT x, MT /*weight*/) { return x * x; });
-    const MT rstd = opgen::rsqrt(mean_rstd + eps);
+    const MT mean_x = row.mean([&](MT x, MT /*weight*/) { return x * x; });
+    const MT rstd = opgen::rsqrt(mean_x + eps);
     row.put([&](MT x, MT weight) { return x * rstd * weight; });
   }
 };
@@ -64,12 +64,12 @@ struct Backward {
       const MT dxw = grad_out * weight;
       return {x * x, dxw * x};
     });
-    const MT mean_rstd = means[0];
-    const MT mean_grad_x = means[1];
-    const MT rstd = opgen::rsqrt(mean_rstd + eps);
+    const MT mean_x = means[0];
+    const MT mean_dxw_x = means[1];
+    const MT rstd = opgen::rsqrt(mean_x + eps);
     row.put([&](MT x, MT weight, MT grad_out) {
       const MT dxw = grad_out * weight;
-      return rstd * (dxw - x * rstd * rstd * mean_grad_x);
+      return rstd * (dxw - x * rstd * rstd * mean_dxw_x);
     });
     row.put_column_sums([&](MT x, MT /*weight*/, MT grad_out) { return grad_out * x * rstd; });
   }

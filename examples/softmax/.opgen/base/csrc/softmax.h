@@ -34,8 +34,8 @@ struct Forward {
       const MT z = x * scale;
       return opgen::exp<T>(z - m);
     });
-    const MT sum_out = row.sum([&](MT /*x*/, MT e) { return e; }, e);
-    row.put([&](MT /*x*/, MT e) { return e * (MT(1) / sum_out); }, e);
+    const MT sum_e = row.sum([&](MT /*x*/, MT e) { return e; }, e);
+    row.put([&](MT /*x*/, MT e) { return e * (MT(1) / sum_e); }, e);
   }
 };
 
@@ -60,8 +60,12 @@ struct Backward {
 
   template <class Row>
   OPGEN_HD void operator()(Row& row) const {
-    const MT sum_grad_x = row.sum([&](MT /*x*/, MT out, MT grad_out) { return grad_out * out; });
-    row.put([&](MT /*x*/, MT out, MT grad_out) { return scale * out * (grad_out - sum_grad_x); });
+    const MT sum_grad_out_out = row.sum([&](MT /*x*/, MT out, MT grad_out) {
+      return grad_out * out;
+    });
+    row.put([&](MT /*x*/, MT out, MT grad_out) {
+      return scale * out * (grad_out - sum_grad_out_out);
+    });
   }
 };
 
