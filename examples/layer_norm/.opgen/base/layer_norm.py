@@ -281,7 +281,9 @@ def layer_norm(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor,
     Returns:
         out: shaped like x, in its dtype.
         mean: one value per row: x's shape without its last dim, float32 (float64 for float64).
+            The backward does not read its gradient: none flows back through it.
         rstd: one value per row: x's shape without its last dim, float32 (float64 for float64).
+            The backward does not read its gradient: none flows back through it.
     """
     # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
     # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
