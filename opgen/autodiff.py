@@ -26,24 +26,45 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .expr import parse_expr
+from .expr import FUNCTIONS, ExprError, parse_expr
 
 
 class AutodiffError(Exception):
     """The forward cannot be differentiated (an expression outside the language)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Expr:
     """A node: ``op`` is num, name, bool, neg, not, add, sub, mul, div, pow, cmp, and, or or
-    call; ``name`` is the variable, the function or the comparison operator."""
+    call; ``name`` is the variable, the function or the comparison operator.
+
+    Equal trees are equal nodes. Each node keeps its hash and its ``size`` (its nodes, as
+    :func:`source` writes them out): a derivative repeats subtrees of the forward, and hashing
+    or measuring them again at every level made large derivations quadratic or worse."""
 
     op: str
     args: tuple[Expr, ...] = ()
     name: str = ""
     value: float = 0.0
+    size: int = field(init=False, repr=False)
+    _hash: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", 1 + sum(a.size for a in self.args))
+        object.__setattr__(self, "_hash", hash((self.op, self.args, self.name, self.value)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Expr) or self._hash != other._hash:
+            return False
+        return (self.op, self.name, self.value, self.args) == \
+            (other.op, other.name, other.value, other.args)
 
 
 def num(value: float) -> Expr:
@@ -72,8 +93,19 @@ _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
 
 
 def parse(source: str) -> Expr:
-    """A checked expression of the language as a tree (comparison chains become ``&``)."""
-    return _from_ast(parse_expr(source).body)
+    """A checked expression of the language as a tree (comparison chains become ``&``).
+
+    :class:`AutodiffError` where ``source`` is outside the language's limits (too deep): the
+    texts parsed here are the forward, already checked, and sections derived from it, which
+    :func:`backward_of` keeps within those limits; a caller that writes out a derived section's
+    locals again (:func:`inline_locals`) may exceed them, and learns it as a forward that cannot
+    be differentiated, not as a crash."""
+    try:
+        tree = parse_expr(source)
+    except ExprError as exc:
+        raise AutodiffError(f"the derived gradient is outside the expression language: "
+                            f"{exc}") from None
+    return _from_ast(tree.body)
 
 
 def _from_ast(node: ast.AST) -> Expr:
@@ -341,8 +373,27 @@ _MATH: dict[str, Callable[..., float]] = {
 
 # -- partial derivatives --------------------------------------------------------------------------
 
+#: The most nodes (``Expr.size``) the derived gradients of one section may have: a forward of
+#: hundreds of nested operations (``max(max(...(x, y)...))``, 99 deep) has gradients of tens of
+#: thousands, which take minutes to simplify, share and compile, for kernels no one would run.
+#: Ordinary forwards' gradients have tens to hundreds; the double backward of a large one,
+#: derived only where it can be, is left out past this size.
+MAX_SIZE = 20_000
+TOO_LARGE = (f"the forward is too large to differentiate (its gradients would have more than "
+             f"{MAX_SIZE} operations); compute parts of it as intermediates of forward, which "
+             "the gradients read by name, or write the backward")
+
+
 def partial(e: Expr, wrt: str) -> Expr:
-    """d e / d wrt, simplified (:data:`ZERO` where it is identically zero)."""
+    """d e / d wrt, simplified (:data:`ZERO` where it is identically zero); :class:`AutodiffError`
+    past :data:`MAX_SIZE` nodes, as soon as a part of it is that large."""
+    result = _partial(e, wrt)
+    if result.size > MAX_SIZE:
+        raise AutodiffError(TOO_LARGE)
+    return result
+
+
+def _partial(e: Expr, wrt: str) -> Expr:
     op, args = e.op, e.args
 
     def d(child: Expr) -> Expr:
@@ -393,11 +444,21 @@ def _partial_pow(e: Expr, d: Callable[[Expr], Expr]) -> Expr:
     return result
 
 
+#: The largest derivative of a min or max argument (in nodes: ``Expr.size``) written twice, in
+#: both branches of the selection (a tie's half), as a hand-written backward would: ``max(x, y)``,
+#: ``min(max(x, 0), t)``. A larger one is written once (:func:`_selected`): written twice at each
+#: of n nested selections, it would be 2 ** n copies, which ``min(min(min(...)))`` of depth 14
+#: took minutes to derive and print.
+_TWICE_SIZE = 40
+
+
 def _partial_min_max(name: str, a: Expr, b: Expr, da: Expr, db: Expr) -> Expr:
     """Paddle's MinGrad/MaxGrad functors: the argument that wins gets the gradient, half each at
     a tie, none where either is NaN."""
     wins = "<" if name == "min" else ">"
     loses = ">" if name == "min" else "<"
+    if max(da.size, db.size) > _TWICE_SIZE:
+        return add(_selected(a, wins, b, da), _selected(a, loses, b, db))
     tie = cmp(a, "==", b)
     if _is(db, 0):
         return where(cmp(a, wins, b), da, where(tie, mul(HALF, da), ZERO))
@@ -405,6 +466,19 @@ def _partial_min_max(name: str, a: Expr, b: Expr, da: Expr, db: Expr) -> Expr:
         return where(cmp(a, loses, b), db, where(tie, mul(HALF, db), ZERO))
     return where(cmp(a, wins, b), da,
                  where(cmp(a, loses, b), db, where(tie, mul(HALF, add(da, db)), ZERO)))
+
+
+def _selected(a: Expr, wins: str, b: Expr, da: Expr) -> Expr:
+    """``da`` where ``a wins b`` (``<`` or ``>``), half of it at a tie, else 0 (NaN included),
+    with ``da`` written once: ``where(a <= b, da * where(a < b, 1, 0.5), 0)``, the values of the
+    two-branch form (``da * 1`` is ``da``, ``da * 0.5`` is ``0.5 * da``). Where both arguments
+    have a derivative, the two selections are added: a tie's ``0.5 * da + 0.5 * db`` is
+    ``0.5 * (da + db)`` but for rounding, and a factor outside them (``g * (s + t)``, where the
+    two-branch form had ``g * s`` in a branch) may round otherwise in the last bit."""
+    if _is(da, 0):
+        return ZERO
+    share = where(cmp(a, wins, b), ONE, HALF)
+    return where(cmp(a, wins + "=", b), mul(da, share), ZERO)
 
 
 def _partial_clamp(x: Expr, lo: Expr, hi: Expr, dx: Expr, dlo: Expr, dhi: Expr) -> Expr:
@@ -457,14 +531,16 @@ def names(e: Expr) -> list[str]:
 # -- the backward of a forward --------------------------------------------------------------------
 
 def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequence[str],
-                *, local_prefix: str = "grad_") -> dict[str, str]:
+                *, local_prefix: str = "grad_", reserved: Iterable[str] = ()) -> dict[str, str]:
     """The backward section of a checked ``forward`` (its entries in order: intermediates and
     outputs): ``grad_<intermediate>`` locals, then each input's gradient, as expression text.
 
     The gradient of input i is the sum over outputs o of ``grad_o * d o / d i``, through the
     intermediates; an input the outputs do not depend on gets ``0``. An intermediate's gradient
     is the local ``<local_prefix><intermediate>``: the double backward, which differentiates a
-    backward that has ``grad_`` locals of its own, names them otherwise.
+    backward that has ``grad_`` locals of its own, names them otherwise. A gradient that would
+    nest deeper than :data:`MAX_HEIGHT` has its deepest parts computed in locals of their own
+    (``grad_x_part1``: see :func:`_shallow`), never one of ``reserved``.
     """
     entries = {name: parse(text) for name, text in forward.items()}
     intermediates = [n for n in entries if n not in outputs]
@@ -472,23 +548,115 @@ def backward_of(forward: Mapping[str, str], inputs: Sequence[str], outputs: Sequ
     incoming: dict[str, list[Expr]] = {n: [] for n in [*inputs, *intermediates]}
     for o in outputs:
         incoming[o] = [var(f"grad_{o}")]
-    section: dict[str, str] = {}
+    section: dict[str, Expr] = {}
+    size = 0
     for name in reversed(list(entries)):
         gradient = _sum(incoming[name])
         if _is(gradient, 0):
             continue
         if name in intermediates and gradient.op != "name":
-            section[f"{local_prefix}{name}"] = source(gradient)
+            section[f"{local_prefix}{name}"] = gradient
             gradient = var(f"{local_prefix}{name}")
         expr = entries[name]
         for read in names(expr):
             if read in differentiable:
                 term = mul(gradient, partial(expr, read))
+                size = _counted(size, term)
                 if not _is(term, 0):
                     incoming[read].append(term)
     for i in inputs:
-        section[i] = source(_sum(incoming[i]))
-    return _read_only(section, inputs)
+        section[i] = _sum(incoming[i])
+    taken = _taken(entries.values(), [*entries, *inputs, *outputs], reserved)
+    taken.update(f"{local_prefix}{name}" for name in entries)
+    return _read_only(_shallow(section, inputs, local_prefix, taken), inputs)
+
+
+def _counted(size: int, term: Expr) -> int:
+    """``size`` nodes derived so far, and ``term``'s; :class:`AutodiffError` past
+    :data:`MAX_SIZE`."""
+    size += term.size
+    if size > MAX_SIZE:
+        raise AutodiffError(TOO_LARGE)
+    return size
+
+
+def _taken(trees: Iterable[Expr], defined: Iterable[str], reserved: Iterable[str]) -> set[str]:
+    """The names a derived local must not take: those ``trees`` read, those ``defined`` and
+    their gradients' (``grad_<name>``), and ``reserved``."""
+    taken = set(reserved)
+    for name in defined:
+        taken.update((name, f"grad_{name}"))
+    for tree in trees:
+        taken.update(names(tree))
+    return taken
+
+
+# -- nesting within the language's limits ---------------------------------------------------------
+
+#: How deep a derived expression may nest, counted in parentheses of its emitted code (see
+#: :func:`_weight`), before its deepest parts are computed in locals of their own: well below the
+#: language's limits (``opgen.expr.MAX_DEPTH``, ``MAX_EMITTED_NESTING``), which the derived section
+#: meets when it is checked as a written one is. A derivative nests deeper than its forward (the
+#: product rule puts ``d(a)`` inside ``d(a) * b + a * d(b)``), so a forward the language accepts
+#: could otherwise have a backward it refuses.
+MAX_HEIGHT = 60
+
+
+def _shallow(section: Mapping[str, Expr], targets: Sequence[str], local_prefix: str,
+             taken: set[str]) -> dict[str, str]:
+    """``section`` as text, each entry nested at most :data:`MAX_HEIGHT` deep: a deeper one has its
+    deepest parts computed first, in locals named after it (``grad_x_part1`` for the gradient of
+    input x, ``grad_s_part1`` for the local ``grad_s``), none of ``taken``. The parts are named
+    like gradients (``<local_prefix>...``, which the double backward's
+    :func:`inline_locals` leaves as they are): the double backward differentiates through them."""
+    out: dict[str, str] = {}
+    for key, tree in section.items():
+        base = f"{local_prefix}{key}" if key in targets else key
+        parts: dict[str, Expr] = {}
+
+        def hoist(part: Expr, base: str = base, parts: dict[str, Expr] = parts) -> Expr:
+            k = 1
+            while f"{base}_part{k}" in taken:
+                k += 1
+            name = f"{base}_part{k}"
+            taken.add(name)
+            parts[name] = part
+            return var(name)
+
+        lowered, _ = _lowered(tree, hoist)
+        out.update({name: source(part) for name, part in parts.items()})
+        out[key] = source(lowered)
+    return out
+
+
+def _lowered(e: Expr, hoist: Callable[[Expr], Expr]) -> tuple[Expr, int]:
+    """``e`` with its deepest parts replaced by ``hoist(part)`` (a local's name) until it nests at
+    most :data:`MAX_HEIGHT` deep, and how deep it then nests. Innermost parts are hoisted first,
+    so a part never reads a later one."""
+    if not e.args:
+        return e, _weight(e)
+    lowered = [_lowered(a, hoist) for a in e.args]
+    weight = _weight(e)
+    while weight + max(height for _, height in lowered) > MAX_HEIGHT:
+        deepest = max(range(len(lowered)), key=lambda i: lowered[i][1])
+        lowered[deepest] = (hoist(lowered[deepest][0]), 1)
+    args = tuple(a for a, _ in lowered)
+    if any(a is not b for a, b in zip(args, e.args, strict=True)):
+        e = Expr(e.op, args, e.name, e.value)
+    return e, weight + max(height for _, height in lowered)
+
+
+def _weight(e: Expr) -> int:
+    """How many parentheses ``e``'s own node may nest in the emitted C++ or numpy (and levels of
+    Python's ``ast``): one for an operator or a call (its own, or those around an operand),
+    more for a function emitted as several (numpy's sigmoid is ``(1.0 / (1.0 + np.exp(-(u))))``),
+    two for a negative number (``-(2)`` reads as a negation of 2)."""
+    if e.op == "num":
+        return 2 if math.copysign(1, e.value) < 0 else 1
+    if e.op == "call":
+        fn = FUNCTIONS.get(e.name)
+        return 2 if fn is None else max(1, fn.cpp.count("("), fn.numpy.count("("))
+    return 1
 
 
 def _sum(terms: list[Expr]) -> Expr:
@@ -533,7 +701,7 @@ def share_calls(section: Mapping[str, str], reserved: Iterable[str],
         shared = [e for e, n in counts.items() if n > 1 and _worth_a_local(e)]
         if not shared:
             return {name: source(tree) for name, tree in trees.items()}
-        call_ = min(shared, key=_size)  # innermost first; among equals, the first met
+        call_ = min(shared, key=lambda e: e.size)  # innermost first; among equals, the first met
         read = [leaf for n in names(call_) for leaf in leaves.get(n, [n])]
         local = _local_name(call_, list(dict.fromkeys(read)), taken)
         leaves[local] = read
@@ -561,20 +729,21 @@ def _worth_a_local(e: Expr) -> bool:
     return not (e.name in _INLINE and all(a.op in ("name", "num") for a in e.args))
 
 
-def _size(e: Expr) -> int:
-    return 1 + sum(_size(a) for a in e.args)
-
-
 def _contains(e: Expr, part: Expr) -> bool:
+    if e.size < part.size:  # too small to hold it: not walked
+        return False
     return e == part or any(_contains(a, part) for a in e.args)
 
 
 def _replace(e: Expr, part: Expr, by: Expr) -> Expr:
+    if e.size < part.size or not e.args:
+        return by if e == part else e
     if e == part:
         return by
-    if not e.args:
-        return e
-    return Expr(e.op, tuple(_replace(a, part, by) for a in e.args), e.name, e.value)
+    args = tuple(_replace(a, part, by) for a in e.args)
+    if all(a is b for a, b in zip(args, e.args, strict=True)):
+        return e  # nothing replaced: the same node, not a copy
+    return Expr(e.op, args, e.name, e.value)
 
 
 def _local_name(e: Expr, read: list[str], taken: set[str]) -> str:
@@ -613,7 +782,8 @@ def _is_reduction(e: Expr) -> bool:
 
 
 def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
-                        outputs: Sequence[str], per_row_inputs: Sequence[str]) -> dict[str, str]:
+                        outputs: Sequence[str], per_row_inputs: Sequence[str], *,
+                        reserved: Iterable[str] = ()) -> dict[str, str]:
     """:func:`backward_of` for a rowwise forward, whose expressions may reduce over the row and
     read the outputs computed above them.
 
@@ -625,7 +795,8 @@ def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
     that where ``u`` equals the result (every tie gets it).
     """
     parsed = {name: parse(text) for name, text in forward.items()}
-    taken = set(parsed) | set(inputs) | {f"grad_{n}" for n in [*inputs, *outputs]} | {ROW_LENGTH}
+    taken = set(parsed) | set(inputs) | {f"grad_{n}" for n in [*inputs, *outputs]} | \
+        {ROW_LENGTH, *reserved}
     entries: dict[str, Expr] = {}
     synthetic: dict[str, Expr] = {}
 
@@ -657,15 +828,16 @@ def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
     incoming: dict[str, list[Expr]] = {n: [] for n in [*inputs, *entries]}
     for o in outputs:
         incoming[o] = [var(f"grad_{o}")]
-    section: dict[str, str] = {}
+    section: dict[str, Expr] = {}
     uses_length = False
+    size = 0
     for name in reversed(list(entries)):
         gradient = _sum(incoming[name])
         if _is(gradient, 0):
             continue
         if gradient.op != "name":
             local = fresh(f"grad_{name}" if name not in outputs else f"grad_{name}_total")
-            section[local] = source(gradient)
+            section[local] = gradient
             gradient = var(local)
         e = entries[name]
         if _is_reduction(e):
@@ -683,19 +855,21 @@ def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
             elif e is not u and e.name in ("max", "min"):
                 p = where(cmp(u, "==", var(name)), p, ZERO)
             term = mul(gradient, p)
+            size = _counted(size, term)
             if _is(term, 0):
                 continue
             if read in per_row and each_element:
                 term = call("sum", term)
             incoming[read].append(term)
     for i in inputs:
-        section[i] = source(_sum(incoming[i]))
-    head = {n: source(e) for n, e in synthetic.items()}
+        section[i] = _sum(incoming[i])
+    head = dict(synthetic)
     if uses_length:
-        head = {ROW_LENGTH: "sum(1)", **head}
+        head = {ROW_LENGTH: call("sum", ONE), **head}
     result = {**head, **{k: section[k] for k in section if k not in inputs},
               **{i: section[i] for i in inputs}}
-    return _read_only(result, inputs)
+    taken.update(names_read for e in result.values() for names_read in names(e))
+    return _read_only(_shallow(result, inputs, "grad_", taken), inputs)
 
 
 def _read_only(section: dict[str, str], targets: Sequence[str]) -> dict[str, str]:

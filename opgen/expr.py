@@ -225,7 +225,7 @@ def parse_expr(source: str) -> ast.Expression:
         raise ExprError(f"invalid syntax{detail}", col) from None
     except (RecursionError, MemoryError):  # Python's own parser gives up on thousands of levels
         raise ExprError(TOO_DEEP, 0, _DEPTH_HINT) from None
-    deep = _too_deep(tree.body)
+    deep = too_deep(tree.body)
     if deep is not None:
         raise ExprError(TOO_DEEP, _col(deep), _DEPTH_HINT)
     return tree
@@ -254,8 +254,9 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def _too_deep(root: ast.AST) -> ast.AST | None:
-    """The first node nested deeper than :data:`MAX_DEPTH` expressions, found without recursion."""
+def too_deep(root: ast.AST) -> ast.AST | None:
+    """The first node nested deeper than :data:`MAX_DEPTH` expressions, found without recursion
+    (the custom kind's output shapes are held to the same limit)."""
     stack: list[tuple[ast.AST, int]] = [(root, 1)]
     while stack:
         node, depth = stack.pop()

@@ -343,22 +343,38 @@ def _check_kind(data: dict[str, Any], path: Path, lines: dict[Path_, int]) -> No
 def _roles(data: dict[str, Any], section: str, path: Path,
            lines: dict[Path_, int]) -> dict[str, str] | None:
     """The roles declared by ``section`` written as a mapping (name: role), which becomes the
-    list of its names (their lines moved to the list's indices); None for a list."""
+    list of its names (their lines moved to the list's indices); None for a list. A role that is
+    not one of :data:`ROLES` (a list, a mapping: anything) is refused here: in a rowwise op as a
+    wrong role, in an elementwise one as roles it cannot have, which :func:`_check` says of valid
+    roles there too, once the schema is checked."""
     value = data.get(section)
     if not isinstance(value, dict):
         return None
     allowed = ROLES[section]
+    choices = ", ".join(f"{r} ({what})" for r, what in allowed.items())
     for name, role in value.items():
-        if role not in allowed:
-            shown = _shown(role) if not isinstance(role, str) else f"'{role}'"
-            raise SpecError(path, _line_of(lines, (section, name)),
-                            f"{section}.{name}: unknown role {shown}; expected one of "
-                            + ", ".join(f"{r} ({what})" for r, what in allowed.items()))
+        if isinstance(role, str) and role in allowed:
+            continue
+        if data.get("kind") != "rowwise":
+            raise SpecError(path, _line_of(lines, (section,)), _roles_elsewhere(section))
+        where = f"{section}.{name}"
+        if role is None:
+            message = f"{where}: no role given; expected one of {choices}"
+        elif isinstance(role, str):
+            message = f"{where}: unknown role '{role}'; expected one of {choices}"
+        else:  # a list or a mapping (which `in` cannot even look up), a number
+            message = f"{where}: expected one role of {choices}, got {_shown(role)}"
+        raise SpecError(path, _line_of(lines, (section, name)), message)
     for i, name in enumerate(value):
         lines[(section, i)] = _line_of(lines, (section, name))
     data[section] = list(value)
     return dict(value)
 
+
+def _roles_elsewhere(section: str) -> str:
+    """What an elementwise op's ``section`` written as roles (a mapping) is told."""
+    return (f"{section}: roles ({', '.join(ROLES[section])}) are for kind: rowwise; an "
+            f"elementwise op lists its {section}: [a, b]")
 
 
 # -- step 1: YAML with line numbers -------------------------------------------------------------
@@ -667,8 +683,7 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     rowwise = model.kind == "rowwise"
     for section, declared in roles.items():
         if declared is not None and not rowwise:
-            raise fail((section,), f"{section}: roles ({', '.join(ROLES[section])}) are for "
-                       f"kind: rowwise; an elementwise op lists its {section}: [a, b]")
+            raise fail((section,), _roles_elsewhere(section))
     input_roles = roles.get("inputs") or {n: "element" for n in model.inputs}
 
     problem = identifier_problem(model.name, what="op")
@@ -953,14 +968,14 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict
     with ``per_row_inputs``)."""
     from .autodiff import AutodiffError, backward_of, rowwise_backward_of, share_calls
 
+    reserved = [model.name, *symbols_of(model, backward=True), *forward.sources]
     try:
         if per_row_inputs is not None:
             return rowwise_backward_of(forward.sources, model.inputs, model.outputs,
-                                       per_row_inputs)
-        reserved = [model.name, *symbols_of(model, backward=True), *forward.sources]
+                                       per_row_inputs, reserved=reserved)
         known = {k: v for k, v in forward.sources.items() if k in forward.intermediates}
-        return share_calls(backward_of(forward.sources, model.inputs, model.outputs), reserved,
-                           known)
+        return share_calls(backward_of(forward.sources, model.inputs, model.outputs,
+                                       reserved=reserved), reserved, known)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
 
@@ -1004,6 +1019,7 @@ def _quoted(text: str) -> str:
 # The same YAML lines, messages and attr rules as the elementwise schema's.
 line_of = _line_of
 schema_message = _schema_message
+shown = _shown
 attr_default = _attr_default
 summary_text = _summary
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from opgen.autodiff import backward_of, parse, partial, share_calls, source
+from opgen.errors import SpecError
 from opgen.expr import FUNCTIONS
 from opgen.spec import Spec, loads
 
@@ -289,3 +290,68 @@ def test_a_local_is_named_after_its_argument() -> None:
     section = share_calls({"x": "exp(tanh(x)) * tanh(x) + exp(tanh(x)) + tanh(exp(x) * y)",
                            "y": "tanh(exp(x) * y) * exp(x)"}, [])
     assert list(section) == ["tanh_x", "exp_tanh_x", "exp_x", "tanh_x_y", "x", "y"]
+
+
+# -- large and deep forwards: derived within the language's limits, in polynomial time ------------
+
+def _chain(template: str, depth: int, inner: str = "x") -> str:
+    """``template`` (one ``{}``) nested ``depth`` deep around ``inner``."""
+    text = inner
+    for _ in range(depth):
+        text = template.format(text)
+    return text
+
+
+@pytest.mark.parametrize(("forward", "domain"), [
+    ("*".join(["x"] * 40), (0.95, 1.05)),   # the product rule nests each factor's derivative
+    ("*".join(["x"] * 100), (0.98, 1.02)),  # as deep as the language allows a forward
+    ("**".join(["x"] * 50), (0.9, 1.1)),
+    (_chain("sin({})", 99), (-2, 2)),
+    (_chain("sigmoid({})", 37), (-2, 2)),   # numpy writes each sigmoid 4 parentheses deep
+    (_chain("x / ({})", 49), (0.5, 2)),
+], ids=["product-40", "product-100", "power-50", "sin-99", "sigmoid-37", "quotient-49"])
+def test_a_deep_forward_has_a_backward_the_language_accepts(forward: str,
+                                                            domain: tuple[float, float]) -> None:
+    """A forward as deep as the language allows nests deeper still in its derivative: the
+    derived backward computes the deepest parts in locals of their own (grad_x_part1, ...), and
+    is checked and emitted as a written one is (formerly 'expression too deep', a traceback)."""
+    _check_against_differences({"out": forward}, domain)
+
+
+@pytest.mark.parametrize("forward", [
+    _chain("min({}, y)", 14),
+    _chain("max(min({}, y), x * y)", 10),
+    _chain("max({}, y) * x", 14),
+], ids=["min-14", "max-min-10", "max-product-14"])
+def test_nested_min_and_max_derive_in_polynomial_size(forward: str) -> None:
+    """Each min or max wrote its argument's derivative into both branches of its selection, so
+    n nested ones wrote it 2 ** n times (depth 14 ran for minutes): a large one is written once,
+    where(a <= b, da * where(a < b, 1, 0.5), 0)."""
+    spec = _spec({"out": forward}, ["out"])
+    assert sum(len(text) for text in spec.backward_source.values()) < 20_000
+    _check_against_differences({"out": forward}, (-2, 2))
+
+
+@pytest.mark.parametrize(("x", "y", "want_x", "want_y"), [
+    (1.0, 2.0, 9.0, 0.0),        # x ** 9 wins: all of the gradient
+    (1.0, 1.0, 4.5, 0.5),        # a tie: half each
+    (1.0, 0.5, 0.0, 1.0),        # y wins
+    (math.nan, 1.0, 0.0, 0.0),   # NaN: none, as Paddle's MinGradDx
+])
+def test_a_large_derivative_written_once_keeps_the_kinks(x: float, y: float, want_x: float,
+                                                         want_y: float) -> None:
+    forward = {"out": "min(" + " * ".join(["x"] * 9) + ", y)"}
+    spec = _spec(forward, ["out"])
+    assert "<= y" in spec.backward_source["x"]  # the derivative is written once
+    env = {"x": np.array([x]), "y": np.array([y]), "grad_out": np.array([1.0])}
+    got = _run(spec.backward or {}, env, ("x", "y"))
+    assert (got["grad_x"][0], got["grad_y"][0]) == (want_x, want_y)
+
+
+def test_a_forward_too_large_to_differentiate_is_one_error_on_the_backward_line() -> None:
+    """99 nested max: gradients of tens of thousands of operations, refused at once with the
+    backward's line, not derived for minutes."""
+    with pytest.raises(SpecError) as info:
+        _spec({"out": _chain("max({}, y)", 99)}, ["out"])
+    assert info.value.line == 7
+    assert "backward: the forward is too large to differentiate" in str(info.value)

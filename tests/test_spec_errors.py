@@ -168,3 +168,146 @@ def test_a_byte_that_is_not_utf8_is_named_at_its_line_and_column(tmp_path: Path)
     assert str(info.value) == f"{spec}:12: not UTF-8 text: byte 0xff at column 11"
     spec.write_bytes(b"\r\n".join(text.split(b"\n")))
     assert load(spec).model.name == "relu6"
+
+
+# -- specs that crashed, or were accepted, or named the schema's internals ------------------------
+# Each is a whole spec, written to a file, and the one line it must get ({file}: that file).
+
+ROWWISE = "name: rl\nkind: rowwise\n{inputs}\n{outputs}\nforward:\n  out: x\n"
+CUSTOM = ("name: c\nkind: custom\ninputs:\n  x: {{{input}}}\noutputs:\n"
+          "  out: {{dtype: float32, shape: \"{shape}\"}}\n{extra}")
+ROLES_IN = "element (per-element [*, C]), column (per-column [C]), row (per-row [*] or [*, 1])"
+
+
+def custom(input: str = "dtype: float32, shape: [N, M]", shape: str = "[N]",
+           extra: str = "") -> str:
+    """A custom spec of input x and output out: ``input`` is x's mapping, ``shape`` out's."""
+    return CUSTOM.format(input=input, shape=shape, extra=extra)
+
+
+MALFORMED = [
+    # a role that is a list or a mapping: TypeError: unhashable type
+    pytest.param(ROWWISE.format(inputs="inputs: {x: [element]}", outputs="outputs: [out]"),
+                 f"{{file}}:3: inputs.x: expected one role of {ROLES_IN}, got a list",
+                 id="role-list"),
+    pytest.param(ROWWISE.format(inputs="inputs: [x]", outputs="outputs: {out: {a: 1}}"),
+                 "{file}:4: outputs.out: expected one role of element (per-element [*, C]), "
+                 "row (per-row [*]), got a mapping", id="role-mapping"),
+    pytest.param(ROWWISE.format(inputs="inputs: {x: }", outputs="outputs: [out]"),
+                 f"{{file}}:3: inputs.x: no role given; expected one of {ROLES_IN}",
+                 id="role-none"),
+    pytest.param(ROWWISE.format(inputs="inputs: {x: [element]}", outputs="outputs: [out]")
+                 .replace("rowwise", "elementwise"),
+                 "{file}:3: inputs: roles (element, column, row) are for kind: rowwise; an "
+                 "elementwise op lists its inputs: [a, b]", id="role-list-elementwise"),
+    pytest.param(ROWWISE.format(inputs="inputs: [x]", outputs="outputs: {out: {a: 1}}")
+                 .replace("rowwise", "elementwise"),
+                 "{file}:4: outputs: roles (element, row) are for kind: rowwise; an "
+                 "elementwise op lists its outputs: [a, b]", id="role-mapping-elementwise"),
+    # a 0-D input: IndexError in the code generation
+    pytest.param(custom(input="dtype: float32, shape: []", shape="[1]"),
+                 "{file}:4: inputs.x.shape: [] (a 0-D tensor) cannot be declared; write 'any' "
+                 "(a shape the wrapper does not check) or list the dims, such as [1]",
+                 id="shape-0d"),
+    # output shapes too long or too deep: RecursionError, MemoryError
+    pytest.param(custom(shape="[" + "+".join(["N"] * 3000) + "]"),
+                 "{file}:6: outputs.out.shape: 6001 characters, more than 1000: an output's "
+                 "shape is a short list of dims", id="shape-3000-terms"),
+    pytest.param(custom(shape="[" + "-" * 1000 + "N]"),
+                 "{file}:6: outputs.out.shape: 1003 characters, more than 1000: an output's "
+                 "shape is a short list of dims", id="shape-1000-minus"),
+    pytest.param(custom(shape="-" * 100_000),
+                 "{file}:6: outputs.out.shape: 100000 characters, more than 1000: an output's "
+                 "shape is a short list of dims", id="shape-100000-minus"),
+    pytest.param(custom(shape="[" + "+".join(["N"] * 150) + "]"),
+                 "{file}:6: outputs.out.shape: shape too deep; nest at most 100 operations and "
+                 "parentheses", id="shape-150-terms"),
+    pytest.param(custom(shape="[" + "-(" * 120 + "N" + ")" * 120 + "]"),
+                 "{file}:6: outputs.out.shape: shape too deep; nest at most 100 operations and "
+                 "parentheses", id="shape-120-negations"),
+    # accepted, for code that reads out of bounds or overflows
+    pytest.param(custom(shape="[x.shape[99]]"),
+                 "{file}:6: outputs.out.shape: x.shape[99] is out of range: x has 2 dims "
+                 "[N, M] (indices -2 to 1)", id="index-past-rank"),
+    pytest.param(custom(shape="[x.shape[-3]]"),
+                 "{file}:6: outputs.out.shape: x.shape[-3] is out of range: x has 2 dims "
+                 "[N, M] (indices -2 to 1)", id="index-before-rank"),
+    pytest.param(custom(input="dtype: float32", shape="[x.shape[99999999999999999999999]]"),
+                 "{file}:6: outputs.out.shape: x.shape[99999999999999999999999]: the index "
+                 "does not fit in int64", id="index-any-rank-int64"),
+    pytest.param(custom(shape="[99999999999999999999999]"),
+                 "{file}:6: outputs.out.shape: 99999999999999999999999 does not fit in int64, "
+                 "the type of a dim", id="dim-int64"),
+    pytest.param(custom(shape="[N * (4611686018427387904 * 2)]"),
+                 "{file}:6: outputs.out.shape: '4611686018427387904 * 2' is "
+                 "9223372036854775808, which does not fit in int64, the type of a dim",
+                 id="dim-product-int64"),
+    pytest.param(custom(input="dtype: float32, shape: [99999999999999999999999]", shape="[1]"),
+                 "{file}:4: inputs.x.shape: 99999999999999999999999 does not fit in int64, the "
+                 "type of a dim", id="input-dim-int64"),
+    pytest.param(custom(input="dtype: int64, shape: [N], range: [10, 0]"),
+                 "{file}:4: inputs.x.range: [10, 0] is empty; expected [low, high] with "
+                 "low < high (high excluded)", id="range-empty"),
+    pytest.param(custom(input="dtype: int64, shape: [N], range: [N, N]"),
+                 "{file}:4: inputs.x.range: [N, N] is empty; expected [low, high] with "
+                 "low < high (high excluded)", id="range-same-dim"),
+    pytest.param(custom(input="dtype: int64, shape: [N], range: [0, 99999999999999999999999]"),
+                 "{file}:4: inputs.x.range: 99999999999999999999999 does not fit in int64",
+                 id="range-int64"),
+    # the schema's words ("inputs.x.dtype.str: expected a string") for the spec's
+    pytest.param(custom().replace("inputs:\n  x: {dtype: float32, shape: [N, M]}",
+                                  "inputs: [x]"),
+                 "{file}:3: inputs: expected a mapping of each input's name to {dtype: ..., "
+                 "shape: ...}, e.g. {x: {dtype: float32, shape: [N]}}, got a list",
+                 id="inputs-list"),
+    pytest.param(custom(input="dtype: 5"),
+                 "{file}:4: inputs.x.dtype: expected a dtype (bool, int8, uint8, int16, int32, "
+                 "int64, float16, bfloat16, float32, float64), a list of them, 'float types', "
+                 "'int types' or 'same as <input>', got 5", id="dtype-number"),
+    pytest.param(custom(input="dtype: [float32, 5]"),
+                 "{file}:4: inputs.x.dtype[1]: expected a dtype such as float32, got 5",
+                 id="dtype-list-item"),
+    pytest.param(custom(input="dtype: float32, shape: [N, null]"),
+                 "{file}:4: inputs.x.shape[1]: expected a dim: a size, a name such as D, or "
+                 "'...', got nothing", id="shape-null-dim"),
+    pytest.param(custom(input="dtype: float32, shape: 5"),
+                 "{file}:4: inputs.x.shape: expected a list of dims such as [V, D] or [..., D], "
+                 "or 'any', got 5", id="shape-number"),
+    pytest.param(custom(extra="attrs:\n  v: {type: 'str[]', default: []}\n"),
+                 "{file}:8: attrs.v.type: unknown attr type 'str[]'; expected one of 'bool', "
+                 "'int', 'int64', 'float', 'str', 'int[]', 'int64[]', 'float[]'",
+                 id="attr-type"),
+    pytest.param(custom(input="dtype: int64, range: [0, null]"),
+                 "{file}:4: inputs.x.range[1]: expected a number or a dim name, got nothing",
+                 id="range-null"),
+    pytest.param(custom(extra="backward: auto\n"),
+                 "{file}:7: backward: expected a list of the inputs that get a gradient, "
+                 "e.g. [x], got 'auto'", id="backward-auto"),
+    pytest.param(custom(extra="sizes: {N: eight}\n"),
+                 "{file}:7: sizes.N: expected a size (an integer), got 'eight'", id="size-word"),
+]
+
+
+@pytest.mark.parametrize(("text", "want"), MALFORMED)
+def test_a_malformed_spec_gets_one_clear_line(text: str, want: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "op.yaml"
+    spec.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load(spec, check_builtins=False)
+    assert str(info.value) == want.replace("{file}", str(spec))
+    if HAS_CLI:
+        from opgen.cli import main
+
+        with pytest.raises(SystemExit) as exited:
+            main(["generate", str(spec), "--out", str(tmp_path / "out")])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [f"error: {info.value}"]
+
+
+@pytest.mark.parametrize("shape", ["[x.shape[-2], x.shape[1]]", "[N * 4611686018427387903]"])
+def test_an_index_within_the_rank_and_a_dim_that_fits_int64_are_accepted(
+        shape: str, tmp_path: Path) -> None:
+    spec = tmp_path / "op.yaml"
+    spec.write_text(custom(shape=shape), encoding="utf-8")
+    assert load(spec, check_builtins=False).kind_data.out_shapes["out"]

@@ -59,6 +59,7 @@ from ..codegen import (
     wrap_expression,
 )
 from ..errors import SpecError
+from ..expr import MAX_DEPTH, too_deep
 from ..names import (
     camel_case,
     free_op_name,
@@ -66,7 +67,16 @@ from ..names import (
     op_name_problem,
     paddle_builtin_ops,
 )
-from ..spec import AttrSpec, Spec, attr_default, line_of, schema_message, summary_text
+from ..spec import (
+    INT64_RANGE,
+    AttrSpec,
+    Spec,
+    attr_default,
+    line_of,
+    schema_message,
+    shown,
+    summary_text,
+)
 from . import Kind
 
 # -- dtypes ----------------------------------------------------------------------------------------
@@ -91,6 +101,12 @@ DTYPE_GROUPS: dict[str, tuple[str, ...]] = {
     "int types": ("int32", "int64"),
 }
 _DIM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: The largest size, index or bound a spec may write: dims are int64 in Paddle and in C++.
+INT64_MAX = INT64_RANGE[1]
+#: The longest output shape, in characters: a shape is a short list of dims, and its text is
+#: parsed by Python (whose parser gives up on a few thousand nested operators) and copied into
+#: the generated C++ and Python.
+MAX_SHAPE_TEXT = 1000
 _SAME_AS = re.compile(r"^same as ([a-z][a-z0-9_]*)$")
 
 # -- the spec, as written --------------------------------------------------------------------------
@@ -209,10 +225,7 @@ def load_spec(data: dict[str, Any], lines: dict[Any, int], path: Path, *,
     try:
         model = CustomOpSpec.model_validate(data)
     except ValidationError as exc:
-        errors = sorted(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden",
-                                                     line_of(lines, e["loc"])))
-        err = errors[0]
-        loc = tuple(err["loc"])
+        err, loc = _first_error(exc, lines)
         if err["type"] == "extra_forbidden":
             where = ".".join(str(p) for p in loc[:-1])
             if loc[:1] in (("inputs",), ("outputs",)) and len(loc) == 3:
@@ -224,7 +237,7 @@ def load_spec(data: dict[str, Any], lines: dict[Any, int], path: Path, *,
             inside = f" in {where}" if where else ""
             raise SpecError(path, line_of(lines, loc), f"unknown key '{loc[-1]}'{inside}; "
                             f"allowed: {', '.join(allowed)}") from None
-        raise SpecError(path, line_of(lines, loc), schema_message(err, loc)) from None
+        raise SpecError(path, line_of(lines, loc), _schema_error(err, loc)) from None
 
     def fail(where: tuple[Any, ...], message: str) -> SpecError:
         return SpecError(path, line_of(lines, where), message)
@@ -232,6 +245,97 @@ def load_spec(data: dict[str, Any], lines: dict[Any, int], path: Path, *,
     custom = _check(model, fail, check_builtins=check_builtins)
     return Spec(path=path, model=model, forward={}, backward=None,  # type: ignore[arg-type]
                 lines=lines, kind_data=custom)
+
+
+# -- the schema's errors, in the spec's words ------------------------------------------------------
+
+#: The paths (``*`` a name, ``#`` an index) of the schema's unions: pydantic's error locations
+#: there name the member it tried next (``inputs.x.dtype.str``), which the spec never writes.
+_UNIONS: tuple[tuple[str, ...], ...] = (
+    *((section, "*", key) for section in ("inputs", "outputs") for key in ("dtype", "shape")),
+    *((section, "*", key, "#") for section in ("inputs", "outputs") for key in ("shape", "range")),
+    ("attrs", "*", "type"),
+)
+_DTYPE_FORM = (f"a dtype ({', '.join(DTYPE_TYPES)}), a list of them, 'float types', 'int types' "
+               "or 'same as <input>'")
+#: What the value at each path should look like, where it has the wrong type: the spec's own
+#: terms, not the schema's (``a dim: a size, a name such as D, or '...'``, not ``a string``).
+_FORMS: dict[tuple[str, ...], str] = {
+    ("inputs",): "a mapping of each input's name to {dtype: ..., shape: ...}, "
+                 "e.g. {x: {dtype: float32, shape: [N]}}",
+    ("outputs",): "a mapping of each output's name to {dtype: ..., shape: \"[...]\"}, "
+                  "e.g. {out: {dtype: same as x, shape: \"[*x.shape]\"}}",
+    ("inputs", "*"): "a mapping such as {dtype: float32, shape: [N, D]}",
+    ("outputs", "*"): "a mapping such as {dtype: same as x, shape: \"[*x.shape]\"}",
+    ("inputs", "*", "shape"): "a list of dims such as [V, D] or [..., D], or 'any'",
+    ("inputs", "*", "shape", "#"): "a dim: a size, a name such as D, or '...'",
+    ("outputs", "*", "shape"): "a list of dims in quotes, e.g. \"[*ids.shape, D]\"",
+    ("outputs", "*", "shape", "#"): "a dim: a size or a dim name",
+    **{(section, "*", "dtype"): _DTYPE_FORM for section in ("inputs", "outputs")},
+    **{(section, "*", "dtype", "#"): "a dtype such as float32" for section in ("inputs",
+                                                                              "outputs")},
+    **{(section, "*", "range"): "[low, high] (high excluded), each a number or a dim name"
+       for section in ("inputs", "outputs")},
+    **{(section, "*", "range", "#"): "a number or a dim name" for section in ("inputs",
+                                                                             "outputs")},
+    **{(section, "*", "optional"): "true or false" for section in ("inputs", "outputs")},
+    **{(section, "*", "doc"): "a string" for section in ("inputs", "outputs")},
+    ("backward",): "a list of the inputs that get a gradient, e.g. [x]",
+    ("backward", "#"): "an input name",
+    ("sizes",): "a mapping of dim name to its size in the tests, e.g. {N: 8}",
+    ("sizes", "*"): "a size (an integer)",
+    ("inplace",): "a mapping of input to the output written over it, e.g. {x: out}",
+    ("inplace", "*"): "an output name",
+}
+
+
+def _matches(pattern: tuple[str, ...], loc: tuple[Any, ...]) -> bool:
+    """Whether ``loc`` is the path ``pattern`` (``*`` any name, ``#`` any index) describes."""
+    return len(pattern) == len(loc) and all(
+        p == q or (p == "*" and isinstance(q, str)) or (p == "#" and isinstance(q, int))
+        for p, q in zip(pattern, loc, strict=True))
+
+
+def _spec_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An error's location as a path of the spec's keys and indices, without the union members
+    pydantic names (see :data:`_UNIONS`)."""
+    out: list[Any] = []
+    items = iter(loc)
+    for part in items:
+        out.append(part)
+        if any(_matches(pattern, tuple(out)) for pattern in _UNIONS):
+            next(items, None)  # the member's name
+    return tuple(out)
+
+
+def _first_error(exc: ValidationError, lines: dict[Any, int]) -> tuple[Any, tuple[Any, ...]]:
+    """The error to report, with its location in the spec (:func:`_spec_loc`): an unknown key
+    first, then the first in the file. Of a union's members, the one that got furthest speaks: a
+    shape ``[N, null]`` is a list with a wrong dim, not a string that is not one. A literal's
+    choices are those of every member (the attr types, scalar and vector)."""
+    errors = [(err, _spec_loc(tuple(err["loc"]))) for err in exc.errors()]
+    deeper = [loc for _, loc in errors]
+    errors = [(err, loc) for err, loc in errors
+              if not (err["type"].endswith("_type")
+                      and any(len(other) > len(loc) and other[:len(loc)] == loc
+                              for other in deeper))]
+    err, loc = min(errors, key=lambda e: (e[0]["type"] != "extra_forbidden",
+                                          line_of(lines, e[1]), -len(e[1])))
+    if err["type"] == "literal_error":
+        expected = [str((e.get("ctx") or {}).get("expected", "")) for e, other in errors
+                    if other == loc and e["type"] == "literal_error"]
+        err = {**err, "ctx": {"expected": ", ".join(expected).replace(" or ", ", ")}}
+    return err, loc
+
+
+def _schema_error(err: Any, loc: tuple[Any, ...]) -> str:
+    """The message of a schema error at ``loc`` (:func:`_first_error`): what the value should be,
+    in the spec's words (:data:`_FORMS`), else as the elementwise schema words it."""
+    form = next((f for pattern, f in _FORMS.items() if _matches(pattern, loc)), None)
+    if err["type"].endswith("_type") and form is not None:
+        field = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc)
+        return f"{field.replace('.[', '[')}: expected {form}, got {shown(err.get('input'))}"
+    return schema_message(err, loc)
 
 
 def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
@@ -291,7 +395,8 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
         if tensor.range is not None:
             raise fail(("outputs", name, "range"), f"outputs.{name}.range: a range is where the "
                        "tests sample an input; an output has none")
-        out_shapes[name] = _output_shape(tensor.shape, name, model, dims, int_attrs, fail)
+        out_shapes[name] = _output_shape(tensor.shape, name, model, dims, shapes, int_attrs,
+                                         fail)
 
     _check_inplace(model, dtypes, shapes, out_shapes, fail)
 
@@ -314,7 +419,15 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
                 raise fail(("inputs", name, "range"), f"inputs.{name}.range: '{item}' is not a "
                            f"number or a dim name" + (f" (dims: {', '.join(dims)})"
                                                       if dims else ""))
+            if isinstance(item, int) and not INT64_RANGE[0] <= item <= INT64_MAX:
+                raise fail(("inputs", name, "range"), f"inputs.{name}.range: {item} does not "
+                           "fit in int64")
             bounds.append(str(item))
+        low, high = tensor.range
+        if low == high or (isinstance(low, int) and isinstance(high, int) and low > high):
+            # the tests draw from [low, high): nothing to draw
+            raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] is "
+                       "empty; expected [low, high] with low < high (high excluded)")
         ranges[name] = (bounds[0], bounds[1])
 
     for i, name in enumerate(model.backward or []):
@@ -493,6 +606,9 @@ def _shape_constraint(value: Any, name: str, dims: dict[str, tuple[str, int]],
     if isinstance(value, str):
         raise fail(where, f"{field}: expected a list of dims such as [V, D] or [..., D], or "
                    f"'any'; got '{value}'")
+    if not value:  # the generated checks and tests describe an input by its first dim
+        raise fail(where, f"{field}: [] (a 0-D tensor) cannot be declared; write 'any' (a "
+                   "shape the wrapper does not check) or list the dims, such as [1]")
     out: list[Dim] = []
     for i, item in enumerate(value):
         if item == "...":
@@ -505,6 +621,8 @@ def _shape_constraint(value: Any, name: str, dims: dict[str, tuple[str, int]],
                            "outputs; an input's free dim is a name such as N, or '...'")
             if item < 0:
                 raise fail(where, f"{field}: a dim size is at least 0, got {item}")
+            if item > INT64_MAX:
+                raise fail(where, f"{field}: {item} does not fit in int64, the type of a dim")
             out.append(Dim(size=item))
         else:
             if not _DIM_NAME.match(item):
@@ -525,16 +643,25 @@ _SHAPE_HELP = ("an output's shape is a list of dims in quotes, e.g. \"[*ids.shap
 
 
 def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tuple[str, int]],
-                  int_attrs: set[str], fail: Any) -> ast.List:
+                  shapes: dict[str, tuple[Dim, ...] | None], int_attrs: set[str],
+                  fail: Any) -> ast.List:
     where = ("outputs", name, "shape")
     field = f"outputs.{name}.shape"
     if value is None:
         raise fail(("outputs", name), f"outputs.{name}: no shape; {_SHAPE_HELP}")
     text = value if isinstance(value, str) else "[" + ", ".join(str(v) for v in value) + "]"
+    if len(text) > MAX_SHAPE_TEXT:
+        raise fail(where, f"{field}: {len(text)} characters, more than {MAX_SHAPE_TEXT}: an "
+                   "output's shape is a short list of dims")
+    deep = f"{field}: shape too deep; nest at most {MAX_DEPTH} operations and parentheses"
     try:
         tree = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError):  # ValueError: a null character
         raise fail(where, f"{field}: '{text}' is not a list of dims; {_SHAPE_HELP}") from None
+    except (RecursionError, MemoryError):  # Python's parser gives up on thousands of levels
+        raise fail(where, deep) from None
+    if too_deep(tree) is not None:  # the checks and the code generation below recurse
+        raise fail(where, deep)
     if not isinstance(tree, ast.List):
         raise fail(where, f"{field}: '{text}' is not a list of dims; {_SHAPE_HELP}")
 
@@ -553,6 +680,9 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
     def check(node: ast.AST) -> None:
         if isinstance(node, ast.Constant) and isinstance(node.value, int) \
                 and not isinstance(node.value, bool):
+            if node.value > INT64_MAX:
+                raise fail(where, f"{field}: {node.value} does not fit in int64, the type of a "
+                           "dim")
             return
         if isinstance(node, ast.Name):
             if node.id in dims or node.id in int_attrs:
@@ -560,11 +690,15 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
             known = [*dims, *sorted(int_attrs)]
             raise fail(where, f"{field}: '{node.id}' is not a dim name or an int attr"
                        + (f" (known: {', '.join(known)})" if known else ""))
-        if isinstance(node, ast.Subscript) and shape_of(node.value) is not None:
+        source = shape_of(node.value) if isinstance(node, ast.Subscript) else None
+        if isinstance(node, ast.Subscript) and source is not None:
             index = node.slice
+            sign = 1
             if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
-                index = index.operand
-            if isinstance(index, ast.Constant) and isinstance(index.value, int):
+                index, sign = index.operand, -1
+            if isinstance(index, ast.Constant) and type(index.value) is int:
+                _check_index(sign * index.value, source, shapes[source], ast.unparse(node),
+                             field, where, fail)
                 return
             raise fail(where, f"{field}: x.shape[i] takes a number i")
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult,
@@ -573,6 +707,10 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
             check(node.right)
             if isinstance(node.op, ast.FloorDiv) and _constant(node.right) == 0:
                 raise fail(where, f"{field}: '{ast.unparse(node)}' divides by 0")
+            value = _constant(node)
+            if value is not None and not INT64_RANGE[0] <= value <= INT64_MAX:
+                raise fail(where, f"{field}: '{ast.unparse(node)}' is {value}, which does not "
+                           "fit in int64, the type of a dim")
             return
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             check(node.operand)
@@ -592,6 +730,22 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
         else:
             check(item)
     return tree
+
+
+def _check_index(index: int, source: str, dims: tuple[Dim, ...] | None, text: str, field: str,
+                 where: tuple[str, ...], fail: Any) -> None:
+    """``source.shape[index]`` (written ``text``) reads a dim the input has: where its declared
+    shape fixes its rank (no ``...``, not ``any``), an index within that rank, as the generated
+    code reads the dim unchecked; else an index that fits int64, as the generated C++ has it."""
+    if dims is not None and not dims[0].ellipsis:
+        if not -len(dims) <= index < len(dims):
+            written = "[" + ", ".join(str(d.size) if d.size is not None else str(d.name)
+                                      for d in dims) + "]"
+            raise fail(where, f"{field}: {text} is out of range: {source} has {len(dims)} "
+                       f"dim{'s' if len(dims) != 1 else ''} {written} (indices "
+                       f"{-len(dims)} to {len(dims) - 1})")
+    elif abs(index) > INT64_MAX:
+        raise fail(where, f"{field}: {text}: the index does not fit in int64")
 
 
 def _constant(node: ast.AST) -> int | None:
