@@ -25,7 +25,17 @@ from .merge import BASE_DIR
 from .names import identifier_problem
 from .render import Plan, render_op, templates_root
 from .spec import Spec, load, loads
-from .writer import ANSWERS_FILE, Change, Status, apply, compare, locked, real_folder, sha256
+from .writer import (
+    ANSWERS_FILE,
+    Change,
+    Status,
+    apply,
+    compare,
+    locked,
+    real_folder,
+    recorded_answers,
+    sha256,
+)
 
 
 @dataclass(frozen=True)
@@ -104,21 +114,11 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     return _write_op(spec, spec_bytes, dest, pretend=pretend)
 
 
-def _recorded(folder: Path) -> dict:
-    """What the last ``opgen generate`` recorded in ``folder``'s answers file (its spec, the
-    spec's hash, the files'), or {} where there is none that reads as a mapping."""
-    try:
-        answers = yaml.safe_load((folder / ANSWERS_FILE).read_text())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError, RecursionError):
-        return {}
-    return answers if isinstance(answers, dict) else {}
-
-
 def _refuse_another_op(dest: Path, spec_path: Path, what: str) -> None:
     """``dest`` holds an op generated from another spec that is still there (the folder given
     by --out, or a second spec beside an op's own): writing would turn that op into this one.
     A spec renamed in place leaves no other behind, and its op is renamed."""
-    recorded = _recorded(dest).get("spec")
+    recorded = recorded_answers(dest).get("spec")
     if isinstance(recorded, str) and recorded != spec_path.name and (dest / recorded).is_file():
         raise UsageError(f"{what}: holds the op generated from {recorded}; generating "
                          f"{spec_path.name} there would replace it: "
@@ -130,7 +130,7 @@ def stale_spec(op_dir: Path | str) -> str | None:
     """Why the op in ``op_dir`` is older than its spec (the spec changed since ``opgen
     generate`` last wrote the op from it), or None: a build then compiles the old sources."""
     folder = Path(op_dir)
-    answers = _recorded(folder)
+    answers = recorded_answers(folder)
     spec_name, recorded = answers.get("spec"), answers.get("spec_sha256")
     if not (isinstance(spec_name, str) and isinstance(recorded, str)):
         return None
@@ -148,7 +148,7 @@ def spec_in(path: Path) -> Path:
     file's ``spec:``), else its one ``*.yaml`` file."""
     if not path.is_dir():
         return path
-    recorded = _recorded(path).get("spec")
+    recorded = recorded_answers(path).get("spec")
     if isinstance(recorded, str) and (path / recorded).is_file():
         return path / recorded
     specs = sorted(p for p in path.glob("*.yaml") if p.is_file())

@@ -1028,8 +1028,6 @@ def check_output(path: Path, flag: str) -> None:
     """Refuse an output path that cannot be written, before minutes of measuring: a folder, a
     missing or read-only folder, and an existing file of another kind than the flag writes (the
     op's spec, a source), which would be lost."""
-    if str(path) == "":
-        raise UsageError(f"{flag}: an empty path; name a file")
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a folder; name a file")
     folder = path.absolute().parent

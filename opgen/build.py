@@ -479,7 +479,9 @@ def _spec_origin(path: Path, line: int, config: BuildConfig) -> str | None:
     section = _SECTIONS[found[0]]
     target = found[1]
     key = target[len("grad_"):] if section == "backward" and target.startswith("grad_") else target
-    answers = _answers(config)
+    from .writer import recorded_answers
+
+    answers = recorded_answers(config.op_dir)
     spec_path = config.op_dir / str(answers.get("spec") or f"{config.name}.yaml")
     try:
         from . import kinds  # noqa: F401  (registers each kind's spec rules)
@@ -499,19 +501,6 @@ def _spec_origin(path: Path, line: int, config: BuildConfig) -> str | None:
     if recorded and hashlib.sha256(header.read_bytes()).hexdigest() != recorded:
         origin += f" (csrc/{header.name} was edited after `opgen generate`)"
     return origin
-
-
-def _answers(config: BuildConfig) -> dict:
-    """What ``opgen generate`` recorded about the op (its spec, its files' hashes), or {}."""
-    import yaml
-
-    from .writer import ANSWERS_FILE
-
-    try:
-        answers = yaml.safe_load((config.op_dir / ANSWERS_FILE).read_text())
-    except (OSError, ValueError, yaml.YAMLError, RecursionError):
-        return {}
-    return answers if isinstance(answers, dict) else {}
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+import yaml
 from filelock import FileLock, Timeout
 
 from . import journal
@@ -66,6 +67,17 @@ sha256 = journal.sha256  #: the hex SHA-256 of some bytes, as the answers file r
 def real_folder(dest: Path) -> Path:
     """The op folder ``dest`` with symbolic links resolved: written there, the links stay."""
     return Path(dest).resolve()
+
+
+def recorded_answers(folder: Path) -> dict:
+    """What the last ``opgen generate`` recorded in ``folder``'s answers file (its spec, the
+    spec's hash, the files'), or {} where there is none that reads as a mapping: missing, not
+    UTF-8, not YAML, nested past the parser."""
+    try:
+        answers = yaml.safe_load((folder / ANSWERS_FILE).read_text())
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        return {}
+    return answers if isinstance(answers, dict) else {}
 
 
 @contextmanager

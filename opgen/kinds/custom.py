@@ -208,6 +208,12 @@ class Dim:
     ellipsis: bool = False
 
 
+def _written(dims: tuple[Dim, ...]) -> str:
+    """A declared shape as the spec writes it and the errors quote it: ``[..., V, D]``."""
+    return "[" + ", ".join("..." if d.ellipsis else str(d.size if d.size is not None else d.name)
+                           for d in dims) + "]"
+
+
 @dataclass(frozen=True)
 class Custom:
     """What the checks established about a custom spec, beyond the model."""
@@ -739,10 +745,8 @@ def _check_index(index: int, source: str, dims: tuple[Dim, ...] | None, text: st
     code reads the dim unchecked; else an index that fits int64, as the generated C++ has it."""
     if dims is not None and not dims[0].ellipsis:
         if not -len(dims) <= index < len(dims):
-            written = "[" + ", ".join(str(d.size) if d.size is not None else str(d.name)
-                                      for d in dims) + "]"
             raise fail(where, f"{field}: {text} is out of range: {source} has {len(dims)} "
-                       f"dim{'s' if len(dims) != 1 else ''} {written} (indices "
+                       f"dim{'s' if len(dims) != 1 else ''} {_written(dims)} (indices "
                        f"{-len(dims)} to {len(dims) - 1})")
     elif abs(index) > INT64_MAX:
         raise fail(where, f"{field}: {text}: the index does not fit in int64")
@@ -1143,8 +1147,7 @@ def _shape_checks(op: str, custom: Custom, optional: set[str]) -> list[Check]:
     for name, dims in custom.shapes.items():
         if dims is None:
             continue
-        written = "[" + ", ".join("..." if d.ellipsis else str(d.size if d.size is not None
-                                                                 else d.name) for d in dims) + "]"
+        written = _written(dims)
         fixed = [d for d in dims if not d.ellipsis]
         first_check = len(checks)
         if dims[0].ellipsis:
@@ -1213,8 +1216,7 @@ def _input_checks(op: str, custom: Custom, tensors: dict[str, Tensor],
         dims = custom.shapes[name]
         assert dims is not None
         optional = tensors[name].optional
-        written = cpp_string("[" + ", ".join("..." if d.ellipsis else str(
-            d.size if d.size is not None else d.name) for d in dims) + "]")
+        written = cpp_string(_written(dims))
         fixed = [d for d in dims if not d.ellipsis]
         calls = [("opgen::CheckRank", [op, cpp_string(name), f"*{name}_shape" if optional
                                        else f"{name}_shape", str(len(fixed)),
@@ -1824,9 +1826,7 @@ def _wrong_dtype(inputs: dict[str, Tensor]) -> tuple[str, str]:
 def _wrong_rank(op: str, custom: Custom, inputs: dict[str, Tensor]) -> tuple[str, str] | None:
     for name, dims in custom.shapes.items():
         if dims and not dims[0].ellipsis and not inputs[name].optional:
-            written = "[" + ", ".join(str(d.size if d.size is not None else d.name)
-                                      for d in dims) + "]"
-            message = f"{op}: {name} must have {len(dims)} dims {written}"
+            message = f"{op}: {name} must have {len(dims)} dims {_written(dims)}"
             return name, "".join("\\" + c if c in "[]().*+?{}|^$\\" else c for c in message)
     return None
 
