@@ -159,10 +159,7 @@ View CheckInputs(const char* op, RoleList<Roles...>, const char* const (&names)[
              stat[i] ? "; saved per-row statistics are float32 (float64 for float64)"
                      : "; the inputs must share one dtype");
       }
-      if (t.place() != like.place()) {
-        Fail(op, ": ", names[i], " is on ", t.place(), " but ", names[first], " is on ",
-             like.place(), "; the inputs must be on one device");
-      }
+      CheckSamePlace(op, names[i], t, names[first], like);
       if (!detail::ShapeFits<Role>(t.shape(), view)) {
         Fail(op, ": ", names[i], " has shape ", ShapeString(t.shape()), ", but as ",
              RoleName<Role>(), " input it must be ", detail::ExpectedShape<Role>(view), " for ",

@@ -218,7 +218,8 @@ inline void CheckSameDtype(const char* op, const char* input, paddle::DataType d
   }
 }
 
-// The inputs are on one device, `first`'s: the kernels read them all there.
+// The inputs are on one device, `first`'s: the kernels read them all there (a custom op's, and
+// the row-wise kind's, checks).
 inline void CheckSamePlace(const char* op, const char* input, const paddle::Tensor& tensor,
                            const char* first_name, const paddle::Tensor& first) {
   if (tensor.place() != first.place()) {
