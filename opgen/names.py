@@ -6,7 +6,7 @@ import functools
 import keyword
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -59,6 +59,8 @@ GENERATED_NAMES = frozenset({
     "name", "got", "want", "err", "spread", "grads",
     # the rowwise references' shape of the op (`op_shape = np.shape(x)` rebound an input so named)
     "op_shape",
+    # the custom kind's entry points hand their kernels `args` (and the GPU's `gpu`)
+    "args",
 })
 
 
@@ -139,6 +141,21 @@ def identifier_problem(name: object, *, what: str) -> str | None:
         # test_<op>.py keeps the numpy copy of input x (and of grad_out) in x_np (grad_out_np)
         return f"{what} name '{name}' is reserved: the generated tests name the numpy copy of " \
             f"'{name[:-3]}' so"
+    return None
+
+
+def derived_name_problem(name: str, what: str, tensors: Sequence[str],
+                         float_attrs: Sequence[str]) -> str | None:
+    """Why ``name`` cannot name a ``what`` beside the op's ``tensors`` (inputs and outputs) and
+    float attrs, or None: the generated C++ names a tensor x's shape and dtype ``x_shape`` and
+    ``x_dtype``, and passes a float attr t as its bits in ``t_bits``."""
+    stem, _, suffix = name.rpartition("_")
+    if suffix in ("shape", "dtype") and stem in tensors:
+        return f"{what} name '{name}' is reserved: the generated C++ names {stem}'s {suffix} " \
+            f"'{name}'"
+    if suffix == "bits" and stem in float_attrs:
+        return f"{what} name '{name}' is reserved: the generated C++ passes float attr " \
+            f"'{stem}' as its bits in '{name}'"
     return None
 
 

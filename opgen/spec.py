@@ -39,7 +39,13 @@ from pydantic_core import ErrorDetails
 
 from .errors import SpecError
 from .expr import Emitted, ExprError, Type, check_baseline, compile_expr
-from .names import free_op_name, identifier_problem, op_name_problem, paddle_builtin_ops
+from .names import (
+    derived_name_problem,
+    free_op_name,
+    identifier_problem,
+    op_name_problem,
+    paddle_builtin_ops,
+)
 
 Dtype = Literal["float32", "float64", "float16", "bfloat16"]
 DTYPES: tuple[Dtype, ...] = ("float32", "float64", "float16", "bfloat16")
@@ -710,11 +716,15 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
                 raise fail(where, f"{what} name '{name}' is the op's own name")
             if name in seen:
                 raise fail(where, f"duplicate name '{name}': already {_ARTICLE[seen[name]]}")
-            bits_of = model.attrs.get(name.removesuffix("_bits"))
-            if name.endswith("_bits") and bits_of is not None and bits_of.type == "float":
-                raise fail(where, f"{what} name '{name}' is reserved: the generated C++ passes "
-                           f"float attr '{name[:-5]}' as its bits in '{name}'")
             seen[name] = what
+    float_attrs = [n for n, a in model.attrs.items() if a.type == "float"]
+    for section, names in (("inputs", model.inputs), ("outputs", model.outputs),
+                           ("attrs", list(model.attrs))):
+        for i, name in enumerate(names):
+            problem = derived_name_problem(name, _SINGULAR[section],
+                                           [*model.inputs, *model.outputs], float_attrs)
+            if problem:
+                raise fail((section, i) if section != "attrs" else (section, name), problem)
 
     if len(set(model.dtypes)) != len(model.dtypes):
         second = next(i for i, d in enumerate(model.dtypes) if d in model.dtypes[:i])

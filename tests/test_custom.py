@@ -75,6 +75,13 @@ def test_a_custom_spec_loads():
     ("default: [1.0, 2.0]", "default: [1.0, x]", 10, "an item of the list: 'x' is not a float"),
     ("{dtype: same as table", "{dtype: [float32, float64]", 7,
      "outputs.out.dtype: an output has one dtype"),
+    # names the generated C++ gives to other things (it did not compile)
+    ("  out: {dtype: same", "  args: {dtype: same", 7,
+     "output name 'args' is reserved: the generated code uses it"),
+    ("  pad: {type: int64", "  ids_dtype: {type: int64", 9,
+     "attr name 'ids_dtype' is reserved: the generated C++ names ids's dtype 'ids_dtype'"),
+    ("  out: {dtype: same", "  table_shape: {dtype: same", 7,
+     "output name 'table_shape' is reserved: the generated C++ names table's shape"),
 ])
 def test_spec_errors_name_the_line(old, new, line, message):
     assert old in SPEC

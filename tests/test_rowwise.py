@@ -133,6 +133,19 @@ def test_a_per_element_value_declared_per_row_is_an_error_at_its_line():
            "declares 'out' per-row [*]; reduce it over the row" in str(info.value)
 
 
+
+@pytest.mark.parametrize(("old", "new", "line"), [
+    ("eps", "row", 6),  # an attr (its C++ member shadowed the functor's parameter)
+    ("rstd", "row", 8),  # a per-row intermediate
+    ("dxw", "row", 11),  # an intermediate of the backward
+])
+def test_the_functors_row_is_a_reserved_name(old, new, line):
+    with pytest.raises(SpecError) as info:
+        loads(RMS_NORM.replace(old, new), "rms_norm.yaml", check_builtins=False)
+    assert info.value.line == line, str(info.value)
+    assert "'row' is reserved in a rowwise op" in str(info.value)
+
+
 # -- the functor ---------------------------------------------------------------------------------
 
 def test_rms_norm_functor_is_straight_line_code_with_named_per_row_values():

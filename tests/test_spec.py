@@ -11,7 +11,7 @@ import pytest
 from opgen import spec as spec_module
 from opgen.errors import SpecError
 from opgen.kinds.elementwise import build_context
-from opgen.names import free_op_name, identifier_problem, paddle_builtin_ops
+from opgen.names import derived_name_problem, free_op_name, identifier_problem, paddle_builtin_ops
 from opgen.probe import paddle_version
 from opgen.render import render_op
 from opgen.spec import DTYPES, AttrSpec, OpSpec, Spec, load, loads
@@ -313,6 +313,31 @@ def test_free_op_name() -> None:
 ])
 def test_identifier_problem(name: str, problem: str | None) -> None:
     assert identifier_problem(name, what="input") == problem
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("x_shape", "input name 'x_shape' is reserved: the generated C++ names x's shape 'x_shape'"),
+    ("out_dtype", "input name 'out_dtype' is reserved: the generated C++ names out's dtype "
+                  "'out_dtype'"),
+    ("alpha_bits", "input name 'alpha_bits' is reserved: the generated C++ passes float attr "
+                   "'alpha' as its bits in 'alpha_bits'"),
+    ("y_shape", None),  # no tensor y
+    ("n_bits", None),  # n is not a float attr
+    ("x_size", None),
+])
+def test_derived_name_problem(name: str, problem: str | None) -> None:
+    assert derived_name_problem(name, "input", ["x", "out"], ["alpha"]) == problem
+
+
+def test_a_name_the_cpp_derives_is_refused_at_its_line() -> None:
+    """An input `x_shape` beside `x` shadowed InferShape's parameter of x's shape (g++: 'declaration
+    shadows a parameter'); now the spec is refused where it names it."""
+    text = "name: pair\nkind: elementwise\ninputs: [x, x_shape]\noutputs: [out]\n" \
+        "forward:\n  out: x + x_shape\n"
+    with pytest.raises(SpecError) as info:
+        loads(text, "pair.yaml", check_builtins=False)
+    assert info.value.line == 3
+    assert "input name 'x_shape' is reserved: the generated C++ names x's shape" in str(info.value)
 
 
 def test_op_names_may_start_with_grad() -> None:

@@ -62,6 +62,7 @@ from ..errors import SpecError
 from ..expr import MAX_DEPTH, too_deep
 from ..names import (
     camel_case,
+    derived_name_problem,
     free_op_name,
     identifier_problem,
     op_name_problem,
@@ -366,6 +367,13 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
             if name in seen:
                 raise fail((section, name), f"duplicate name '{name}': already an {seen[name]}")
             seen[name] = what
+    float_attrs = [n for n, a in model.attrs.items() if a.type == "float"]
+    for section in ("inputs", "outputs", "attrs"):
+        for name in getattr(model, section):
+            problem = derived_name_problem(name, section[:-1], [*model.inputs, *model.outputs],
+                                           float_attrs)
+            if problem:
+                raise fail((section, name), problem)
     grads = {f"grad_{n}" for n in [*model.inputs, *model.outputs]}
     clash = next((n for n in seen if n in grads), None)
     if clash is not None:

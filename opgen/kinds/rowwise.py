@@ -677,9 +677,22 @@ def variables(spec: Spec, naive: bool) -> dict[str, object]:
     return {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
 
 
+
+
 def check(model: OpSpec, fail: Callable[..., SpecError]) -> None:
-    """The rowwise kind's rules for the spec's fields it does not honour: ``amp:`` and
-    ``inplace:`` are made by the elementwise kind's wrapper and kernels only."""
+    """The rowwise kind's rules for the spec's fields it does not honour (``amp:`` and
+    ``inplace:`` are made by the elementwise kind's wrapper and kernels only) and for the name
+    its functors take."""
+    sections: list[tuple[str, list[str]]] = [
+        ("inputs", model.inputs), ("outputs", model.outputs), ("attrs", list(model.attrs)),
+        ("forward", list(model.forward)),
+        ("backward", list(model.backward) if isinstance(model.backward, dict) else [])]
+    for section, names in sections:
+        for i, name in enumerate(names):
+            if name == "row":  # the functors' parameter, operator()(Row& row)
+                where = (section, i) if section in ("inputs", "outputs") else (section, name)
+                raise fail(where, "'row' is reserved in a rowwise op: the generated functors "
+                           "name the row they compute so; name it differently")
     if model.inplace:
         raise fail(("inplace",), f"inplace: a kind: {model.kind} op has no in-place variant "
                    "(elementwise and custom ops have them); remove it")
