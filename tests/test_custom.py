@@ -323,6 +323,25 @@ BAD_SHAPES = textwrap.dedent("""
         else:
             raise AssertionError("a 1-d table was not refused")
 
+    # An empty result runs no kernel, but its inputs are refused as a kernel's would be (on
+    # Paddle 3 by the .cc's entry point, which the wrapper leaves it to), and its gradient is 0.
+    empty, wrong = paddle.to_tensor(np.zeros([0], "int64")), paddle.ones([50, 3], "int32")
+    for call in (lambda: op.embedding(empty, wrong),
+                 lambda: op._ops().custom_embedding(empty, wrong, -1, False, True)):
+        try:
+            call()
+        except Exception as exc:
+            assert "int32" in str(exc), exc
+        else:
+            raise AssertionError("an int32 table was taken for an empty result")
+    table = paddle.ones([50, 3])
+    table.stop_gradient = False
+    out = op.embedding(empty, table)
+    assert list(out.shape) == [0, 3], out.shape
+    if not paddle.__version__.startswith("2."):
+        (grad,) = paddle.grad([out], [table], grad_outputs=[paddle.ones([0, 3])])
+        assert list(grad.shape) == [50, 3] and not grad.numpy().any(), grad
+
     paddle.enable_static()
     try:  # an eager tensor in static mode: Paddle's static API would abort the process
         op.embedding(ids, paddle.ones([50, 3]))

@@ -25,7 +25,7 @@ def grad_table(ids, table, grad_out, padding_idx=-1, deterministic=False, check_
     grad = np.zeros_like(table)  # in the dtype given: float32 sums show their rounding
     flat = np.reshape(ids, -1)
     valid = (flat >= 0) & (flat < len(table))
-    np.add.at(grad, flat[valid], np.reshape(grad_out, (flat.size, -1))[valid])
+    np.add.at(grad, flat[valid], np.reshape(grad_out, (flat.size, table.shape[1]))[valid])
     if padding_idx >= 0:
         grad[padding_idx] = 0
     return grad

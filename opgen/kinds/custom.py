@@ -996,6 +996,11 @@ def _py_if(condition: str, *, indent: int = 8) -> str:
     return "if (" + ("\n" + " " * (indent + 8)).join(pieces) + "):"
 
 
+def _parenthesized(condition: str) -> str:
+    """``condition`` as an operand of ``and``: in parentheses where it holds an ``or``."""
+    return f"({condition})" if " or " in condition else condition
+
+
 def _all_empty(conditions: list[str]) -> str:
     """The conditions of :func:`_py_empty`, one per output, joined: every output is empty."""
     if "False" in conditions:
@@ -1005,7 +1010,7 @@ def _all_empty(conditions: list[str]) -> str:
         return "True"
     if len(conditions) == 1:
         return conditions[0]
-    return " and ".join(f"({c})" if " or " in c else c for c in conditions)
+    return " and ".join(_parenthesized(c) for c in conditions)
 
 
 def _skeleton_allocation(tree: ast.List, name: str, allocate: str,
@@ -1454,8 +1459,10 @@ class Context(OpText):
                                          #   ("" where nothing: it is not included)
     shapes_checked: bool                 # an output's shape may come out negative
     shapes_divide: bool                  # an output's shape has `//`, which may divide by 0
-    all_empty: str                       # the wrapper's `if` where every output has no elements
-                                         #   ("if False:": never; it then has no test)
+    empty_outputs: str | None            # the wrapper's `if` where every output has no elements
+                                         #   on Paddle 2.6 (on Paddle 3 the entry points return
+                                         #   them); None: never, or the kernels size them
+    empty_checks: dict[str, str] | None  # the same in the entry points (C++ statements)
     infer_throws: bool                   # InferShape may refuse the inputs: it runs its body in
                                          #   opgen::InferShapesOrUnknown
     shape_attrs: list[Attr]              # int attrs InferShape takes
@@ -1645,9 +1652,25 @@ def build_context(spec: Any) -> Context:
                    if o is None],
             allocated=[], sizes=0)
 
-    # An op with data-dependent outputs runs its kernels for empty inputs too (only they know the
-    # sizes), so its outputs are allocated as Paddle 2.6 takes them when empty (opgen/paddle.h).
-    allocate = "opgen::AllocateOutput" if dynamic else "paddle::empty"
+    # Outputs are allocated as Paddle 2.6 takes them when empty (opgen/paddle.h): an op with
+    # data-dependent outputs runs its kernels for empty inputs too (only they know the sizes), and
+    # the others return empty outputs without a kernel.
+    allocate = "opgen::AllocateOutput"
+    # Where no output has an element, the entry points return without a kernel: the forward its
+    # empty outputs (on Paddle 2.6 the wrapper makes them first), the backward zero gradients.
+    all_empty = _all_empty([s.py_empty for s in out_shapes])
+    skip_empty = not dynamic and all_empty != "False"
+    zeros = [f"opgen::ZerosLike({n})" for n in m.backward or []]
+    empty_checks = {
+        "forward_if": wrap_call("if (opgen::NoElements", list(m.outputs), ") {", indent=2),
+        "dtypes": wrap_call(f"{m.name}::Dispatch", [cpp_string("Forward")] +
+                            [f"args.{n}.dtype()" for n in params] + ["[](auto...) {}"], ";",
+                            indent=4),
+        "backward_if": wrap_call("if (opgen::NoElements", [f"grad_{n}" for n in m.outputs],
+                                 ") {", indent=2),
+        "zeros": wrap_call("return ", zeros, ";", indent=4).replace("(", "{", 1)
+        .replace(");", "};"),
+    } if skip_empty else None
     vec = "std::vector<paddle::Tensor>"
     tensors = [f"const paddle::optional<paddle::Tensor>& {n}" if t.optional else
                f"const paddle::Tensor& {n}" for n, t in m.inputs.items()]
@@ -1712,7 +1735,9 @@ def build_context(spec: Any) -> Context:
         shapes_checked=shapes_checked,
         shapes_divide=any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
                           for tree in custom.out_shapes.values() for n in ast.walk(tree)),
-        all_empty=_py_if(_all_empty([s.py_empty for s in out_shapes])),
+        empty_outputs=_py_if("_EMPTY_OUTPUTS_MADE_HERE and " + _parenthesized(all_empty))
+        if skip_empty else None,
+        empty_checks=empty_checks,
         infer_throws=_infer_throws(custom),
         shape_attrs=shape_attrs,
         shape_inputs=[n for n in m.inputs if any(n in o.inputs for o in out_shapes

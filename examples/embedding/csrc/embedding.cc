@@ -39,8 +39,13 @@ std::vector<paddle::Tensor> EmbeddingForward(const paddle::Tensor& ids, const pa
   const std::vector<int64_t> table_shape = table.shape();
   std::vector<int64_t> out_shape = ids_shape;
   out_shape.push_back(table_shape[1]);
-  paddle::Tensor out = paddle::empty(out_shape, table.dtype(), ids.place());
+  paddle::Tensor out = opgen::AllocateOutput(out_shape, table.dtype(), ids.place());
   const embedding::ForwardArgs args{ids, table, out, padding_idx, deterministic, check_ids};
+  if (opgen::NoElements(out)) {
+    // No output has an element: no kernel runs, and the dtypes are checked as a kernel's are.
+    embedding::Dispatch("Forward", args.ids.dtype(), args.table.dtype(), [](auto...) {});
+    return {out};
+  }
 #ifdef PADDLE_WITH_CUDA
   if (ids.is_gpu()) {
     EmbeddingForwardCUDA(args);
@@ -60,7 +65,11 @@ std::vector<paddle::Tensor> EmbeddingBackward(const paddle::Tensor& ids,
                                               const paddle::Tensor& table,
                                               const paddle::Tensor& grad_out, int64_t padding_idx,
                                               bool deterministic, bool check_ids) {
-  paddle::Tensor grad_table = paddle::empty(table.shape(), table.dtype(), table.place());
+  if (opgen::NoElements(grad_out)) {
+    // The outputs had no element: every gradient is 0, and no kernel runs.
+    return {opgen::ZerosLike(table)};
+  }
+  paddle::Tensor grad_table = opgen::AllocateOutput(table.shape(), table.dtype(), table.place());
   const embedding::BackwardArgs args{ids, table, grad_out, grad_table, padding_idx, deterministic,
                                      check_ids};
 #ifdef PADDLE_WITH_CUDA

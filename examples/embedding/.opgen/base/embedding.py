@@ -96,6 +96,10 @@ def _dtype_name(tensor: paddle.Tensor) -> str:
 
 
 _TENSOR = paddle.Tensor  # eager tensors' type (parameters are of a subclass)
+# Where no output has an element, the op's entry points return them without a kernel; Paddle 2.6
+# rejects such outputs of a custom op's eager call, so there this wrapper makes them, outside the
+# autograd graph (no gradient flows back from an empty result).
+_EMPTY_OUTPUTS_MADE_HERE = paddle.__version__.startswith("2.")
 
 
 def _check_types(ids, table) -> None:
@@ -133,6 +137,8 @@ def _check_inputs(ids, table) -> None:
         if not tensor.place._equals(ids.place):
             raise ValueError(f"embedding: {name} is on {tensor.place}, "
                              f"ids on {ids.place}: the inputs must be on one device")
+
+
 def _explain_failure(ids, table) -> None:
     """Where the inputs explain why the op's call failed (their types, dtypes, shapes and
     devices), raises that error without the op's; returns otherwise
@@ -209,9 +215,9 @@ def embedding(ids: paddle.Tensor, table: paddle.Tensor, padding_idx: int = -1,
     if not table.is_contiguous():  # the kernels read dense memory
         table = table.contiguous()
     try:
-        if 0 in ids.shape or table.shape[1] == 0:
-            # No output has an element: Paddle 2.6 rejects empty outputs of custom ops, and empty
-            # results need no kernel; they refuse what a kernel would.
+        if _EMPTY_OUTPUTS_MADE_HERE and (0 in ids.shape or table.shape[1] == 0):
+            # No output has an element: no kernel runs; the inputs are refused where a kernel's
+            # would be.
             _check_inputs(ids, table)
             shapes = _output_shapes(ids, table)
             with _current_device_of(ids):

@@ -127,8 +127,9 @@ def test_backward(device, combo, case, attrs, given):
     rng = np.random.default_rng(2)
     tensors, arrays = sample_inputs(rng, case, combo, device, grad=BACKWARD, given=given)
     outputs = ot.as_tuple(embedding(**tensors, **attrs))
-    if all(0 in o.shape for o in outputs):
-        assert all(o.stop_gradient for o in outputs)  # no kernel ran: outside the autograd graph
+    if paddle.__version__.startswith("2.") and all(0 in o.shape for o in outputs):
+        # Paddle 2.6: the wrapper made the empty results, outside the autograd graph
+        assert all(o.stop_gradient for o in outputs)
         return
     floats = [o for n, o in zip(OUTPUTS, outputs, strict=True) if COMBOS[combo][1][n] in FLOATS]
     grads_out, grads_out_np = output_gradients(rng, outputs, combo, device)

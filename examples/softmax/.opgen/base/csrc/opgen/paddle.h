@@ -155,6 +155,18 @@ inline paddle::Tensor AllocateOutput(const std::vector<int64_t>& shape, paddle::
   return EmptyOutput(shape, dtype, place);
 }
 
+// Whether none of `tensors` has an element (an undefined tensor has none). Where no output of a
+// custom op has one, its entry points return without a kernel.
+template <typename... Tensors>
+bool NoElements(const Tensors&... tensors) {
+  return ((!tensors.defined() || tensors.numel() == 0) && ...);
+}
+
+// A tensor of zeros like `like` (a gradient where the op's outputs had no element).
+inline paddle::Tensor ZerosLike(const paddle::Tensor& like) {
+  return paddle::experimental::zeros(like.shape(), like.dtype(), like.place());
+}
+
 // ---- shape inference ------------------------------------------------------------------------
 // An InferShape function must not throw: Paddle aborts the process on an exception from one
 // (std::terminate; Paddle 3.3.1 building a static program, measured 2026-12-05). Its body runs
