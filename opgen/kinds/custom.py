@@ -1154,42 +1154,67 @@ def _attr(name: str, spec: CustomAttr) -> Attr:
     return attr(name, AttrSpec.model_construct(type=spec.type, default=spec.default))
 
 
-def _shape_checks(op: str, custom: Custom, optional: set[str]) -> list[Check]:
-    checks: list[Check] = []
-    first: dict[str, str] = {}  # dim name -> its first Python expression
+@dataclass(frozen=True)
+class _ShapeRule:
+    """One rule of an input's declared shape, as the wrapper's Python checks and the .cc's C++
+    checks both state it: its rank, a fixed size, or a dim named like an earlier one."""
+
+    input: str
+    written: str                          # the input's shape as the spec writes it: "[V, D]"
+    rank: int | None = None               # a rank rule: the count of its fixed dims,
+    at_least: bool = False                #   at least that many after a leading `...`
+    index: int = 0                        # a dim rule: the dim (negative after a `...`),
+    size: int | None = None               #   its fixed size,
+    dim: str | None = None                #   or its name, which an earlier dim has:
+    other: tuple[str, int] | None = None  #   that one (input, index)
+
+
+def _shape_rules(custom: Custom) -> list[_ShapeRule]:
+    """The rules of the inputs' declared shapes, input by input, each rank before its dims."""
+    rules: list[_ShapeRule] = []
+    first: dict[str, tuple[str, int]] = {}  # dim name -> where it first comes
     for name, dims in custom.shapes.items():
         if dims is None:
             continue
         written = _written(dims)
         fixed = [d for d in dims if not d.ellipsis]
-        first_check = len(checks)
-        if dims[0].ellipsis:
-            rank = f"len({name}.shape) < {len(fixed)}"
-            checks.append(Check(rank, f"{op}: {name} must have at least {len(fixed)} dims "
-                                f"{written}, got shape {{list({name}.shape)}}", rank))
-        else:
-            rank = f"len({name}.shape) != {len(fixed)}"
-            checks.append(Check(rank, f"{op}: {name} must have {len(fixed)} dims {written}, "
-                                f"got shape {{list({name}.shape)}}", rank))
+        rules.append(_ShapeRule(name, written, rank=len(fixed), at_least=dims[0].ellipsis))
         for k, d in enumerate(fixed):
             index = k - len(fixed) if dims[0].ellipsis else k
-            expr = f"{name}.shape[{index}]"
             if d.size is not None:
-                checks.append(Check(f"{expr} != {d.size}",
-                                    f"{op}: {expr} must be {d.size} {written}, got {{{expr}}}",
-                                    f"{expr} not in ({d.size}, -1)"))
-            elif d.name in first and first[d.name] != expr:
-                other = first[d.name]
-                checks.append(Check(f"{expr} != {other}",
-                                    f"{op}: {expr} ({d.name}) is {{{expr}}} but {other} "
-                                    f"({d.name}) is {{{other}}}",
-                                    f"-1 not in ({expr}, {other}) and {expr} != {other}"))
+                rules.append(_ShapeRule(name, written, index=index, size=d.size))
+            elif d.name in first and first[d.name] != (name, index):
+                rules.append(_ShapeRule(name, written, index=index, dim=d.name,
+                                        other=first[d.name]))
             else:
-                first.setdefault(d.name, expr)  # type: ignore[arg-type]
-        if name in optional:  # checked when given
-            checks[first_check:] = [Check(f"{name} is not None and ({c.condition})", c.message,
-                                          f"{name} is not None and ({c.static_condition})")
-                                    for c in checks[first_check:]]
+                first.setdefault(d.name, (name, index))  # type: ignore[arg-type]
+    return rules
+
+
+def _shape_checks(op: str, custom: Custom, optional: set[str]) -> list[Check]:
+    """The wrapper's checks of the declared shapes (:func:`_shape_rules`), in Python."""
+    checks: list[Check] = []
+    for r in _shape_rules(custom):
+        shape, expr = f"{r.input}.shape", f"{r.input}.shape[{r.index}]"
+        if r.rank is not None:
+            condition = f"len({shape}) {'<' if r.at_least else '!='} {r.rank}"
+            count = f"at least {r.rank}" if r.at_least else str(r.rank)
+            check = Check(condition, f"{op}: {r.input} must have {count} dims {r.written}, "
+                          f"got shape {{list({shape})}}", condition)
+        elif r.size is not None:
+            check = Check(f"{expr} != {r.size}",
+                          f"{op}: {expr} must be {r.size} {r.written}, got {{{expr}}}",
+                          f"{expr} not in ({r.size}, -1)")
+        else:
+            assert r.other is not None
+            other = f"{r.other[0]}.shape[{r.other[1]}]"
+            check = Check(f"{expr} != {other}",
+                          f"{op}: {expr} ({r.dim}) is {{{expr}}} but {other} ({r.dim}) is "
+                          f"{{{other}}}", f"-1 not in ({expr}, {other}) and {expr} != {other}")
+        if r.input in optional:  # checked when given
+            check = Check(f"{r.input} is not None and ({check.condition})", check.message,
+                          f"{r.input} is not None and ({check.static_condition})")
+        checks.append(check)
     return checks
 
 
@@ -1210,10 +1235,10 @@ class InputChecks:
 
 def _input_checks(op: str, custom: Custom, tensors: dict[str, Tensor],
                   params: dict[str, str], entry_params: list[str]) -> InputChecks:
-    """The C++ twin of :func:`_shape_checks`, plus the dtypes the dispatch does not see (a fixed
-    dtype, ``same as``) and the inputs' device. ``op`` is the op's name as a C++ literal. Each
-    body line is a statement as the template writes it, indented 2; an optional input's checks
-    are inside an ``if`` on it."""
+    """The C++ form of :func:`_shape_checks` (the same :func:`_shape_rules`), plus the dtypes
+    the dispatch does not see (a fixed dtype, ``same as``) and the inputs' device. ``op`` is the
+    op's name as a C++ literal. Each body line is a statement as the template writes it, indented
+    2; an optional input's checks are inside an ``if`` on it."""
 
     def guarded(name: str, given: str, calls: list[tuple[str, list[str]]]) -> list[str]:
         """The calls, inside ``if (given) {...}`` where input ``name`` is optional."""
@@ -1222,34 +1247,33 @@ def _input_checks(op: str, custom: Custom, tensors: dict[str, Tensor],
         return [f"if ({given}) {{", *("  " + wrap_call(fn, args, ";", indent=4)
                                       for fn, args in calls), "}"]
 
-    shaped = [n for n, dims in custom.shapes.items() if dims is not None]
+    def dim(name: str, index: int) -> str:
+        """Dim ``index`` of input ``name`` in C++, from its ``<name>_shape``."""
+        shape = f"{name}_shape"
+        if index < 0:
+            return f"{shape}{'->' if tensors[name].optional else '.'}end()[{index}]"
+        return f"(*{shape})[{index}]" if tensors[name].optional else f"{shape}[{index}]"
+
+    rules = _shape_rules(custom)
+    shaped = list(dict.fromkeys(r.input for r in rules))
     shapes: list[str] = []
-    first: dict[str, tuple[str, str]] = {}  # dim name -> (its text, its C++)
-    for name in shaped:
-        dims = custom.shapes[name]
-        assert dims is not None
-        optional = tensors[name].optional
-        written = cpp_string(_written(dims))
-        fixed = [d for d in dims if not d.ellipsis]
-        calls = [("opgen::CheckRank", [op, cpp_string(name), f"*{name}_shape" if optional
-                                       else f"{name}_shape", str(len(fixed)),
-                                       "true" if dims[0].ellipsis else "false", written])]
-        for k, d in enumerate(fixed):
-            index = k - len(fixed) if dims[0].ellipsis else k
-            text = f"{name}.shape[{index}]"
-            if index < 0:
-                cpp = f"{name}_shape{'->' if optional else '.'}end()[{index}]"
+    for name, group in itertools.groupby(rules, key=lambda r: r.input):
+        calls = []
+        for r in group:
+            text = cpp_string(f"{name}.shape[{r.index}]")
+            if r.rank is not None:
+                shape = f"*{name}_shape" if tensors[name].optional else f"{name}_shape"
+                calls.append(("opgen::CheckRank", [op, cpp_string(name), shape, str(r.rank),
+                                                   "true" if r.at_least else "false",
+                                                   cpp_string(r.written)]))
+            elif r.size is not None:
+                calls.append(("opgen::CheckDim", [op, text, dim(name, r.index), str(r.size),
+                                                  cpp_string(r.written)]))
             else:
-                cpp = f"(*{name}_shape)[{index}]" if optional else f"{name}_shape[{index}]"
-            if d.size is not None:
-                calls.append(("opgen::CheckDim", [op, cpp_string(text), cpp, str(d.size),
-                                                  written]))
-            elif d.name in first and first[d.name][0] != text:
-                other_text, other = first[d.name]
-                calls.append(("opgen::CheckSameDim", [op, cpp_string(d.name), cpp_string(text),
-                                                      cpp, cpp_string(other_text), other]))
-            else:
-                first.setdefault(d.name, (text, cpp))  # type: ignore[arg-type]
+                assert r.other is not None and r.dim is not None
+                calls.append(("opgen::CheckSameDim", [
+                    op, cpp_string(r.dim), text, dim(name, r.index),
+                    cpp_string(f"{r.other[0]}.shape[{r.other[1]}]"), dim(*r.other)]))
         shapes += guarded(name, f"{name}_shape", calls)
     shape_params = [f"const paddle::optional<std::vector<int64_t>>& {n}_shape"
                     if tensors[n].optional else f"const std::vector<int64_t>& {n}_shape"
