@@ -166,7 +166,8 @@ def test_backward_matches_finite_differences(device, attrs):
     rng = np.random.default_rng(3)
     shapes = [(4, 257) if k % 2 == 0 else (257,) for k in range(len(DOMAIN))]  # broadcasting
     shape = np.broadcast_shapes(*shapes)
-    inputs_np = [rng.uniform(*DOMAIN[name], size=s) for name, s in zip(DOMAIN, shapes)]  # finite
+    inputs_np = [rng.uniform(*DOMAIN[name], size=s)  # finite only
+                 for name, s in zip(DOMAIN, shapes, strict=True)]
     grads_out_np = [rng.uniform(-1.0, 1.0, size=shape)]
 
     def weighted_forward(*arrays):
