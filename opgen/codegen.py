@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,9 @@ class BackwardStubText:
 
     no_backward_cpp: str         # the error of the backward stub, as a C++ string literal
     no_backward_match: str       #   as a Python string literal of the regex that matches it
-    no_double_backward_cpp: str  # the error of the double-backward stub, as a C++ string literal
-    no_double_backward_match: str  #   as a Python string literal of the regex that matches it
+                                 #   (both one line, whatever their length: tests read them so)
+    no_double_backward_fail: str  # the double-backward stub's `opgen::Fail(...);`, from column 2
+    no_double_backward_raises: str  #   the test's `with pytest.raises(...):` matching it, from 4
 
 
 def backward_stub_text(spec: Any) -> dict[str, str]:
@@ -85,11 +87,16 @@ def backward_stub_text(spec: Any) -> dict[str, str]:
                    f"{Path(spec.path).name}")
     no_double_backward = (f"{spec.op_name} has no double backward (a gradient of its "
                           "gradient): opgen ops are differentiable once")
+
+    def raises(pattern: str) -> str:
+        source = pattern.replace("\\", "\\\\").replace('"', '\\"')
+        return py_string_call("with pytest.raises(Exception, match=", source, "):", indent=4,
+                              fields=False)
     return {
         "no_backward_cpp": cpp_string(no_backward),
         "no_backward_match": repr(re.escape(no_backward)),
-        "no_double_backward_cpp": cpp_string(no_double_backward),
-        "no_double_backward_match": repr(f"{spec.op_name} has no double backward"),
+        "no_double_backward_fail": cpp_string_call("opgen::Fail(", no_double_backward, indent=2),
+        "no_double_backward_raises": raises(f"{spec.op_name} has no double backward"),
     }
 
 
@@ -260,22 +267,23 @@ def wrap_items(items: list[str], *, column: int, indent: int, after: int = 0,
 
 
 def wrap_call(head: str, args: list[str], tail: str = "", *, indent: int = 0,
-              width: int = 100) -> str:
+              width: int = 100, brackets: str = "()") -> str:
     """``head(arg, ...)tail`` within ``width`` columns, continuation lines aligned after the
     parenthesis (or, when even that overflows, indented four spaces), as clang-format would.
     ``indent`` is the column the first line starts at (the template puts it there); continuation
-    lines carry their whole indentation."""
-    one_line = f"{head}({', '.join(args)}){tail}"
+    lines carry their whole indentation. ``brackets``: ``"<>"`` for template arguments."""
+    opening, closing = brackets
+    one_line = f"{head}{opening}{', '.join(args)}{closing}{tail}"
     if indent + len(one_line) <= width or not args:
         return one_line
-    lines, current = [], f"{head}("
+    lines, current = [], f"{head}{opening}"
     align = indent + len(current)
     if align + max(len(a) for a in args) + 2 > width:
         align = indent + 4
         lines.append(current)
         current = " " * align
     for i, arg in enumerate(args):
-        piece = arg + (", " if i < len(args) - 1 else f"){tail}")
+        piece = arg + (", " if i < len(args) - 1 else f"{closing}{tail}")
         start = 0 if lines else indent  # the first line's indentation is the template's
         if current.strip() and start + len(current) + len(piece.rstrip()) > width:
             lines.append(current.rstrip())
@@ -371,6 +379,268 @@ def _enclosed(expression: str) -> bool:
     return False
 
 
+def wrap_code(statement: str, *, indent: int = 0, width: int = 100) -> str:
+    """``statement`` (one line of Python or C++, from column ``indent``, where the template puts
+    it) within ``width`` columns, broken as a careful hand breaks a long call, list or condition:
+    inside brackets only, after a comma or before a Python ``and``, ``or`` or a comprehension's
+    ``for`` and ``if``, each continuation line aligned after the bracket it continues (or, where
+    that is past two thirds of the width, four columns in after a bracket that ends its line);
+    each line ends at the shallowest depth that keeps it at least a quarter full. Continuation
+    lines carry their whole indentation. Nothing inside a string literal is a break; a piece no
+    break shortens stays long."""
+    if indent + len(statement) <= width:
+        return statement
+    breaks: list[tuple[int, int, int, int]] = []  # (line end, next start, depth, its bracket)
+    opens: list[int] = []  # open brackets, each where it opens a line's rest (a hanging indent)
+    stack: list[int] = []
+    i, quote = 0, ""
+    while i < len(statement):
+        c = statement[i]
+        if quote:
+            i += 2 if c == "\\" else 1
+            quote = "" if c == quote else quote
+            continue
+        if c in "\"'":
+            quote = c
+        elif c in "([{":
+            stack.append(i)
+            opens.append(i)
+        elif c in ")]}":
+            if stack:  # else it closes a bracket the statement continues (py_if's)
+                stack.pop()
+        elif stack and statement.startswith(", ", i):
+            breaks.append((i + 1, i + 2, len(stack), stack[-1]))
+        elif stack and statement.startswith((" and ", " or ", " for ", " if "), i):
+            breaks.append((i, i + 1, len(stack), stack[-1]))
+        i += 1
+    lines, start, column = [], 0, indent
+    starts = [(0, indent)]  # where each line starts: (index in statement, column)
+    aligned: dict[int, int] = {}  # a bracket's continuation column, where it hangs
+
+    def column_of(k: int) -> int:
+        index, col = max((s for s in starts if s[0] <= k), key=lambda s: s[0])
+        return col + k - index
+
+    def after(bracket: int) -> int:
+        return aligned.get(bracket, column_of(bracket) + 1)
+
+    while column + len(statement) - start > width:
+        room = width - column
+        fits = [(d, end, nxt, b) for end, nxt, d, b in breaks
+                if start < end and end - start <= room and after(b) <= width * 2 // 3]
+        if fits:
+            full = [f for f in fits if f[1] - start >= room // 4] or fits
+            shallowest = min(f[0] for f in full)
+            _, end, nxt, bracket = max(f for f in full if f[0] == shallowest)
+            column_next = after(bracket)
+        else:  # break after the last bracket that fits on this line, the rest four columns in
+            hang = max((b for b in opens if start <= b and b + 1 - start <= room), default=None)
+            if hang is None:
+                break
+            end = nxt = hang + 1
+            column_next = aligned[hang] = starts[-1][1] + 4 if start else indent + 4
+        lines.append(statement[start:end].rstrip())
+        start, column = nxt, column_next
+        starts.append((start, column))
+    lines.append(statement[start:])
+    return lines[0] + "".join("\n" + " " * col + line
+                              for (_, col), line in zip(starts[1:], lines[1:], strict=True))
+
+
+def wrap_hanging(text: str, *, indent: int, width: int = 100) -> str:
+    """``text``, the rest of a call whose opening parenthesis ends the line above, from column
+    ``indent`` within ``width`` columns: broken as :func:`wrap_code` breaks, its own arguments'
+    continuation lines at ``indent`` too."""
+    return wrap_code("(" + text, indent=indent - 1, width=width)[1:]
+
+
+def cpp_if_return(condition: str, value: str, *, indent: int = 2) -> str:
+    """``if (condition) return value;`` from column ``indent``, or, where that does not fit one
+    line, the ``return`` in braces on its own line (wrapped as :func:`wrap_code` wraps)."""
+    line = f"if ({condition}) return {value};"
+    if indent + len(line) <= 100:
+        return line
+    pad = " " * indent
+    return (f"if ({condition}) {{\n{pad}  " + wrap_code(f"return {value};", indent=indent + 2) +
+            f"\n{pad}}}")
+
+
+def py_if(condition: str, *, indent: int = 8) -> str:
+    """``if condition:`` from column ``indent``, within 100 columns: where it is longer, in
+    parentheses, broken before its top-level ``and`` and ``or``, the continuation lines eight
+    columns in (the wrappers' other conditions are written so); a part still too long breaks
+    inside its own parentheses, as :func:`wrap_code` breaks."""
+    line = f"if {condition}:"
+    if indent + len(line) <= 100:
+        return line
+    pieces, depth, start = [], 0, 0
+    for k, c in enumerate(condition):
+        depth += (c in "([{") - (c in ")]}")
+        for word in (" and ", " or "):
+            if depth == 0 and condition.startswith(word, k):
+                pieces.append(condition[start:k])
+                start = k + 1
+    pieces.append(condition[start:])
+    # a piece too long for its line breaks inside its own parentheses (the last before "):")
+    pieces = [wrap_code(piece + ("):" if k == len(pieces) - 1 else ""),
+                        indent=indent + (4 if k == 0 else 8))
+              for k, piece in enumerate(pieces)]
+    return "if (" + ("\n" + " " * (indent + 8)).join(pieces)
+
+
+def _words(text: str, fields: bool = True) -> list[str]:
+    """``text`` split after its spaces, each piece keeping its space; never inside ``[...]`` (a
+    shape: ``[..., D]``) nor, with ``fields``, inside a ``{...}`` field of an f-string (``{{`` is
+    a brace, not a field)."""
+    pieces, start, depth, square, k = [], 0, 0, 0, 0
+    while k < len(text):
+        if fields and depth == 0 and text.startswith(("{{", "}}"), k):
+            k += 2
+            continue
+        if fields:
+            depth += (text[k] == "{") - (text[k] == "}")
+        if depth == 0:
+            square = max(0, square + (text[k] == "[") - (text[k] == "]"))
+        if depth == 0 and square == 0 and text[k] == " " and text[k + 1:k + 2] not in ("", " "):
+            pieces.append(text[start:k + 1])
+            start = k + 1
+        k += 1
+    pieces.append(text[start:])
+    return pieces
+
+
+def _fill(words: list[str], room: int, cost: Callable[[str], int], last_room: int) -> list[str]:
+    """``words`` (each with its trailing space) joined into lines whose ``cost`` is at most
+    ``room`` (``last_room`` for the last line), as a careful hand fills them: a line that must
+    break goes back to the end of its last clause (``;``, ``:`` or ``.``, outside parentheses)
+    where that keeps it at least half full. A word longer than a line has one of its own."""
+    lines: list[str] = []
+    current: list[str] = []
+    pending = list(words)
+    while pending:
+        word = pending.pop(0)
+        if current and cost("".join(current) + word) > room:
+            cut = len(current)
+            for k in range(len(current), 0, -1):
+                line = "".join(current[:k])
+                if cost(line) < room // 2:
+                    break
+                if line.rstrip().endswith((";", ":", ".")) and line.count("(") == line.count(")"):
+                    cut = k
+                    break
+            lines.append("".join(current[:cut]))
+            pending[:0] = [*current[cut:], word]
+            current = []
+            continue
+        current.append(word)
+    while len(current) > 1 and cost("".join(current)) > last_room:  # the tail does not fit
+        pending.insert(0, current.pop())
+    lines.append("".join(current))
+    if pending:
+        lines.append("".join(pending))
+    return lines
+
+
+def py_string_call(head: str, text: str, tail: str = ")", *, indent: int, width: int = 100,
+                   fields: bool = True) -> str:
+    """``head`` (``raise ValueError(``), the Python string ``text`` and ``tail`` from column
+    ``indent``, within ``width`` columns: ``text`` is the literal's source between its double
+    quotes, ``{...}`` its f-string fields (``fields=False``: a plain string). Where it is too
+    long it is split after spaces (never in a field; at the end of a clause where that keeps a
+    line well filled) into literals Python concatenates, each on its line aligned under the
+    first, the ``f`` prefix only on those that hold a field."""
+    column = indent + len(head)
+
+    def literal(line: str) -> str:
+        return ("f" if fields and ("{" in line or "}" in line) else "") + f'"{line}"'
+
+    lines = _fill(_words(text, fields), width - column, lambda line: len(literal(line)),
+                  width - column - len(tail))
+    return head + ("\n" + " " * column).join(literal(line) for line in lines) + tail
+
+
+def cpp_string_call(head: str, text: str, tail: str = ");", *, indent: int,
+                    width: int = 100) -> str:
+    """``head`` (``opgen::Fail(``), ``text`` as C++ string literals (:func:`cpp_string`) and
+    ``tail``, from column ``indent`` within ``width`` columns: split as :func:`py_string_call`
+    splits, into adjacent literals, which C++ joins, aligned under the first."""
+    column = indent + len(head)
+    lines = _fill(_words(text, fields=False), width - column, lambda line: len(cpp_string(line)),
+                  width - column - len(tail))
+    return head + ("\n" + " " * column).join(cpp_string(line) for line in lines) + tail
+
+
+_CODE_SPAN = re.compile(r"`[^`]+`")
+
+
+def nobreak(text: str) -> str:
+    """``text`` (a file name, say) that :func:`comment_text`, :func:`py_docstring` and
+    :func:`doc_entry` keep on one line."""
+    return text.replace(" ", "\0")
+
+
+def _prose_lines(text: str, width: int, **options: Any) -> list[str]:
+    """``text`` broken at spaces into lines of at most ``width`` columns (``options`` as
+    :func:`textwrap.wrap` takes them), never inside a `code span` or :func:`nobreak` text, nor
+    after a backslash (which would splice a C++ comment's next line into it)."""
+    kept = _CODE_SPAN.sub(lambda m: m.group().replace(" ", "\0"), text).replace("\\ ", "\\\0")
+    lines = textwrap.wrap(kept, width, break_long_words=False, break_on_hyphens=False,
+                          **options)
+    return [line.replace("\0", " ") for line in lines]
+
+
+def comment_text(text: str, *, indent: int = 0, width: int = 100, prefix: str = "// ") -> str:
+    """Prose ``text`` as comment lines (``prefix``: ``// `` or ``# ``) from column ``indent``
+    within ``width`` columns, broken at spaces (not in a `code span`); continuation lines carry
+    their indentation."""
+    lines = _prose_lines(text, width - indent - len(prefix))
+    return ("\n" + " " * indent).join(prefix + line for line in lines)
+
+
+def with_comment(statement: str, comment: str, *, indent: int, width: int = 100,
+                 prefix: str = "  # ") -> str:
+    """``statement`` (from column ``indent``, continuation lines carrying their indentation) with
+    ``comment`` at the end of its last line where it fits there, else on the line above
+    (``# Comment.``, capitalized unless it starts with a name like ``x_``)."""
+    last = statement.rsplit("\n", 1)[-1]
+    if (indent if last == statement else 0) + len(last) + len(prefix) + len(comment) <= width:
+        return statement + prefix + comment
+    first = comment.split(" ", 1)[0]
+    above = prefix.strip() + " " + (comment[:1].upper() + comment[1:] if first.isalpha()
+                                    else comment)
+    return above + ("" if above.endswith(".") else ".") + "\n" + " " * indent + statement
+
+
+def py_docstring(text: str, *, indent: int = 4, width: int = 100) -> str:
+    """``text`` (docstring source) as a one-paragraph ``\"\"\"docstring\"\"\"`` from column
+    ``indent``, wrapped at spaces within ``width`` columns; continuation lines carry their
+    indentation."""
+    lines = _prose_lines(text, width - indent, initial_indent='"""')
+    if indent + len(lines[-1]) + 3 > width:
+        lines += ['"""']
+    else:
+        lines[-1] += '"""'
+    return ("\n" + " " * indent).join(lines)
+
+
+def doc_entry(text: str, *, indent: int = 8, width: int = 100) -> str:
+    """An entry of a docstring's ``Args:`` or ``Returns:`` (``name: what``) from column
+    ``indent``, wrapped within ``width`` columns, its continuation lines four columns in."""
+    lines = _prose_lines(text, width - indent, subsequent_indent="    ")
+    return ("\n" + " " * indent).join(lines)
+
+
+def deploy_model(inputs: list[str], scaled: str | None) -> dict[str, str]:
+    """What ``templates/partials/deploy_model.py.jinja`` prints that names the inputs, wrapped:
+    the model's ``forward`` line (``forward_def``) and its call of the op (``op_call``), which
+    multiplies ``scaled``, where given, by the model's parameter."""
+    args = [f"{i} * self.scale" if i == scaled else i for i in inputs]
+    return {
+        "forward_def": wrap_code(f"def forward(self, {', '.join(inputs)}):", indent=4),
+        "op_call": wrap_code(f"return self.op({', '.join(args)}, **self.attrs)", indent=8),
+    }
+
+
 def comment_lines(text: str, *, width: int = 100) -> list[str]:
     """``text`` (a formula) as ``//`` comment lines from column 0 within ``width``, broken as
     :func:`wrap_expression` breaks code, continuation lines indented four more."""
@@ -379,8 +649,60 @@ def comment_lines(text: str, *, width: int = 100) -> list[str]:
 
 
 def py_def(name: str, params: list[str], returns: str) -> str:
-    """A wrapper's ``def name(params) -> returns:`` line, wrapped within 100 columns."""
-    return wrap_call(f"def {name}", params, f" -> {returns}:")
+    """A wrapper's ``def name(params) -> returns:`` line, wrapped within 100 columns: the
+    parameters aligned after the parenthesis, or, where the return annotation leaves them no room
+    there, four columns in on lines of their own, the annotation after the closing parenthesis."""
+    text = wrap_call(f"def {name}", params, f" -> {returns}:")
+    if all(len(line) <= 100 for line in text.split("\n")):
+        return text
+    return f"def {name}(\n    " + wrap_hanging(", ".join(params) + ",", indent=4) + \
+        f"\n) -> {returns}:"
+
+
+def static_variables(op: str, inputs: list[str], dtypes: list[str] | None = None,
+                     first: str | None = None) -> dict[str, Any]:
+    """What ``templates/partials/wrapper_static_variables.py.jinja`` prints that names the op or
+    its inputs, wrapped: the loop over the inputs (``loop``) and its refusal of an eager tensor
+    (``eager``); with ``dtypes``, the loop's refusal of a dtype (``unsupported``, from column 12)
+    and, by input, the refusal of one that is not ``first``'s (``dtype_differs``, from 8)."""
+    pairs = ", ".join(f'("{i}", {i})' for i in inputs) + ("," if len(inputs) == 1 else "")
+    text: dict[str, Any] = {
+        "loop": wrap_code(f"for name, variable in ({pairs}):", indent=4),
+        "eager": py_string_call(
+            "raise TypeError(", f"{op}: {{name}} is an eager paddle.Tensor, but Paddle is in "
+            "static mode (paddle.enable_static()): pass a static variable", indent=12),
+    }
+    if dtypes:
+        text["unsupported"] = py_string_call(
+            "raise TypeError(", f"{op}: {{name}} is {{_dtype_name(variable)}}; {op} supports "
+            f"{', '.join(dtypes)}", indent=12)
+        text["dtype_differs"] = {i: py_string_call(
+            "raise TypeError(", f"{op}: {i} is {{_dtype_name({i})}} but {first} is "
+            f"{{_dtype_name({first})}}; the inputs must share one dtype", indent=8)
+            for i in inputs if i != first}
+    return text
+
+
+def dtype_checks(op: str, inputs: list[str], first: str, dtypes: list[str]) -> dict[str, Any]:
+    """What ``templates/partials/wrapper_check_dtypes.py.jinja`` prints that names the op or its
+    inputs, wrapped: its functions' ``def`` lines (``check_def``, ``explain_def``) and, by input,
+    its errors (``unsupported``; ``dtype_differs`` and ``place_differs`` for those compared with
+    ``first``)."""
+    tensors = [f"{i}: paddle.Tensor" for i in inputs]
+    return {
+        "check_def": py_def("_check_dtypes", tensors, "None"),
+        "explain_def": py_def("_explain_failure", tensors, "None"),
+        "unsupported": {i: py_string_call(
+            "raise TypeError(", f"{op}: {i} is {{_dtype_name({i})}}; {op} supports "
+            f"{', '.join(dtypes)}", indent=8) for i in inputs},
+        "dtype_differs": {i: py_string_call(
+            "raise TypeError(", f"{op}: {i} is {{_dtype_name({i})}} but {first} is "
+            f"{{_dtype_name({first})}}; the inputs must share one dtype", indent=8)
+            for i in inputs},
+        "place_differs": {i: py_string_call(
+            "raise ValueError(", f"{op}: {i} is on {{{i}.place}} but {first} is on "
+            f"{{{first}.place}}; the inputs must be on one device", indent=8) for i in inputs},
+    }
 
 
 def py_returns(outputs: int) -> str:

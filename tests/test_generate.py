@@ -399,3 +399,137 @@ def test_the_examples_wrappers_read_as_hand_written_python():
                                  "py310", *rules, *generated],
                                 capture_output=True, text=True, cwd=examples.parent)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- 100 columns ---------------------------------------------------------------------------------
+# The repository's lines are at most 100 columns, and so are the ops opgen writes, for an op name
+# of 24 characters and input and output names of 12 (attrs' too, here). The spec's summary is one
+# line, as written, and the backward stub's message one C++ literal (tests/test_escaping.py): the
+# specs below have a backward and summaries that fit.
+
+LONG_OP = "fused_residual_layernorm"
+SPECS = Path(__file__).resolve().parent / "specs"
+LONG_NAMED = {
+    "elementwise-inplace-broadcast": f"""\
+        name: {LONG_OP}
+        kind: elementwise
+        summary: Leaky ReLU of a hidden state plus a bias, and where the sum is positive
+        inputs: [hidden_state, bias_per_col]
+        outputs: [output_value, passing_mask]
+        attrs:
+          leaky_slope1: {{type: float, default: 0.0}}
+          mode_setting: {{type: str, default: fast}}
+        forward:
+          u: hidden_state + bias_per_col
+          output_value: where(u > 0, u, leaky_slope1 * u)
+          passing_mask: where(u > 0, 1, 0)
+        backward:
+          hidden_state: grad_output_value * where(u > 0, 1, leaky_slope1)
+          bias_per_col: grad_output_value * where(u > 0, 1, leaky_slope1)
+        inplace: {{hidden_state: output_value}}
+        amp: autocast
+        """,
+    "elementwise-double-backward": f"""\
+        name: {LONG_OP}
+        kind: elementwise
+        inputs: [hidden_state, bias_per_col, scale_factor]
+        outputs: [output_value]
+        forward:
+          output_value: tanh(hidden_state + bias_per_col) * scale_factor
+        backward: auto
+        inplace: {{hidden_state: output_value}}
+        amp: float32
+        """,
+    "rowwise-roles": f"""\
+        name: {LONG_OP}
+        kind: rowwise
+        summary: h = x + residual, then out = rms_norm(h) * weight over the last axis
+        inputs: {{hidden_state: element, residual_sum: element, column_scale: column,
+                  row_shifting: row}}
+        outputs: [output_value, hidden_saved, inverse_rstd]
+        attrs:
+          epsilon_bits: {{type: float, default: 1.0e-6}}
+        forward:
+          hidden_saved: hidden_state + residual_sum
+          inverse_rstd: rsqrt(mean(hidden_saved * hidden_saved) + epsilon_bits)
+          output_value: hidden_saved * inverse_rstd * column_scale + row_shifting
+        backward: auto
+        """,
+    "custom-optional": f"""\
+        name: {LONG_OP}
+        kind: custom
+        summary: The rows of a table at the ids, with an optional bias added
+        inputs:
+          lookup_index: {{dtype: [int32, int64], shape: any, range: [0, V], doc: rows to read}}
+          weight_table: {{dtype: float types, shape: [V, D]}}
+          optional_add: {{dtype: same as weight_table, shape: [D], optional: true}}
+        outputs:
+          output_value: {{dtype: same as weight_table, shape: "[*lookup_index.shape, D]"}}
+        attrs:
+          padding_idx1: {{type: int64, default: -1}}
+          scale_values: {{type: "float[]", default: [1.0, 2.0]}}
+        backward: [weight_table]
+        sizes: {{V: 5, D: 3}}
+        """,
+    "custom-inplace-data-dependent": f"""\
+        name: {LONG_OP}
+        kind: custom
+        inputs:
+          hidden_state: {{dtype: float types, shape: [..., D]}}
+          mask_to_keep: {{dtype: bool, shape: [..., D], range: [0, 2], doc: hidden_state's shape}}
+          optional_add: {{dtype: same as hidden_state, shape: [D], optional: true}}
+        outputs:
+          output_value: {{dtype: same as hidden_state, shape: "[*hidden_state.shape]"}}
+          selected_pos: {{dtype: int64, shape: "[-1, 2]", doc: "each one's row and column"}}
+          halved_value: {{dtype: same as hidden_state, shape: "[(1 - D) // 2 + D]"}}
+        attrs:
+          keep_factor1: {{type: int64, default: 2}}
+        backward: [hidden_state]
+        inplace: {{hidden_state: output_value}}
+        sizes: {{D: 7}}
+        """,
+}
+
+
+def _starting_spec(kind: str) -> str:
+    """The spec `opgen new LONG_OP --<kind>` writes."""
+    import jinja2
+
+    from opgen import kinds
+    from opgen.render import templates_root
+
+    template = (templates_root() / kinds.get(kind).starting_spec).read_text()
+    return jinja2.Template(template, keep_trailing_newline=True).render(name=LONG_OP)
+
+
+def _spec_texts() -> dict[str, tuple[str, str]]:
+    """id -> (spec text, its op name): each kind's starting spec, the specs above, those of
+    tests/specs renamed LONG_OP, and tests/data/masked_select as it is."""
+    texts = {f"new-{kind}": (_starting_spec(kind), LONG_OP)
+             for kind in ("elementwise", "rowwise", "custom")}
+    texts |= {key: (textwrap.dedent(text), LONG_OP) for key, text in LONG_NAMED.items()}
+    for spec in sorted(SPECS.glob("*.yaml")):
+        texts[spec.stem] = (spec.read_text().replace(f"name: {spec.stem}\n",
+                                                     f"name: {LONG_OP}\n"), LONG_OP)
+    masked = SPECS.parent / "data" / "masked_select" / "masked_select.yaml"
+    texts["masked_select"] = (masked.read_text(), "masked_select")
+    return texts
+
+
+@pytest.mark.parametrize("key", list(_spec_texts()))
+def test_generated_sources_stay_within_100_columns_with_long_names(key):
+    """Every line of every generated source file (Python, C++, CUDA) is at most 100 columns, for
+    each kind, with and without an in-place variant, broadcasting inputs, input roles, optional
+    inputs and outputs of data-dependent shapes; the runtime headers copied as they are too."""
+    from opgen.render import render_op
+    from opgen.spec import loads
+
+    text, name = _spec_texts()[key]
+    plan = render_op(loads(text, f"/ops/{name}/{name}.yaml", check_builtins=False))
+    sources = {rel: data.decode() for rel, data in plan.files.items()
+               if rel.endswith((".py", ".cc", ".cu", ".h", ".cuh"))}
+    assert f"{name}.py" in sources and f"csrc/{name}.cc" in sources
+    long = [f"{rel}:{k}: {len(line)} columns: {line.strip()[:60]}"
+            for rel, source in sorted(sources.items())
+            for k, line in enumerate(source.splitlines(), 1) if len(line) > 100]
+    assert not long, f"{len(long)} lines over 100 columns:\n" + "\n".join(long)

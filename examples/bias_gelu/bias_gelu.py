@@ -122,18 +122,18 @@ def _check_dtypes(x: paddle.Tensor, bias: paddle.Tensor) -> None:
     failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
-        raise TypeError(f"bias_gelu: x is {_dtype_name(x)}; "
-                        "bias_gelu supports float32, float64, float16, bfloat16")
+        raise TypeError(f"bias_gelu: x is {_dtype_name(x)}; bias_gelu supports float32, float64, "
+                        "float16, bfloat16")
     bias_code = _code(bias.dtype)
     if bias_code not in _DTYPE_CODES:
         raise TypeError(f"bias_gelu: bias is {_dtype_name(bias)}; "
                         "bias_gelu supports float32, float64, float16, bfloat16")
     if bias_code != x_code:
-        raise TypeError(f"bias_gelu: bias is {_dtype_name(bias)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"bias_gelu: bias is {_dtype_name(bias)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not bias.place._equals(x.place):
-        raise ValueError(f"bias_gelu: bias is on {bias.place} but x is on "
-                         f"{x.place}; the inputs must be on one device")
+        raise ValueError(f"bias_gelu: bias is on {bias.place} but x is on {x.place}; "
+                         "the inputs must be on one device")
 
 
 def _explain_failure(x: paddle.Tensor, bias: paddle.Tensor) -> None:
@@ -171,23 +171,23 @@ def _check_static_inputs(x, bias) -> None:
     variable has no device and no data: the kernels and InferShape check the rest at run time."""
     for name, variable in (("x", x), ("bias", bias)):
         if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
-            raise TypeError(f"bias_gelu: {name} is an eager paddle.Tensor, but Paddle is in "
-                            "static mode (paddle.enable_static()): pass a static variable")
+            raise TypeError(f"bias_gelu: {name} is an eager paddle.Tensor, but Paddle is in static "
+                            "mode (paddle.enable_static()): pass a static variable")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"bias_gelu: {name} is {_dtype_name(variable)}; "
                             "bias_gelu supports float32, float64, float16, bfloat16")
     if bias.dtype != x.dtype:
-        raise TypeError(f"bias_gelu: bias is {_dtype_name(bias)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"bias_gelu: bias is {_dtype_name(bias)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     named = (("x", list(x.shape)), ("bias", list(bias.shape)))
     try:  # a dim known only at run time (-1) counts as 1 here
         _broadcast_shape(*((name, [size if size is not None and size >= 0 else 1 for size in shape])
                            for name, shape in named))
     except ValueError:
         listed = ", ".join(f"{name} {shape}" for name, shape in named)
-        raise ValueError(f"bias_gelu: the inputs' shapes do not broadcast: {listed} (-1: known "
-                         "at run time); aligned at their last dims, sizes must match or be "
-                         "1") from None
+        raise ValueError("bias_gelu: the inputs' shapes do not broadcast: "
+                         f"{listed} (-1: known at run time); "
+                         "aligned at their last dims, sizes must match or be 1") from None
 
 
 def _dtype_name(tensor: paddle.Tensor) -> str:
@@ -250,8 +250,8 @@ _HALF = (paddle.float16, paddle.bfloat16)
 
 
 def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
-    """Under ``paddle.amp.auto_cast`` (O1 or O2), the inputs cast to the dtype bias_gelu computes
-    in there (the spec's ``amp: follow``: its inputs' dtype, float32 where they differ);
+    """Under ``paddle.amp.auto_cast`` (O1 or O2), the inputs cast to the dtype the op computes in
+    there (the spec's ``amp: follow``: its inputs' dtype, float32 where they differ);
     float64 inputs as they are (AMP leaves them). None where AMP is not in effect."""
     if _dynamic_mode():
         amp = paddle.base.framework._dygraph_tracer()
@@ -270,7 +270,7 @@ def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
 
 @contextlib.contextmanager
 def _amp_paused() -> Iterator[None]:
-    """Paddle's AMP off while bias_gelu runs on the inputs _amp_inputs gave, so that what the spec
+    """Paddle's AMP off while the op runs on the inputs _amp_inputs gave, so that what the spec
     says is what runs, whatever Paddle's lists would cast."""
     amp = paddle.base.framework._dygraph_tracer() if _dynamic_mode() else \
         paddle.base.core._get_amp_attrs()
@@ -351,18 +351,20 @@ def bias_gelu_(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         return _ops().custom_bias_gelu_inplace(x, bias)
     _check_inputs(x, bias)
     shape = _result_shape(x, bias)
-    _check_dtypes(x, bias)  # before anything is written over x
+    # The dtypes are checked before anything is written over x.
+    _check_dtypes(x, bias)
     if shape != x.shape:
         raise ValueError(f"bias_gelu_: x has shape {x.shape} but the result's is {shape}; "
                          "in place, the other inputs must broadcast to x's shape")
     if not x.is_contiguous():
-        raise ValueError("bias_gelu_: x is a view that is not dense in memory; in place, "
-                         "the op writes its memory: call .contiguous() first, or bias_gelu()")
+        raise ValueError("bias_gelu_: x is a view that is not dense in memory; "
+                         "in place, the op writes its memory: "
+                         "call .contiguous() first, or bias_gelu()")
     recording = paddle.is_grad_enabled()
     if recording and not x.stop_gradient and x.is_leaf:
         raise ValueError("bias_gelu_: x is a leaf tensor that requires a gradient "
-                         "(stop_gradient=False); Paddle does not let an in-place op "
-                         "overwrite it: call bias_gelu() instead")
+                         "(stop_gradient=False); Paddle does not let an in-place op overwrite it: "
+                         "call bias_gelu() instead")
     if recording and (not x.stop_gradient or not bias.stop_gradient):
         raise RuntimeError("bias_gelu_: the backward of bias_gelu reads x, which bias_gelu_ "
                            "overwrites with out; call bias_gelu(x, ...) where a gradient is "

@@ -119,8 +119,7 @@ def _check_types(ids, table) -> None:
 def _check_dtypes(ids, table) -> None:
     """The inputs' dtypes are those the spec lists: for eager tensors and static variables alike."""
     if _code(ids.dtype) not in _DTYPE_CODES["ids"]:
-        raise TypeError(f"embedding: ids is {_dtype_name(ids)}; "
-                        "embedding takes int32 or int64")
+        raise TypeError(f"embedding: ids is {_dtype_name(ids)}; embedding takes int32 or int64")
     if _code(table.dtype) not in _DTYPE_CODES["table"]:
         raise TypeError(f"embedding: table is {_dtype_name(table)}; "
                         "embedding takes float32, float64, float16 or bfloat16")
@@ -135,8 +134,8 @@ def _check_inputs(ids, table) -> None:
         raise ValueError(f"embedding: table must have 2 dims [V, D], got shape {list(table.shape)}")
     for name, tensor in (("table", table),):
         if not tensor.place._equals(ids.place):
-            raise ValueError(f"embedding: {name} is on {tensor.place}, "
-                             f"ids on {ids.place}: the inputs must be on one device")
+            raise ValueError(f"embedding: {name} is on {tensor.place}, ids on {ids.place}: "
+                             "the inputs must be on one device")
 
 
 def _explain_failure(ids, table) -> None:
@@ -156,8 +155,8 @@ def _check_static_inputs(ids, table) -> None:
     check the rest when the program runs."""
     for name, variable in (("ids", ids), ("table", table)):
         if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
-            raise TypeError(f"embedding: {name} is an eager paddle.Tensor, but Paddle is in "
-                            "static mode (paddle.enable_static()): pass a static variable")
+            raise TypeError(f"embedding: {name} is an eager paddle.Tensor, but Paddle is in static "
+                            "mode (paddle.enable_static()): pass a static variable")
     _check_dtypes(ids, table)
     if len(table.shape) != 2:
         raise ValueError(f"embedding: table must have 2 dims [V, D], got shape {list(table.shape)}")

@@ -130,13 +130,11 @@ def _check_shapes(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) 
     if not shape:
         raise ValueError("layer_norm: x is 0-D; it needs at least one dim, the row")
     if list(weight.shape) != shape[-1:]:
-        raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+        raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a per-column "
+                         f"input it must be [{shape[-1]}] (the last dim of x {shape})")
     if list(bias.shape) != shape[-1:]:
-        raise ValueError(f"layer_norm: bias has shape {list(bias.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+        raise ValueError(f"layer_norm: bias has shape {list(bias.shape)}, but as a per-column "
+                         f"input it must be [{shape[-1]}] (the last dim of x {shape})")
 
 
 def _check_dtypes(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) -> None:
@@ -155,17 +153,17 @@ def _check_dtypes(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) 
         raise TypeError(f"layer_norm: bias is {_dtype_name(bias)}; "
                         "layer_norm supports float32, float64, float16, bfloat16")
     if weight_code != x_code:
-        raise TypeError(f"layer_norm: weight is {_dtype_name(weight)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"layer_norm: weight is {_dtype_name(weight)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not weight.place._equals(x.place):
-        raise ValueError(f"layer_norm: weight is on {weight.place} but x is on "
-                         f"{x.place}; the inputs must be on one device")
+        raise ValueError(f"layer_norm: weight is on {weight.place} but x is on {x.place}; "
+                         "the inputs must be on one device")
     if bias_code != x_code:
-        raise TypeError(f"layer_norm: bias is {_dtype_name(bias)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"layer_norm: bias is {_dtype_name(bias)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not bias.place._equals(x.place):
-        raise ValueError(f"layer_norm: bias is on {bias.place} but x is on "
-                         f"{x.place}; the inputs must be on one device")
+        raise ValueError(f"layer_norm: bias is on {bias.place} but x is on {x.place}; "
+                         "the inputs must be on one device")
 
 
 def _explain_failure(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor) -> None:
@@ -194,19 +192,17 @@ def _check_static_inputs(x, weight, bias) -> None:
     if not shape:
         raise ValueError("layer_norm: x is 0-D; it needs at least one dim, the row")
     if weight.dtype != x.dtype:
-        raise TypeError(f"layer_norm: weight is {_dtype_name(weight)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"layer_norm: weight is {_dtype_name(weight)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not _dims_agree(weight.shape, shape[-1:]):
-        raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+        raise ValueError(f"layer_norm: weight has shape {list(weight.shape)}, but as a per-column "
+                         f"input it must be [{shape[-1]}] (the last dim of x {shape})")
     if bias.dtype != x.dtype:
-        raise TypeError(f"layer_norm: bias is {_dtype_name(bias)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"layer_norm: bias is {_dtype_name(bias)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not _dims_agree(bias.shape, shape[-1:]):
-        raise ValueError(f"layer_norm: bias has shape {list(bias.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+        raise ValueError(f"layer_norm: bias has shape {list(bias.shape)}, but as a per-column "
+                         f"input it must be [{shape[-1]}] (the last dim of x {shape})")
 
 
 def _dims_agree(shape: list[int], want: list[int]) -> bool:
@@ -232,8 +228,8 @@ def _empty_outputs(x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor, padd
     """The outputs for an empty x, without the kernel (Paddle 2.6)."""
     shape = list(x.shape)
     if shape[-1] == 0 and 0 not in shape[:-1]:
-        raise ValueError("layer_norm: rows of length 0 give per-row outputs that Paddle 2.6 "
-                         "cannot return from a custom op; Paddle 3 computes them")
+        raise ValueError("layer_norm: rows of length 0 give per-row outputs that Paddle 2.6 cannot "
+                         "return from a custom op; Paddle 3 computes them")
     stat = paddle.float64 if x.dtype == paddle.float64 else paddle.float32
     with _current_device_of(x):  # one tensor per output: autograd tells them apart
         return (x * 0, paddle.zeros(shape[:-1], stat), paddle.zeros(shape[:-1], stat))

@@ -46,9 +46,10 @@ def reference_forward(x, weight, bias, eps=1e-05):
 
 
 def reference_backward(x, weight, bias, grad_out, eps=1e-05, outputs=None):
-    """layer_norm.yaml's backward in numpy float64: the gradient of each input. It reads the
-    forward's outputs: ``outputs`` as the backward kernel reads them (the op's own, in their
-    dtypes), or else computed here."""
+    """layer_norm.yaml's backward in numpy float64: the gradient of each input.
+
+    It reads the forward's outputs: ``outputs`` as the backward kernel reads them (the op's own,
+    in their dtypes), or else computed here."""
     if outputs is None:
         outputs = ot.as_tuple(reference_forward(x, weight, bias, eps=eps))
     out, mean, rstd = outputs
@@ -146,7 +147,7 @@ def test_wrong_shapes_are_named():
     rng = np.random.default_rng(3)
     inputs, _ = sample_inputs(rng, (4, 6), DTYPES[0], "cpu")
     for k, (name, role) in enumerate(ROLES.items()):
-        if name == "x":  # its shape is the op's: the others are named against it
+        if name == "x":  # the op's shape: the others are named against it
             continue
         wrong = list(inputs)
         wrong[k], _ = ot.sample(rng, (5,) if role != "element" else (4, 5), DTYPES[0], "cpu",
@@ -263,8 +264,8 @@ def deploy_inputs(stop_gradient=True):
 
 
 class Model(paddle.nn.Layer):
-    """A model that calls ``op`` (layer_norm, or a variant) with fixed attrs on x times a
-    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
+    """A model that calls ``op`` (this op, or a variant) with fixed attrs on x times
+    a parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
 
     def __init__(self, op, attrs):
         super().__init__()
@@ -273,7 +274,8 @@ class Model(paddle.nn.Layer):
         self.scale = self.create_parameter(
             [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
-    def forward(self, x, weight, bias):  # named: to_static maps the InputSpecs onto them
+    # The inputs are named: to_static maps the InputSpecs onto them.
+    def forward(self, x, weight, bias):
         return self.op(x * self.scale, weight, bias, **self.attrs)
 
 
@@ -299,7 +301,7 @@ def test_static_graph_refuses_what_the_kernels_would():
                 layer_norm(*wrong)
             right = [paddle.static.data(f"{s.name}_float32", s.shape, "float32") for s in specs]
             for k, (name, role) in enumerate(ROLES.items()):
-                if name == "x":  # its shape is the op's: the others are named against it
+                if name == "x":  # the op's shape: the others are named against it
                     continue
                 # a row of 5 (the op's is 67), or two values per row
                 shape = {"element": [None, 5], "column": [5], "row": [None, 2]}[role]

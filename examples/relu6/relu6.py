@@ -125,8 +125,8 @@ def _check_dtypes(x: paddle.Tensor) -> None:
     failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
-        raise TypeError(f"relu6: x is {_dtype_name(x)}; "
-                        "relu6 supports float32, float64, float16, bfloat16")
+        raise TypeError(f"relu6: x is {_dtype_name(x)}; relu6 supports float32, float64, float16, "
+                        "bfloat16")
 
 
 def _explain_failure(x: paddle.Tensor) -> None:
@@ -144,8 +144,8 @@ def _check_static_inputs(x) -> None:
     when the program runs."""
     for name, variable in (("x", x),):
         if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
-            raise TypeError(f"relu6: {name} is an eager paddle.Tensor, but Paddle is in "
-                            "static mode (paddle.enable_static()): pass a static variable")
+            raise TypeError(f"relu6: {name} is an eager paddle.Tensor, but Paddle is in static "
+                            "mode (paddle.enable_static()): pass a static variable")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"relu6: {name} is {_dtype_name(variable)}; "
                             "relu6 supports float32, float64, float16, bfloat16")
@@ -195,8 +195,8 @@ _HALF = (paddle.float16, paddle.bfloat16)
 
 
 def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
-    """Under ``paddle.amp.auto_cast`` (O1 or O2), the inputs cast to the dtype relu6 computes
-    in there (the spec's ``amp: follow``: its inputs' dtype, float32 where they differ);
+    """Under ``paddle.amp.auto_cast`` (O1 or O2), the inputs cast to the dtype the op computes in
+    there (the spec's ``amp: follow``: its inputs' dtype, float32 where they differ);
     float64 inputs as they are (AMP leaves them). None where AMP is not in effect."""
     if _dynamic_mode():
         amp = paddle.base.framework._dygraph_tracer()
@@ -215,7 +215,7 @@ def _amp_inputs(*inputs: paddle.Tensor) -> list[paddle.Tensor] | None:
 
 @contextlib.contextmanager
 def _amp_paused() -> Iterator[None]:
-    """Paddle's AMP off while relu6 runs on the inputs _amp_inputs gave, so that what the spec
+    """Paddle's AMP off while the op runs on the inputs _amp_inputs gave, so that what the spec
     says is what runs, whatever Paddle's lists would cast."""
     amp = paddle.base.framework._dygraph_tracer() if _dynamic_mode() else \
         paddle.base.core._get_amp_attrs()
@@ -286,15 +286,16 @@ def relu6_(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         _check_static_inputs(x)
         return _ops().custom_relu6_inplace(x, _float_bits(threshold))
     _check_inputs(x)
-    _check_dtypes(x)  # before anything is written over x
+    # The dtypes are checked before anything is written over x.
+    _check_dtypes(x)
     if not x.is_contiguous():
-        raise ValueError("relu6_: x is a view that is not dense in memory; in place, "
-                         "the op writes its memory: call .contiguous() first, or relu6()")
+        raise ValueError("relu6_: x is a view that is not dense in memory; "
+                         "in place, the op writes its memory: call .contiguous() first, or relu6()")
     recording = paddle.is_grad_enabled()
     if recording and not x.stop_gradient and x.is_leaf:
         raise ValueError("relu6_: x is a leaf tensor that requires a gradient "
-                         "(stop_gradient=False); Paddle does not let an in-place op "
-                         "overwrite it: call relu6() instead")
+                         "(stop_gradient=False); Paddle does not let an in-place op overwrite it: "
+                         "call relu6() instead")
     if 0 in x.shape:  # nothing to write
         return x
     if not _IN_PLACE_HONOURED:

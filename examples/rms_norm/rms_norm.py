@@ -127,9 +127,8 @@ def _check_shapes(x: paddle.Tensor, weight: paddle.Tensor) -> None:
     if not shape:
         raise ValueError("rms_norm: x is 0-D; it needs at least one dim, the row")
     if list(weight.shape) != shape[-1:]:
-        raise ValueError(f"rms_norm: weight has shape {list(weight.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+        raise ValueError(f"rms_norm: weight has shape {list(weight.shape)}, but as a per-column "
+                         f"input it must be [{shape[-1]}] (the last dim of x {shape})")
 
 
 def _check_dtypes(x: paddle.Tensor, weight: paddle.Tensor) -> None:
@@ -137,18 +136,18 @@ def _check_dtypes(x: paddle.Tensor, weight: paddle.Tensor) -> None:
     failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
-        raise TypeError(f"rms_norm: x is {_dtype_name(x)}; "
-                        "rms_norm supports float32, float64, float16, bfloat16")
+        raise TypeError(f"rms_norm: x is {_dtype_name(x)}; rms_norm supports float32, float64, "
+                        "float16, bfloat16")
     weight_code = _code(weight.dtype)
     if weight_code not in _DTYPE_CODES:
         raise TypeError(f"rms_norm: weight is {_dtype_name(weight)}; "
                         "rms_norm supports float32, float64, float16, bfloat16")
     if weight_code != x_code:
-        raise TypeError(f"rms_norm: weight is {_dtype_name(weight)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"rms_norm: weight is {_dtype_name(weight)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not weight.place._equals(x.place):
-        raise ValueError(f"rms_norm: weight is on {weight.place} but x is on "
-                         f"{x.place}; the inputs must be on one device")
+        raise ValueError(f"rms_norm: weight is on {weight.place} but x is on {x.place}; "
+                         "the inputs must be on one device")
 
 
 def _explain_failure(x: paddle.Tensor, weight: paddle.Tensor) -> None:
@@ -168,8 +167,8 @@ def _check_static_inputs(x, weight) -> None:
     runs."""
     for name, variable in (("x", x), ("weight", weight)):
         if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
-            raise TypeError(f"rms_norm: {name} is an eager paddle.Tensor, but Paddle is in "
-                            "static mode (paddle.enable_static()): pass a static variable")
+            raise TypeError(f"rms_norm: {name} is an eager paddle.Tensor, but Paddle is in static "
+                            "mode (paddle.enable_static()): pass a static variable")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"rms_norm: {name} is {_dtype_name(variable)}; "
                             "rms_norm supports float32, float64, float16, bfloat16")
@@ -177,12 +176,11 @@ def _check_static_inputs(x, weight) -> None:
     if not shape:
         raise ValueError("rms_norm: x is 0-D; it needs at least one dim, the row")
     if weight.dtype != x.dtype:
-        raise TypeError(f"rms_norm: weight is {_dtype_name(weight)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"rms_norm: weight is {_dtype_name(weight)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not _dims_agree(weight.shape, shape[-1:]):
-        raise ValueError(f"rms_norm: weight has shape {list(weight.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+        raise ValueError(f"rms_norm: weight has shape {list(weight.shape)}, but as a per-column "
+                         f"input it must be [{shape[-1]}] (the last dim of x {shape})")
 
 
 def _dims_agree(shape: list[int], want: list[int]) -> bool:

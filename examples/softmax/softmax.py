@@ -130,8 +130,8 @@ def _check_dtypes(x: paddle.Tensor) -> None:
     failed (to name the cause in this wrapper's words) and before results that need no kernel."""
     x_code = _code(x.dtype)
     if x_code not in _DTYPE_CODES:
-        raise TypeError(f"softmax: x is {_dtype_name(x)}; "
-                        "softmax supports float32, float64, float16, bfloat16")
+        raise TypeError(f"softmax: x is {_dtype_name(x)}; softmax supports float32, float64, "
+                        "float16, bfloat16")
 
 
 def _explain_failure(x: paddle.Tensor) -> None:
@@ -151,8 +151,8 @@ def _check_static_inputs(x) -> None:
     runs."""
     for name, variable in (("x", x),):
         if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
-            raise TypeError(f"softmax: {name} is an eager paddle.Tensor, but Paddle is in "
-                            "static mode (paddle.enable_static()): pass a static variable")
+            raise TypeError(f"softmax: {name} is an eager paddle.Tensor, but Paddle is in static "
+                            "mode (paddle.enable_static()): pass a static variable")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"softmax: {name} is {_dtype_name(variable)}; "
                             "softmax supports float32, float64, float16, bfloat16")

@@ -43,9 +43,10 @@ def reference_forward(x, scale=1.0):
 
 
 def reference_backward(x, grad_out, scale=1.0, outputs=None):
-    """softmax.yaml's backward in numpy float64: the gradient of each input. It reads the
-    forward's outputs: ``outputs`` as the backward kernel reads them (the op's own, in their
-    dtypes), or else computed here."""
+    """softmax.yaml's backward in numpy float64: the gradient of each input.
+
+    It reads the forward's outputs: ``outputs`` as the backward kernel reads them (the op's own,
+    in their dtypes), or else computed here."""
     if outputs is None:
         outputs = ot.as_tuple(reference_forward(x, scale=scale))
     out, = outputs
@@ -134,7 +135,7 @@ def test_wrong_shapes_are_named():
     rng = np.random.default_rng(3)
     inputs, _ = sample_inputs(rng, (4, 6), DTYPES[0], "cpu")
     for k, (name, role) in enumerate(ROLES.items()):
-        if name == "x":  # its shape is the op's: the others are named against it
+        if name == "x":  # the op's shape: the others are named against it
             continue
         wrong = list(inputs)
         wrong[k], _ = ot.sample(rng, (5,) if role != "element" else (4, 5), DTYPES[0], "cpu",
@@ -251,8 +252,8 @@ def deploy_inputs(stop_gradient=True):
 
 
 class Model(paddle.nn.Layer):
-    """A model that calls ``op`` (softmax, or a variant) with fixed attrs on x times a
-    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
+    """A model that calls ``op`` (this op, or a variant) with fixed attrs on x times
+    a parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
 
     def __init__(self, op, attrs):
         super().__init__()
@@ -261,7 +262,8 @@ class Model(paddle.nn.Layer):
         self.scale = self.create_parameter(
             [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
-    def forward(self, x):  # named: to_static maps the InputSpecs onto them
+    # The inputs are named: to_static maps the InputSpecs onto them.
+    def forward(self, x):
         return self.op(x * self.scale, **self.attrs)
 
 
@@ -295,8 +297,8 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
-    ot.assert_saved_model_serves(lambda: Model(softmax, attrs), inputs, specs, way, HERE,
-                                 tmp_path, ["out"])
+    ot.assert_saved_model_serves(lambda: Model(softmax, attrs), inputs, specs, way, HERE, tmp_path,
+                                 ["out"])
 
 
 @pytest.mark.deploy

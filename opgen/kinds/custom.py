@@ -50,13 +50,28 @@ from ..codegen import (
     Attr,
     OpText,
     attr,
+    comment_text,
+    cpp_comment,
     cpp_string,
+    deploy_model,
+    doc_entry,
     docstring_text,
     markdown_code,
+    nobreak,
     op_text,
+    py_def,
+    py_docstring,
+    py_if,
+    py_returns,
+    py_string_call,
+    static_variables,
     string_lines,
+    with_comment,
     wrap_call,
+    wrap_code,
     wrap_expression,
+    wrap_hanging,
+    wrap_items,
 )
 from ..errors import SpecError
 from ..expr import MAX_DEPTH, too_deep
@@ -978,24 +993,6 @@ def _infer_throws(custom: Custom) -> bool:
         _checked(item, custom.dims) for tree in custom.out_shapes.values() for item in tree.elts)
 
 
-def _py_if(condition: str, *, indent: int = 8) -> str:
-    """``if condition:`` from column ``indent``, within 100 columns: where it is longer, in
-    parentheses, broken before its top-level ``and`` and ``or``, as the wrappers' other
-    conditions are."""
-    line = f"if {condition}:"
-    if indent + len(line) <= 100:
-        return line
-    pieces, depth, start = [], 0, 0
-    for k, c in enumerate(condition):
-        depth += (c in "([{") - (c in ")]}")
-        for word in (" and ", " or "):
-            if depth == 0 and condition.startswith(word, k):
-                pieces.append(condition[start:k])
-                start = k + 1
-    pieces.append(condition[start:])
-    return "if (" + ("\n" + " " * (indent + 8)).join(pieces) + "):"
-
-
 def _parenthesized(condition: str) -> str:
     """``condition`` as an operand of ``and``: in parentheses where it holds an ``or``."""
     return f"({condition})" if " or " in condition else condition
@@ -1080,6 +1077,21 @@ class Check:
     condition: str
     message: str
     static_condition: str
+
+    @property
+    def if_line(self) -> str:
+        """``if condition:``, from column 4, wrapped."""
+        return py_if(self.condition, indent=4)
+
+    @property
+    def static_if_line(self) -> str:
+        """``if static_condition:``, likewise."""
+        return py_if(self.static_condition, indent=4)
+
+    @property
+    def raised(self) -> str:
+        """``raise ValueError(f"message")``, from column 8, wrapped."""
+        return py_string_call("raise ValueError(", self.message, indent=8)
 
 
 @dataclass(frozen=True)
@@ -1379,6 +1391,51 @@ class Kernel:
     allocated: list[OutShape]           # data-dependent outputs: the skeleton allocates them
     sizes: int                          #   their -1 dims, which the CUDA skeleton reads back
 
+    @property
+    def comment(self) -> list[str]:
+        """The comment lines listing ``fields`` under ``// <function>, on ... tensors:``, each
+        field's text wrapped, its continuation lines four columns in."""
+        return [line for field, what in self.fields
+                for line in _comment_entry(f"{field}: {what}")]
+
+    def fills(self, op: str, device: str) -> list[str]:
+        """The skeleton's copies and zero-fills on ``device`` (cpu or cuda), statements and
+        comments from column 2, wrapped."""
+        lines: list[str] = []
+        for out, source, type_, aliased in self.copies:
+            src, dst = f"args.{source}.data<{type_}>()", f"args.{out}.data<{type_}>()"
+            if device == "cpu":
+                copy = wrap_code(f"std::copy_n({src}, args.{source}.numel(), {dst});",
+                                 indent=4 if aliased else 2)
+                if aliased:
+                    head = f"if ({dst} != {src}) {{  // {op}_(): the same tensor"
+                    lines += [head if 2 + len(head) <= 100 else
+                              f"// In {op}_(), {out} is {source}: nothing to copy.\n  " +
+                              wrap_code(f"if ({dst} != {src}) {{", indent=2),
+                              "  " + copy, "}"]
+                else:
+                    lines.append(copy)
+                continue
+            launch = ("  CopyKernel<<<opgen::cuda::GridFor(n, kThreads, gpu.id), kThreads, 0, "
+                      "gpu.stream>>>(\n        " + wrap_hanging(f"{src}, {dst}, n);", indent=8))
+            if aliased:
+                lines += [f"// In {op}_(), {out} is {source}: nothing to copy.",
+                          f"if (const int64_t n = args.{out}.numel();",
+                          "    " + wrap_code(f"n > 0 && {dst} != {src}) {{", indent=6)]
+            else:
+                lines.append(f"if (const int64_t n = args.{out}.numel(); n > 0) {{")
+            lines += [launch, "}"]
+        for out, type_ in self.zeros:
+            data = f"args.{out}.data<{type_}>()"
+            if device == "cpu":
+                lines.append(wrap_code(f"std::fill_n({data}, args.{out}.numel(), {type_}(0));",
+                                       indent=2))
+                continue
+            memset = f"cudaMemsetAsync({data}, 0, args.{out}.numel() * sizeof({type_}),"
+            lines.append(memset + "\n" + " " * 18 + "gpu.stream);" if 2 + len(memset) <= 100 else
+                         wrap_code(memset + " gpu.stream);", indent=2))
+        return lines
+
 
 @dataclass(frozen=True)
 class InPlace:
@@ -1453,12 +1510,10 @@ def _inplace(spec: Any, camel: str, attrs: list[Attr], out_shapes: list[OutShape
         differentiable=differentiable,
         grad_input=next((n for n in pairs if any(d in FLOAT_DTYPES for d in
                                                  _choices(spec.kind_data.dtypes, n))), None),
-        py_def=wrap_call(f"def {m.name}_", [f"{n}: paddle.Tensor | None = None" if t.optional
-                                            else f"{n}: paddle.Tensor"
-                                            for n, t in m.inputs.items()] +
-                         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
-                         " -> paddle.Tensor:" if len(m.outputs) == 1 else
-                         f" -> tuple[{', '.join(['paddle.Tensor'] * len(m.outputs))}]:"),
+        py_def=py_def(f"{m.name}_", [f"{n}: paddle.Tensor | None = None" if t.optional
+                                     else f"{n}: paddle.Tensor" for n, t in m.inputs.items()] +
+                      [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
+                      py_returns(len(m.outputs))),
         doc=[line.strip() for paragraph in doc
              for line in [*textwrap.wrap(paragraph, 96, initial_indent="   "), ""]][:-1],
         no_gradient=string_lines(no_gradient, 66),
@@ -1492,8 +1547,6 @@ class Context(OpText):
     shape_attrs: list[Attr]              # int attrs InferShape takes
     shape_inputs: list[str]              # inputs whose shapes the entry reads (fixed outputs)
     data_dependent: list[OutShape]       # outputs with -1 dims: the kernels allocate them
-    grad_zeros: bool                     # the skeleton's reference: an input no output copies
-                                         #   has a zero gradient (else it raises)
     spec_shape_params: str               # the tests' spec_shapes(): inputs, then shape attrs
     checks: list[Check]
     input_checks: InputChecks            # the same in C++, with dtypes and devices
@@ -1504,23 +1557,17 @@ class Context(OpText):
     signatures: dict[str, str]
     py_params: str
     op_name_cpp: str                     # op_name as a C++ string literal
-    paddle_inputs: str                   # the inputs, as PD_BUILD_OP's Inputs lists them
     optional_inputs: list[str]           # inputs that may be None
-    reference_params: str                # the parameters of reference.py's functions: inputs
-    grad_reference_params: str           #   (and output gradients), then the attrs
     py_def: str                          # the wrapper's `def` line(s)
     py_attrs: str                        # the attrs as the op takes them: a tuple display
     allocations: list[str]               # the forward's output allocations, C++ statements
     forward_args: str                    # the forward's ForwardArgs initialization
     backward_allocations: list[str]      # the backward's gradient allocations
     backward_args: str                   #   and its BackwardArgs initialization
-    paddle_attrs: str                    # the attrs' declarations, for PD_BUILD_OP's Attrs
     dims: dict[str, str]                 # dim name -> its test size
     ranges: dict[str, tuple[str, str]]
     combos: list[Combo]
     test_imports: list[str]
-    reference_copies: dict[str, str | None]  # output -> input it copies (the skeleton's reference)
-    grad_copies: dict[str, str | None]       # input -> output whose gradient it is, or None
     dtype_names: dict[str, str]              # tensor -> "int32 or int64" for messages
     test_shapes: dict[str, str]              # input -> its test shape, over `lead` and `dims`
     free_lead: bool                          # the deploy tests' InputSpecs: the leading dims
@@ -1534,6 +1581,349 @@ class Context(OpText):
     deploy_scaled: str | None                # the deploy tests' model scales this input by its
                                              #   parameter: the first with a gradient, else the
                                              #   first float one (None: no float input)
+    static_variables: dict[str, Any]         # partials/wrapper_static_variables.py.jinja's text
+    deploy_model: dict[str, str]             # partials/deploy_model.py.jinja's
+    cpp: dict[str, Any]                      # the C++ files' text that names the op or its
+                                             #   tensors, wrapped where the templates put it
+    py: dict[str, Any]                       #   the wrapper's (_wrapper_text)
+    test: dict[str, Any]                     #   the test's (_test_text)
+    reference: dict[str, dict[str, str]]     #   reference.py's, by function (_reference_text)
+
+
+def _string_constant(name: str, literal: str, indent: int) -> str:
+    """``const char* const name = literal;`` from column ``indent``, the literal on a line of its
+    own where the statement does not fit one."""
+    line = f"const char* const {name} = {literal};"
+    if indent + len(line) <= 100:
+        return line
+    return f"const char* const {name} =\n{' ' * (indent + 4)}{literal};"
+
+
+def _comment_entry(text: str) -> list[str]:
+    """``//   text`` (an entry of a kernel's comment) wrapped within 100 columns, its continuation
+    lines four columns further in."""
+    lines = textwrap.wrap(text, 95, subsequent_indent="    ", break_long_words=False,
+                          break_on_hyphens=False)
+    return ["//   " + line for line in lines]
+
+
+def _registered(method: str, names: list[str]) -> str:
+    """The tensors of a PD_BUILD_*_OP's ``    .<method>({<here>})``, wrapped after the brace."""
+    column = len(f"    .{method}({{")
+    return wrap_items(names, column=column, indent=column, after=2)
+
+
+def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dict[str, Tensor],
+              attrs: list[Attr], dynamic: dict[str, OutShape], params: dict[str, str],
+              paddle_h_for: str) -> dict[str, Any]:
+    """The C++ files' text that names the op or its tensors, wrapped where the templates put it:
+    the files' header comments (``cc_header``, ``cu_header``, ``h_header``; ``cuda_called``, the
+    end of the CUDA kernels' file's), comments naming the op or its spec (``shapes_comment``,
+    ``inplace_comment``, ``inplace_infer_comment``), PD_BUILD_OP's lists (``inputs``,
+    ``outputs``, ``attrs``, ``grad_inputs``, ``grad_outputs``), the .h's ``paddle_h`` include and
+    Dispatch's error (``no_kernel``), the CUDA skeleton's ``counted`` tensor, the in-place op's
+    ``inplace_kernel_fn`` (from column 4), and by
+    data-dependent output its ``check_allocated`` call."""
+    m: CustomOpSpec = spec.model
+    spec_file = nobreak(cpp_comment(Path(spec.path).name))
+    generated = f"Generated by opgen from {spec_file}; `opgen generate` rewrites it."
+    op = cpp_string(spec.op_name)
+    no_kernel = ", ".join([op, '": "', "kernel"] + [
+        f'"{": no kernel for " if k == 0 else ", "}{p} ", {p}' for k, p in enumerate(params)])
+    paddle_inputs = [f"paddle::Optional({cpp_string(n)})" if t.optional else cpp_string(n)
+                     for n, t in inputs.items()]
+    text: dict[str, Any] = {
+        "cc_header": comment_text(
+            "The op's registration with Paddle, its shape and dtype inference, and the CPU entry "
+            f"points that allocate the outputs and dispatch to the kernels of {m.name}_cpu.h over "
+            "the dtypes.") + "\n" + comment_text(generated),
+        "cu_header": comment_text(
+            f"The CUDA entry points: the kernels of {m.name}_cuda.cuh run on the inputs' device "
+            "and stream, dispatched over the dtypes, and a failed launch is an error naming the "
+            "kernel.") + "\n" + comment_text(generated),
+        "h_header": comment_text(
+            f"What the kernels of {m.name}_cpu.h and {m.name}_cuda.cuh receive, and the dispatch "
+            f"over the dtypes the spec lists. {generated}"),
+        # 97 columns, as the rest of that file's first comment (and as it was written before)
+        "cuda_called": comment_text(
+            f"{m.name}.cu calls these with the inputs' device current; launch on gpu.stream, and "
+            "it checks the launch.", width=97),
+        "shapes_comment": comment_text(
+            f"The inputs' shapes as {spec_file} declares them, checked before a dim is read: by "
+            "the entry points and by InferShape, which sees a static graph's dims not known yet "
+            "as -1."),
+        "inputs": _registered("Inputs", paddle_inputs),
+        "outputs": _registered("Outputs", [cpp_string(o) for o in outputs]),
+        "attrs": _registered("Attrs", [cpp_string(a.paddle_decl) for a in attrs]),
+        "grad_inputs": _registered("Inputs", paddle_inputs + [
+            f"paddle::Grad({cpp_string(o)})" for o in outputs]),
+        "grad_outputs": _registered("Outputs", [f"paddle::Grad({cpp_string(n)})"
+                                                for n in m.backward or []]),
+        "paddle_h": with_comment('#include "opgen/paddle.h"', paddle_h_for, indent=0,
+                                 prefix="  // ") if paddle_h_for else "",
+        "no_kernel": wrap_code(f"opgen::Fail({no_kernel});", indent=2),
+        "counted": wrap_code("paddle::Tensor counted = paddle::empty({kSizes}, "
+                             f"paddle::DataType::INT64, args.{next(iter(m.inputs))}.place());",
+                             indent=2),
+        "check_allocated": {n: wrap_code(
+            f'opgen::CheckAllocated({op}, kernel, args.{n}, "{n}", {s.text_cpp}, '
+            f'"{s.allocate}");', indent=2) for n, s in dynamic.items()},
+    }
+    if m.inplace:
+        op_inplace = f"{spec.op_name}_inplace"
+        pairs = ", ".join(f"{i} as {o} too" for i, o in m.inplace.items())
+        text["inplace_comment"] = comment_text(
+            f"{op_inplace} (the spec's `inplace:`): the kernels get {pairs}.")
+        text["inplace_kernel_fn"] = with_comment(
+            f".SetKernelFn(PD_KERNEL({camel_case(m.name)}ForwardInPlace));",
+            "its outputs are its inputs: no inference", indent=4, prefix="  // ")
+        text["inplace_infer_comment"] = comment_text(
+            f"{op_inplace} infers the outputs it allocates; Paddle gives the others their "
+            "inputs'.")
+    return text
+
+
+def _wrapper_text(spec: Any, inputs: dict[str, Tensor], outputs: dict[str, Tensor],
+                  attrs: list[Attr], shape_attrs: list[Attr], out_shapes: list[OutShape],
+                  dynamic: dict[str, OutShape]) -> dict[str, Any]:
+    """The wrapper's text that names the op or its tensors, wrapped where the template puts it:
+    its functions' ``def`` lines, loops over the inputs, calls and errors; by input, its dtype
+    error (``dtype_errors``), its contiguity check (``contiguous``) and its entry under Args:
+    (``arg_docs``); by output, its entry under Returns: (``return_docs``)."""
+    m: CustomOpSpec = spec.model
+    name, first = m.name, next(iter(m.inputs))
+    names = list(m.inputs)
+    listed = ", ".join(names)
+    shape_args = ", ".join(names + [a.name for a in shape_attrs])
+    optional = any(t.optional for t in inputs.values())
+
+    def pairs(items: list[str]) -> str:
+        return ", ".join(f'("{n}", {n})' for n in items) + ("," if len(items) == 1 else "")
+
+    def run(op: str, indent: int) -> str:
+        return wrap_code(f'outs = (_run or _load_run())("{op}", {listed}, *attrs)', indent=indent)
+
+    def empties(written_over: dict[str, str], indent: int) -> str:
+        items = [written_over[o] if o in written_over else
+                 f"paddle.empty(shapes[{k}], " +
+                 (f"{t.same_as}.dtype)" if t.same_as else f"paddle.{t.dtypes[0]})")
+                 for k, (o, t) in enumerate(outputs.items())]
+        return wrap_code("outs = [" + ", ".join(items) + "]", indent=indent)
+
+    def dtype_error(t: Tensor) -> str:
+        if t.optional:
+            rule = (f"{{_dtype_name({t.same_as})}}, the dtype of {t.same_as}" if t.same_as else
+                    t.dtypes[0])
+            text = f"{name}: {t.name} is {{_dtype_name({t.name})}}; it must be {rule}"
+        elif t.same_as:
+            text = (f"{name}: {t.name} is {{_dtype_name({t.name})}}; it must have the dtype of "
+                    f"{t.same_as} ({{_dtype_name({t.same_as})}})")
+        else:
+            text = f"{name}: {t.name} is {{_dtype_name({t.name})}}; {name} takes {t.dtype_text}"
+        return py_string_call("raise TypeError(", text, indent=8)
+
+    def contiguous(t: Tensor, comment: bool) -> str:
+        check = py_if(f"{t.name + ' is not None and ' if t.optional else ''}"
+                      f"not {t.name}.is_contiguous()", indent=4)
+        return with_comment(check, "the kernels read dense memory", indent=4) if comment \
+            else check
+
+    shapes = "[" + ", ".join(s.py for s in out_shapes) + "]"
+    py: dict[str, Any] = {
+        "check_types_def": py_def("_check_types", names, "None"),
+        "check_types_loop": wrap_code(f"for name, tensor in ({pairs(names)}):", indent=4),
+        "check_dtypes_def": py_def("_check_dtypes", names, "None"),
+        "check_inputs_def": py_def("_check_inputs", names, "None"),
+        "place_loop": wrap_code(f"for name, tensor in ({pairs(names[1:])}):", indent=4),
+        "place_error": py_string_call(
+            "raise ValueError(", f"{name}: {{name}} is on {{tensor.place}}, {first} on "
+            f"{{{first}.place}}: the inputs must be on one device", indent=12),
+        "explain_failure_def": py_def(
+            "_explain_failure", names + ([a.name for a in shape_attrs] if not dynamic else []),
+            "None"),
+        "check_static_inputs_def": py_def("_check_static_inputs", names, "None"),
+        "output_shapes_def": wrap_code(f"def _output_shapes({shape_args}):"),
+        "output_shapes_doc": py_docstring(
+            f"The outputs' shapes, as {nobreak(docstring_text(Path(spec.path).name))} computes "
+            "them" +
+            ("; a ValueError names a shape these inputs make impossible."
+             if any(_checked(item, spec.kind_data.dims)
+                    for tree in spec.kind_data.out_shapes.values() for item in tree.elts)
+             else ".")),
+        "shapes_try": wrap_code(f"shapes = {shapes}", indent=8),
+        "shapes": wrap_code(f"shapes = {shapes}", indent=4),
+        "shapes_return": wrap_code(f"return {shapes}", indent=4),
+        "divide_by_zero": py_string_call(
+            "raise ValueError(", f"{name}: an output's shape divides a dim by 0 for these "
+            "inputs ({shown})", ") from None", indent=8),
+        "negative": py_string_call(
+            "raise ValueError(", f"{name}: {{output}}'s shape {{spec_shape}}: a dim is "
+            "{negative} for these inputs; a size is at least 0", indent=12),
+        "static_call": wrap_code(f"return _ops().{spec.op_name}({listed}, *attrs)", indent=8),
+        "not_eager_comment": comment_text(
+            "Only what is not an eager tensor (a parameter" + (", None" if optional else "") +
+            " or not a tensor at all) is checked here.", indent=4, prefix="# "),
+        "run": run(spec.op_name, 8),
+        "run_else": run(spec.op_name, 12),
+        "check_inputs_12": wrap_code(f"_check_inputs({listed})", indent=12),
+        "output_shapes_12": wrap_code(f"shapes = _output_shapes({shape_args})", indent=12),
+        "empties": empties({}, 16),
+        "explain_failure": wrap_code(
+            f"_explain_failure({shape_args if not dynamic else listed})", indent=8),
+        "dtype_errors": {t.name: dtype_error(t) for t in inputs.values()},
+        "contiguous": {t.name: contiguous(t, True) for t in inputs.values()},
+        "arg_docs": {t.name: doc_entry(f"{t.name}: {t.dtype_text}, {t.shape_text}" +
+                                       (f"; {t.doc}" if t.doc else "") + ".")
+                     for t in inputs.values()},
+        "return_docs": {t.name: doc_entry(
+            f"{t.name}: {t.dtype_text}, {t.shape_text}" +
+            (" (-1: a size the data gives)" if t.name in dynamic else "") +
+            (f"; {t.doc}" if t.doc else "") + ".") for t in outputs.values()},
+    }
+    if m.inplace:
+        out = f"{name}_"
+        op_inplace = f"{spec.op_name}_inplace"
+        over = {o: i for i, o in m.inplace.items()}
+        py |= {
+            "inplace_static_call": wrap_code(f"return _ops().{op_inplace}({listed}, *attrs)",
+                                             indent=8),
+            "inplace_not_dense": {i: py_string_call(
+                "raise ValueError(", f"{out}: {i} is a view that is not dense in memory; in "
+                f"place, the op writes its memory: call .contiguous() first, or {name}()",
+                indent=8) for i in m.inplace},
+            "inplace_leaf_loop": wrap_code(
+                f"for name, tensor in ({pairs(list(m.inplace))}):", indent=8),
+            "inplace_leaf": py_string_call(
+                "raise ValueError(", f"{out}: {{name}} is a leaf tensor that requires a gradient "
+                "(stop_gradient=False); Paddle does not let an in-place op overwrite it: call "
+                f"{name}() instead", indent=16),
+            "inplace_any_gradient": wrap_code(
+                "if any(t is not None and not t.stop_gradient for t in (" + listed +
+                ("," if len(names) == 1 else "") + ")):", indent=8),
+            "inplace_contiguous": {t.name: contiguous(t, False) for t in inputs.values()},
+            "inplace_run": run(op_inplace, 4),
+            "inplace_run_else": run(op_inplace, 8),
+            "inplace_shapes": wrap_code(f"shapes = _output_shapes({shape_args})", indent=4),
+            "inplace_empties": empties(over, 12),
+        }
+    return py
+
+
+def _test_text(spec: Any, inputs: dict[str, Tensor], attrs: list[Attr],
+               out_shapes: list[OutShape], combos: list[Combo], dims: dict[str, str],
+               test_ranges: dict[str, str], wrong_dtype: tuple[str, str],
+               free: bool) -> dict[str, Any]:
+    """The generated test's text that names the op or its tensors, wrapped where the template
+    puts it (``combos``: one entry of COMBOS per combination)."""
+    m: CustomOpSpec = spec.model
+    name, names = m.name, list(m.inputs)
+    listed = ", ".join(names)
+    test: dict[str, Any] = {
+        "combos": [wrap_code(f'"{c.id}": ({c.dtypes}, {c.out_dtypes}),', indent=4)
+                   for c in combos],
+        "float64_combos": wrap_code("FLOAT64_COMBOS = [" + ", ".join(
+            f'"{c.id}"' for c in combos if c.float64) + "]"),
+        "dims": wrap_code("DIMS = {" + ", ".join(f'"{d}": {v}' for d, v in dims.items()) + "}"),
+        "ranges": wrap_code("RANGES = {" + ", ".join(
+            f'"{n}": {r}' for n, r in test_ranges.items()) + "}"),
+        "outputs": wrap_code(f"OUTPUTS = {list(m.outputs)}"),
+        "backward": wrap_code(f"BACKWARD = {list(m.backward or [])}"),
+        "optional": wrap_code(f"OPTIONAL = {[n for n, t in inputs.items() if t.optional]}"),
+        "other_attrs": wrap_code("pytest.param({" + ", ".join(
+            f'"{a.name}": {a.py_other}' for a in attrs) + '}, id="other-attrs"),', indent=4),
+        "deploy_comment": comment_text(
+            "Deploy: the op inside a static graph, saved, and loaded by a fresh process as a "
+            "server would (docs/deploy.md). CPU, the first dtype combination at the typical "
+            f"case's sizes; `opgen test {name} -- -m \"not deploy\"` skips these.", prefix="# "),
+        "spec_shapes_return": wrap_code("return [" + ", ".join(s.py for s in out_shapes) + "]",
+                                        indent=4),
+        "shapes_model_forward_def": wrap_code(f"def forward(self, {listed}):", indent=4),
+        "shapes_model_call": wrap_code(f"outputs = ot.as_tuple({name}({listed}))", indent=8),
+        "static_matches": wrap_code(f"ot.assert_static_matches_eager(lambda: Model({name}, "
+                                    "attrs), inputs, specs, grad_outputs, BACKWARD)", indent=4),
+        "saved_model": wrap_code(
+            f"ot.assert_saved_model_serves(lambda: Model({name}, attrs), inputs, specs, way, "
+            "HERE, tmp_path, OUTPUTS" + (", other=deploy_inputs(other=True)[0]" if free else "") +
+            ")", indent=4),
+        "wrong_dtype_input": wrap_code(
+            f'tensors["{wrong_dtype[0]}"] = ot.to_paddle(np.zeros(tensors["{wrong_dtype[0]}"]'
+            f'.shape), "{wrong_dtype[1]}", device)', indent=4),
+        "wrong_dtype_raises": py_string_call(
+            "with pytest.raises(TypeError, match=", f"{name}: {wrong_dtype[0]} is "
+            f"{wrong_dtype[1]}", "):", indent=4),
+    }
+    if m.inplace:
+        out = f"{name}_"
+        test |= {
+            "inplace": wrap_code(f"INPLACE = {dict(m.inplace)}"),
+            "inplace_writes_doc": py_docstring(
+                f"{out}'s outputs are {name}'s, each written over its input's memory."),
+            "inplace_leaf_raises": py_string_call(
+                "with pytest.raises(ValueError, match=",
+                f"{out}: {{name}} is a leaf tensor that requires a gradient", "):", indent=4),
+            "inplace_backward_raises": py_string_call(
+                "with pytest.raises(RuntimeError, match=",
+                f"the backward of {name} reads its inputs", "):", indent=4),
+            "inplace_static_doc": py_docstring(
+                f"In a static program {out} is the in-place op, computing {name}'s outputs."),
+            "inplace_autograd_doc": py_docstring(
+                "Paddle's rule: no in-place write over a leaf that requires a gradient. " +
+                (f"{name} has no gradient, so through a non-leaf it runs." if not m.backward
+                 else f"No gradient at all: the backward of {name} reads the inputs {out} "
+                      "overwrites.")),
+        }
+    return test
+
+
+def _reference_text(spec: Any, inputs: dict[str, Tensor], outputs: dict[str, Tensor],
+                    attrs: list[Attr], dynamic: dict[str, OutShape],
+                    copies: dict[str, str | None], grad_copies: dict[str, str | None],
+                    whole: bool) -> dict[str, dict[str, str]]:
+    """reference.py's text that names the op or its tensors, wrapped: per output and per gradient
+    (``grad_<input>``), its ``def`` line, docstring and body."""
+    m: CustomOpSpec = spec.model
+    name = m.name
+    optional = [n for n, t in inputs.items() if t.optional]
+    required = [n for n in m.inputs if n not in optional]
+    defaults = [f"{n}=None" for n in optional] + [f"{a.name}={a.py_default}" for a in attrs]
+    def missing(function: str) -> str:
+        return py_string_call("raise NotImplementedError(",
+                              f"reference.py: write {function}() for {name}'s tests", indent=4)
+
+    functions: dict[str, dict[str, str]] = {}
+    for o, t in outputs.items():
+        if o in dynamic:
+            body = with_comment(f"return np.zeros({dynamic[o].reference_zeros})",
+                                "the skeleton's kernels make its -1 sizes 0", indent=4)
+        elif copies[o]:
+            body = with_comment(f"return np.array({copies[o]}, dtype=np.float64)",
+                                f"the skeleton's kernels copy {copies[o]}", indent=4)
+        else:
+            body = missing(o)
+        functions[o] = {
+            "def": wrap_code(f"def {o}({', '.join(required + defaults)}):"),
+            "doc": py_docstring(f"{o}: {t.dtype_text}, {t.shape_text}" +
+                                (" (-1: the size the data gives)" if o in dynamic else "") +
+                                "."),
+            "body": body,
+        }
+    for n in m.backward or []:
+        if grad_copies[n]:
+            body = with_comment(f"return np.array(grad_{grad_copies[n]}, dtype=np.float64)",
+                                f"the skeleton's backward copies grad_{grad_copies[n]}", indent=4)
+        elif whole:
+            body = with_comment(f"return np.zeros({n}.shape)",
+                                f"no output of the skeleton's forward depends on {n}", indent=4)
+        else:
+            body = missing(f"grad_{n}")
+        functions[f"grad_{n}"] = {
+            "def": wrap_code(f"def grad_{n}(" + ", ".join(
+                required + [f"grad_{o}" for o in m.outputs] + defaults) + "):"),
+            "doc": py_docstring(f"The gradient of {n}, given the gradients of the outputs; "
+                                f"shaped like {n}."),
+            "body": body,
+        }
+    return functions
 
 
 def build_context(spec: Any) -> Context:
@@ -1561,9 +1951,11 @@ def build_context(spec: Any) -> Context:
         infer_cpp: list[str] = [f"std::vector<int64_t> {name}_shape;"]
         where = cpp_string(f"{spec.op_name}: {name}'s shape {ast.unparse(tree)}")
         spec_var = f"k{camel_case(name)}Shape"  # no input's or attr's name (snake_case)
+        # the .h prints a data-dependent output's statements at 4 columns, the .cc others at 2
+        indent = 4 if any(_data_dependent(item) for item in tree.elts) else 2
         if any(_checked(item, custom.dims) for item in tree.elts):  # what their errors say
-            cpp.insert(0, f"const char* const {spec_var} = {where};")
-            infer_cpp.insert(0, cpp[0])
+            cpp.insert(0, _string_constant(spec_var, where, indent))
+            infer_cpp.insert(0, _string_constant(spec_var, where, infer_indent))
         py_items = []
         for k, item in enumerate(tree.elts):
             if isinstance(item, ast.Starred):
@@ -1578,10 +1970,11 @@ def build_context(spec: Any) -> Context:
                     infer_cpp.append(line)
                 py_items.append(f"*{source}.shape")
             else:
-                for lines, infer, indent in ((cpp, False, 2), (infer_cpp, True, infer_indent)):
+                for lines, infer, column in ((cpp, False, indent),
+                                             (infer_cpp, True, infer_indent)):
                     dim = _cpp_item(item, custom.dims, "_shape", spec_var, infer=infer)
                     lines.append(wrap_expression(f"{name}_shape.push_back({dim});",
-                                                 indent=indent))
+                                                 indent=column))
                 py_items.append(_py_dim(item, custom.dims))
         data_dependent = [k for k, item in enumerate(tree.elts) if _data_dependent(item)]
         allocate = "Allocate" + camel_case(name)
@@ -1614,7 +2007,12 @@ def build_context(spec: Any) -> Context:
         """The dispatched call of a kernel, as the .cc and .cu write it (indented 2)."""
         dtypes = ", ".join([f'"{function}"'] + [f"args.{n}.dtype()" for n in params])
         tags = ", ".join(f"auto {n}_type" for n in params)
-        lines = [f"{m.name}::Dispatch(", f"    {dtypes}, [&]({tags}) {{"]
+        lines = [f"{m.name}::Dispatch("]
+        if 6 + len(f"{dtypes}, [&]({tags}) {{") <= 100:
+            lines.append(f"    {dtypes}, [&]({tags}) {{")
+        else:  # the lambda on a line of its own
+            lines += ["    " + wrap_hanging(dtypes + ",", indent=6).replace("\n  ", "\n"),
+                      f"    [&]({tags}) {{"]
         lines += [f"      using {t} = typename decltype({n}_type)::type;"
                   for n, t in params.items()]
         targs = f"<{', '.join(params.values())}>" if params else ""
@@ -1742,6 +2140,16 @@ def build_context(spec: Any) -> Context:
     first = next(iter(m.inputs))
     free = free_dims(m, custom)
     checks = _input_checks(cpp_string(spec.op_name), custom, inputs, params, tensors)
+    deploy_scaled = backward[0] if backward else next(
+        (n for n, d in combos[0].dtypes.items() if d in FLOAT_DTYPES), None)
+    paddle_h_for = "; ".join((["AllocateDataDependent"] if dynamic else []) +
+                             (["ComputedDim and FloorDiv for output shapes"]
+                              if shapes_checked else []) +
+                             (["the input checks"] if checks.inputs_signature else []))
+    dims = {d: str(m.sizes.get(d, 7)) for d in custom.dims}
+    test_ranges = {n: "(" + ", ".join(_test_bound(b, custom) for b in r) + ")"
+                   for n, r in custom.ranges.items()}
+    wrong_dtype = _wrong_dtype(inputs)
     return Context(
         **op_text(spec),
         library=f"{m.name}_lib",
@@ -1752,14 +2160,11 @@ def build_context(spec: Any) -> Context:
         param_inputs=list(params),
         dispatch=_dispatch(params, inputs),
         out_shapes=out_shapes,
-        paddle_h_for="; ".join((["AllocateDataDependent"] if dynamic else []) +
-                               (["ComputedDim and FloorDiv for output shapes"]
-                                if shapes_checked else []) +
-                               (["the input checks"] if checks.inputs_signature else [])),
+        paddle_h_for=paddle_h_for,
         shapes_checked=shapes_checked,
         shapes_divide=any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
                           for tree in custom.out_shapes.values() for n in ast.walk(tree)),
-        empty_outputs=_py_if("_EMPTY_OUTPUTS_MADE_HERE and " + _parenthesized(all_empty))
+        empty_outputs=py_if("_EMPTY_OUTPUTS_MADE_HERE and " + _parenthesized(all_empty))
         if skip_empty else None,
         empty_checks=empty_checks,
         infer_throws=_infer_throws(custom),
@@ -1767,7 +2172,6 @@ def build_context(spec: Any) -> Context:
         shape_inputs=[n for n in m.inputs if any(n in o.inputs for o in out_shapes
                                                  if not o.data_dependent)],
         data_dependent=list(dynamic.values()),
-        grad_zeros=whole,
         spec_shape_params=", ".join([n for n, t in m.inputs.items() if not t.optional] +
                                     [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
                                     [f"{a.name}={a.py_default}" for a in shape_attrs]),
@@ -1781,23 +2185,11 @@ def build_context(spec: Any) -> Context:
         py_params=", ".join([f"{n}: paddle.Tensor" for n in m.inputs] +
                             [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]),
         op_name_cpp=cpp_string(spec.op_name),
-        paddle_inputs=", ".join(f"paddle::Optional({cpp_string(n)})" if t.optional else
-                                cpp_string(n) for n, t in m.inputs.items()),
         optional_inputs=[n for n, t in m.inputs.items() if t.optional],
-        reference_params=", ".join([n for n, t in m.inputs.items() if not t.optional] +
-                                   [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
-                                   [f"{a.name}={a.py_default}" for a in attrs]),
-        grad_reference_params=", ".join(
-            [n for n, t in m.inputs.items() if not t.optional] +
-            [f"grad_{o}" for o in m.outputs] +
-            [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
-            [f"{a.name}={a.py_default}" for a in attrs]),
-        py_def=wrap_call(f"def {m.name}", [f"{n}: paddle.Tensor | None = None" if t.optional
-                                           else f"{n}: paddle.Tensor"
-                                           for n, t in m.inputs.items()] +
-                         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
-                         " -> paddle.Tensor:" if len(m.outputs) == 1 else
-                         f" -> tuple[{', '.join(['paddle.Tensor'] * len(m.outputs))}]:"),
+        py_def=py_def(m.name, [f"{n}: paddle.Tensor | None = None" if t.optional
+                               else f"{n}: paddle.Tensor" for n, t in m.inputs.items()] +
+                      [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
+                      py_returns(len(m.outputs))),
         py_attrs="(" + ", ".join(a.py_arg for a in attrs) + ("," if len(attrs) == 1 else "")
         + ")",
         allocations=[f"paddle::Tensor {t.name};  // {dynamic[t.name].text}: the kernels' "
@@ -1815,28 +2207,31 @@ def build_context(spec: Any) -> Context:
                                 [*m.inputs, *(f"grad_{o}" for o in m.outputs),
                                  *(f"grad_{n}" for n in backward)] + [a.name for a in attrs],
                                 ";", indent=2).replace("(", "{", 1).replace(");", "};"),
-        paddle_attrs=", ".join(cpp_string(a.paddle_decl) for a in attrs),
-        dims={d: str(m.sizes.get(d, 7)) for d in custom.dims},
+        dims=dims,
         ranges=custom.ranges,
         combos=combos,
         test_imports=sorted([f"from {m.name} import {m.name}" +
                              (f", {m.name}_" if m.inplace else ""),
                              "from opgen import testing as ot"],
                             key=lambda line: line.split()[1]),
-        reference_copies=copies,
-        grad_copies=grad_copies,
         dtype_names={t.name: t.dtype_text for t in [*inputs.values(), *outputs.values()]},
         test_shapes={n: _test_shape(custom.shapes[n]) for n in m.inputs},
         free_lead=free.lead,
         free_dims=list(free.names),
         free_comment=_free_comment(free, custom),
-        test_ranges={n: "(" + ", ".join(_test_bound(b, custom) for b in r) + ")"
-                     for n, r in custom.ranges.items()},
-        wrong_dtype=_wrong_dtype(inputs),
+        test_ranges=test_ranges,
+        wrong_dtype=wrong_dtype,
         wrong_rank=_wrong_rank(m.name, custom, inputs),
         inplace=_inplace(spec, camel, attrs, out_shapes, signatures),
-        deploy_scaled=backward[0] if backward else next(
-            (n for n, d in combos[0].dtypes.items() if d in FLOAT_DTYPES), None),
+        deploy_scaled=deploy_scaled,
+        static_variables=static_variables(m.name, list(m.inputs)),
+        deploy_model=deploy_model(list(m.inputs), deploy_scaled),
+        cpp=_cpp_text(spec, custom, inputs, outputs, attrs, dynamic, params, paddle_h_for),
+        py=_wrapper_text(spec, inputs, outputs, attrs, shape_attrs, out_shapes, dynamic),
+        test=_test_text(spec, inputs, attrs, out_shapes, combos, dims, test_ranges, wrong_dtype,
+                        free.lead or bool(free.names)),
+        reference=_reference_text(spec, inputs, outputs, attrs, dynamic, copies, grad_copies,
+                                  whole),
     )
 
 

@@ -13,6 +13,8 @@ import dataclasses
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from ..autodiff import AutodiffError, backward_of, inline_locals, share_calls
 from ..codegen import (
@@ -23,15 +25,29 @@ from ..codegen import (
     attr,
     backward_stub_text,
     comment_lines,
+    comment_text,
+    cpp_comment,
+    cpp_if_return,
+    deploy_model,
+    doc_entry,
+    dtype_checks,
+    nobreak,
     op_text,
     param_name,
     py_assignment,
     py_def,
+    py_docstring,
+    py_if,
     py_return,
     py_returns,
+    py_string_call,
+    static_variables,
     string_lines,
+    with_comment,
     wrap_call,
+    wrap_code,
     wrap_expression,
+    wrap_hanging,
     wrap_items,
 )
 from ..errors import SpecError
@@ -61,7 +77,8 @@ class Functor:
     constructor: str             # the explicit constructor taking those attrs
     params: list[str]            # operator() parameters, inputs by value then outputs by ref
     signature: str               # `OPGEN_HD void operator()(params) const {`, wrapped
-    call_args: str               # arguments of the launcher call: {inputs}, attrs...
+    call_args: list[str]         # the launcher call's arguments after its op and functor names:
+                                 #   {inputs}, attrs...
     lines: list[tuple[str, str, str]]  # (name, C++ expression, spec source) per entry, in order
     comments: list[str]          # `// name = source` above the struct, wrapped
     body: list[str]              # the C++ statements: an intermediate is a local computed once
@@ -151,8 +168,6 @@ class Context(OpText, BackwardStubText):
                                  #   stub_inputs, stub_outputs (the double-backward stub's)
     py_params: str               # the Python wrapper's parameters
     py_def: str                  # its def line, wrapped
-    attr_args: list[str]         # attr names, to forward them to the CUDA entry point
-    domain: dict[str, tuple[float, float]]
     numpy_helpers: list[str]     # helper definitions the numpy reference needs (e.g. erf)
     library: str                 # the compiled extension module: <name>_lib
     test_imports: list[str]      # the test's imports of opgen and of the op, in isort order
@@ -165,6 +180,17 @@ class Context(OpText, BackwardStubText):
                                        #   forward, backward, double_backward
     backward_references: dict[str, str]  # the gradient tests' `expected, spread = ...` calls:
                                          #   with_attrs, default_attrs, one_output
+    cpp: dict[str, str]          # the .cc's and .cu's statements and comments that name the op's
+                                 #   tensors, wrapped where the templates put them (_cpp_text)
+    dtype_checks: dict[str, Any]  # templates/partials/wrapper_check_dtypes.py.jinja's text
+    static_variables: dict[str, Any]  # templates/partials/wrapper_static_variables.py.jinja's
+    py: dict[str, str]           # the wrapper's statements that name the op or its tensors,
+                                 #   wrapped likewise (_wrapper_text)
+    arg_docs: dict[str, str]     # each input's entry under the docstring's Args:, wrapped
+    test: dict[str, str]         # the test's statements that name the op or its tensors, wrapped
+                                 #   likewise (_test_text)
+    test_samples: dict[str, list[str]]  # the test's sampling statements, one per tensor
+    deploy_model: dict[str, str]  # templates/partials/deploy_model.py.jinja's text
 
 
 def _reference_returns(inputs: list[str], outputs: list[str],
@@ -189,8 +215,8 @@ def _backward_references(inputs: list[str], outputs: list[str],
     that reads the forward's outputs also gets the op's own."""
     def call(grads: list[str], extra: str) -> str:
         arrays = "[" + ", ".join([f"{i}_np" for i in inputs] + grads) + "]"
-        return wrap_call("expected, spread = ot.reference",
-                         ["reference_backward", arrays, extra, "dtype"], indent=4)
+        return wrap_code(f"expected, spread = ot.reference(reference_backward, {arrays}, {extra}, "
+                         "dtype)", indent=4)
     grads = [f"grad_{o}_np" for o in outputs]
     return {"with_attrs": call(grads, "kwargs" if reads_outputs else "attrs"),
             "default_attrs": call(grads, "kwargs" if reads_outputs else "{}"),
@@ -199,18 +225,392 @@ def _backward_references(inputs: list[str], outputs: list[str],
                                if reads_outputs else "{}")}
 
 
+def _test_text(spec: Spec, attrs: list[Attr], backward: GradOp,
+               double_backward: DoubleGradOp | None,
+               inplace: InPlace | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """What :attr:`Context.test` and :attr:`Context.test_samples` hold: the generated test's
+    statements, docstrings and comments that name the op or its tensors, each wrapped from the
+    column the template puts it at; and, for each way a test samples its inputs (and the output
+    gradients, ``grads``), one statement per tensor."""
+    m = spec.model
+    name, inputs, outputs, first = m.name, list(m.inputs), list(m.outputs), m.inputs[0]
+    listed = ", ".join(inputs)
+    grad_inputs = [f"grad_{i}" for i in inputs]
+    grad_outputs = [f"grad_{o}" for o in outputs]
+    defaults = "".join(f", {a.name}={a.py_default}" for a in attrs)
+
+    def code(statement: str, indent: int = 4) -> str:
+        return wrap_code(statement, indent=indent)
+
+    def names(items: list[str]) -> str:
+        return "[" + ", ".join(f'"{n}"' for n in items) + "]"
+
+    def zipped(head: str, items: list[str], rest: str, indent: int = 4) -> str:
+        return code(f"for {head} in zip({names(items)}, {rest}, strict=True):", indent)
+
+    def sample(target: str, shape: str, dtype: str, domain: str, extra: str = "") -> str:
+        return code(f"{target} = ot.sample(rng, {shape}, {dtype}, device, {domain}{extra})")
+
+    def arrays(suffix: str = "") -> str:
+        return "[" + ", ".join(f"{i}_np{suffix}" for i in inputs) + "]"
+
+    deploy = (f"Deploy: the op inside a static graph, saved, and loaded by a fresh process as a "
+              f"server would (docs/deploy.md). CPU, float32; `opgen test {name} -- -m \"not "
+              "deploy\"` skips these.")
+    test = {
+        "domain": code("DOMAIN = {" + ", ".join(f'"{i}": {domain}' for i, domain in
+                                                zip(inputs, _domains(m), strict=True)) + "}", 0),
+        "other_attrs": code("pytest.param({" + ", ".join(f'"{a.name}": {a.py_other}'
+                                                        for a in attrs) + '}, id="other-attrs"),'),
+        "reference_forward_def": code(f"def reference_forward({listed}{defaults}):", 0),
+        "broadcast_shape": code("shape = np.broadcast_shapes(" + ", ".join(
+            f"np.shape({i})" for i in inputs) + ")"),
+        "reference_backward_def": code(
+            f"def reference_backward({', '.join(inputs + grad_outputs)}{defaults}" +
+            (", outputs=None" if backward.reads_outputs else "") + "):", 0),
+        "reference_outputs": code("outputs = ot.as_tuple(reference_forward(" + listed + "".join(
+            f", {a.name}={a.name}" for a in attrs) + "))", 8),
+        "call_with_attrs": code(f"outputs = ot.as_tuple({name}({listed}, **attrs))"),
+        "call": code(f"outputs = ot.as_tuple({name}({listed}))"),
+        "forward_reference": code(
+            f"expected, spread = ot.reference(reference_forward, {arrays()}, attrs, dtype)"),
+        "zip_outputs": zipped("name, got, want, err", outputs, "outputs, expected, spread"),
+        "zip_periodic": zipped("name, got, want", outputs, "outputs, expected"),
+        "views_call": code(f"outputs = ot.as_tuple({name}(" + ", ".join(
+            f"{i}_base[cut]" for i in inputs) + "))"),
+        "views_reference": code(
+            f"expected, spread = ot.reference(reference_forward, {arrays('[cut]')}, {{}}, dtype)"),
+        "broadcast_reference": code(
+            f"expected, spread = ot.reference(reference_forward, {arrays()}, {{}}, dtype)"),
+        "backward_grad": with_comment(code(
+            f"grads = paddle.grad(list(outputs), [{listed}], grad_outputs=[" +
+            ", ".join(grad_outputs) + "], allow_unused=True)"),
+            "a missing gradient fails below, unless empty", indent=4),
+        "broadcast_grad": code(f"grads = paddle.grad(list(outputs), [{listed}], grad_outputs=[" +
+                               ", ".join(grad_outputs) + "], allow_unused=True)"),
+        "zip_grads": zipped("name, got, want, err", grad_inputs, "grads, expected, spread"),
+        "broadcast_results": code(f"results = zip({names(grad_inputs)}, grads, expected, spread, "
+                                  "strict=True)"),
+        "one_output_outputs": code(f"outputs = dict(zip({names(outputs)}, "
+                                   f"ot.as_tuple({name}({listed})), strict=True))"),
+        "one_output_grad": code(f"grads = paddle.grad([outputs[output]], [{listed}], "
+                                "grad_outputs=[grad], allow_unused=True)"),
+        "stub_grad": code(f"grads = paddle.grad(list(outputs), [{listed}], "
+                          "grad_outputs=grads_out, create_graph=True)"),
+        "stub_grad_grad": code(f"paddle.grad(list(grads), [{listed}], grad_outputs=ones, "
+                               "allow_unused=True)", 8),
+        "no_backward_grad": code(f"paddle.grad(list(outputs), [{listed}], "
+                                 "grad_outputs=grads_out)", 8),
+        "deploy_comment": comment_text(deploy, prefix="# "),
+        "deploy_shapes": code("DEPLOY_SHAPES = {" + ", ".join(
+            f'"{i}": {"(4, 67)" if i == first else "(67,)"}' for i in inputs) + "}", 0),
+        "static_matches": code(f"ot.assert_static_matches_eager(lambda: Model({name}, attrs), "
+                               "inputs, specs, " +
+                               (str(list(range(len(outputs)))) if backward.functor else "None") +
+                               ")"),
+        "static_wrong_dtype": py_string_call("with pytest.raises(TypeError, match=",
+                                             f"{name}: {first} is int32", "):", indent=12),
+        "saved_model": code(f"ot.assert_saved_model_serves(lambda: Model({name}, attrs), inputs, "
+                            f"specs, way, HERE, tmp_path, {names(outputs)})"),
+        "amp_zip": zipped("name, got, ref, err", outputs, "outputs, expected, spread", 8),
+    }
+    if double_backward:
+        dg = double_backward
+        grad_grads = [f"grad_grad_{i}" for i in inputs]
+        several = len(inputs) > 1
+        test |= {
+            "reference_double_backward_def": code(
+                f"def reference_double_backward({', '.join(inputs + grad_outputs + grad_grads)}"
+                f"{defaults}):", 0),
+            "reference_double_backward_doc": py_docstring(
+                "The backward's own backward in numpy float64, as opgen derived it: the "
+                f"gradients of {', '.join(dg.targets)} from {', '.join(grad_grads)}, the "
+                f"gradient{'s' if several else ''} reaching {', '.join(grad_inputs)}" +
+                (" (each shaped like its input)." if several else ".")),
+            "double_forward": code(f"{', '.join(outputs)}{',' if len(outputs) == 1 else ''} = "
+                                   f"ot.as_tuple(reference_forward({listed}" + "".join(
+                                       f", {a.name}={a.name}" for a in attrs) + "))"),
+            "double_targets": with_comment(code(f"DOUBLE_TARGETS = {names(dg.targets)}", 0),
+                                           "the rest have no second-order gradient (zero)",
+                                           indent=0),
+            "double_shapes": code("DOUBLE_SHAPES = {" + ", ".join(
+                f'"{i}": {"(3, 67)" if k % 2 == 0 else "(67,)"}'
+                for k, i in enumerate(inputs)) + "}", 0),
+            "second_order_zip": code("return dict(zip([*DOMAIN, " + ", ".join(
+                f'"{g}"' for g in grad_outputs) + "], second, strict=True))"),
+            "double_index": code(f'@pytest.mark.parametrize("index", range({len(inputs)}), '
+                                 f"ids={names(grad_inputs)})", 0),
+            "double_one_grads": code(f"grads = paddle.grad(list(ot.as_tuple({name}(*inputs))), "
+                                     "inputs, grad_outputs=grads_out, create_graph=True)"),
+            "double_one_zip": code("for name, grad in zip([*DOMAIN, " + ", ".join(
+                f'"{g}"' for g in grad_outputs) + "], second, strict=True):"),
+            "static_names": code("names = [*DOMAIN, " + "".join(
+                f'"{g}", ' for g in grad_outputs) + '*(f"grad_grad_{n}" for n in DOMAIN)]', 16),
+            "static_grads_out": code("grads_out = [" + ", ".join(
+                f'data["{g}"]' for g in grad_outputs) + "]", 16),
+        }
+    if inplace:
+        out = inplace.py_name
+        kept = ""
+        if inplace.kept:
+            verb = "is" if len(inplace.kept) == 1 else "are"
+            kept = f"; {', '.join(inplace.kept)} {verb} new"
+        results = "results are" if inplace.kept else "result is"
+        test |= {
+            "inplace_comment": comment_text(
+                f"In place: {out} writes {inplace.output} over {inplace.input} (the spec's "
+                f"`inplace:`){kept}.", prefix="# "),
+            "inplace_writes_doc": py_docstring(
+                f"{out}'s {results} {name}'s, " +
+                (f"{inplace.output} " if inplace.kept else "") + f"in {inplace.input}'s memory."),
+            "inplace_zip_results": zipped("name, got, want", outputs, "results, expected"),
+            "inplace_zip_got": zipped("name, g, want", outputs, "got, expected"),
+            "inplace_leaf_raises": py_string_call(
+                "with pytest.raises(ValueError, match=",
+                f"{out}: {inplace.input} is a leaf tensor that requires a gradient", "):",
+                indent=4),
+            "inplace_want": code(f"want = paddle.grad(list({name}(*moved)), [*inputs, scale], "
+                                 "grad_outputs=grads_out)"),
+            "inplace_got": code(f"got = paddle.grad(list({out}(*moved)), [*inputs, scale], "
+                                "grad_outputs=grads_out)"),
+            "inplace_want_one": code(f"want = paddle.grad([{name}(*moved)], [*inputs, scale], "
+                                     "grad_outputs=[grad_out])"),
+            "inplace_got_one": code(f"got = paddle.grad([{out}(*moved)], [*inputs, scale], "
+                                    "grad_outputs=[grad_out])"),
+            "inplace_backward_raises": py_string_call(
+                "with pytest.raises(RuntimeError, match=",
+                f"the backward of {name} reads {inplace.input}", "):", indent=4),
+            "inplace_static_doc": py_docstring(
+                f"In a static program {out} is an op whose output {inplace.output} is written "
+                f"over {inplace.input}."),
+            "inplace_static_expected": code("expected = [ot.to_numpy(o) for o in "
+                                            f"ot.as_tuple({name}(*(t for t, _ in pairs)))]"),
+            "inplace_saved_doc": py_docstring(
+                f"A model that calls {out}, saved, then loaded by a new process: {name}'s "
+                "outputs."),
+            "inplace_saved_expected": code("expected = [ot.to_numpy(o) for o in "
+                                           f"ot.as_tuple({name}(*inputs.values()))]"),
+        }
+    domain = '*DOMAIN["{}"]'
+    samples = {
+        "forward": [sample(f"{i}, {i}_np", "shape", "dtype", domain.format(i)) for i in inputs],
+        "views": [sample(f"{i}_base, {i}_np", "shape", "dtype", domain.format(i))
+                  for i in inputs],
+        "broadcast": [sample(f"{i}, {i}_np", f"shapes[{k}]", "dtype", domain.format(i))
+                      for k, i in enumerate(inputs)],
+        "backward": [sample(f"{i}, {i}_np", "shape", "dtype", domain.format(i),
+                            ", stop_gradient=False") for i in inputs],
+        "backward_broadcast": [sample(f"{i}, {i}_np", f"shapes[{k}]", "dtype", domain.format(i),
+                                      ", stop_gradient=False") for k, i in enumerate(inputs)],
+        "grads": [sample(f"{g}, {g}_np", "shape", "dtype", "-1.0, 1.0", ", special=False")
+                  for g in grad_outputs],
+        "stub64": [sample(f"{i}, _", "(3,)", '"float64"', domain.format(i),
+                          ", stop_gradient=False") for i in inputs],
+        "stub32": [sample(f"{i}, _", "(3,)", '"float32"', domain.format(i),
+                          ", stop_gradient=False") for i in inputs],
+    }
+    return test, samples
+
+
+def _domains(m: OpSpec) -> list[str]:
+    """Each input's ``domain:`` as the test's Python literal."""
+    return [str(tuple(m.domain.get(n, (-3.0, 3.0)))) for n in m.inputs]
+
+
+def _cpp_text(spec: Spec, camel: str, attrs: list[Attr], forward: Functor, backward: GradOp,
+              double_backward: DoubleGradOp | None, inplace: InPlace | None,
+              cuda_launcher: str) -> dict[str, str]:
+    """What :attr:`Context.cpp` holds: the files' header comments (``cc_header``, ``cu_header``,
+    ``h_header``), the launcher calls (``cpu_forward``,
+    ``cuda_forward``, ... for forward, inplace, backward and double_backward), the CPU entry
+    points' handing over to the CUDA ones (``forward_gpu``, ``inplace_gpu``, ``backward_gpu_if``
+    and ``backward_gpu``, the same for double_backward), the broadcast InferShape calls
+    (``infer_broadcast``, ``inplace_infer_broadcast``), the double backward's InferShape and
+    InferDtype results and comment, the in-place variant's comments and the backward's own
+    InferShape/InferDtype (``grad_infer_comment``, ``grad_infer_dtype``)."""
+    m = spec.model
+    name, inputs, outputs = m.name, list(m.inputs), list(m.outputs)
+    attr_args = [a.name for a in attrs]
+
+    functors = {"Forward": forward, "Backward": backward.functor,
+                "DoubleBackward": double_backward.functor if double_backward else None}
+
+    def launch(device: str, launcher: str, struct: str, *extra: object,
+               returns: bool = True) -> str:
+        """``return opgen::<device>::<launcher><...>(`` and the arguments, from column 2."""
+        head = f"{'return ' if returns else ''}opgen::{device}::{launcher}"
+        op_name = "kInPlaceOpName" if launcher == "ElementwiseInPlace" else "kOpName"
+        functor = functors[struct]
+        assert functor is not None
+        args = ", ".join([op_name, f'"{name}::{struct}"', *functor.call_args])
+        return (wrap_call(head, [f"{name}::Dtypes", f"{name}::{struct}", *map(str, extra)], "(",
+                          indent=2, brackets="<>") +
+                "\n      " + wrap_hanging(args + ");", indent=6))
+
+    def gpu_if(tensors: list[str], several: bool) -> str:
+        if several:
+            return wrap_code(f"if (opgen::FirstPresent(kOpName, {{{', '.join(tensors)}}})"
+                             ".is_gpu()) {", indent=2)
+        return f"if ({tensors[0]}.is_gpu()) {{"
+
+    spec_file = nobreak(cpp_comment(Path(spec.path).name))
+    text = {
+        "cc_header": comment_text("CPU kernels and the op's registration with Paddle. Generated "
+                                  f"by opgen from {spec_file}."),
+        "cu_header": comment_text("CUDA kernels: the shared launcher in opgen/elementwise.cuh "
+                                  f"runs the functors of {name}.h on the inputs' device and "
+                                  f"stream. Generated by opgen from {spec_file}."),
+        "h_header": comment_text("The op's math, shared by its CPU and CUDA kernels. Generated "
+                                 f"by opgen from {spec_file}."),
+    }
+    for device in ("cpu", "cuda"):
+        plain = "Elementwise" if device == "cpu" else cuda_launcher
+        text[f"{device}_forward"] = launch(device, plain, "Forward", len(outputs))
+        if inplace:
+            text[f"{device}_inplace"] = launch(device, "ElementwiseInPlace", "Forward",
+                                               len(outputs), f"/*kOver=*/{inplace.index}",
+                                               returns=bool(inplace.kept))
+        if backward.functor:
+            text[f"{device}_backward"] = (
+                launch(device, "ElementwiseGrad", "Backward") if backward.broadcast else
+                launch(device, plain, "Backward", len(inputs)))
+        if double_backward:
+            text[f"{device}_double_backward"] = (
+                launch(device, "ElementwiseGrad", "DoubleBackward") if double_backward.broadcast
+                else launch(device, plain, "DoubleBackward", len(double_backward.targets)))
+    text["forward_gpu"] = cpp_if_return(f"{inputs[0]}.is_gpu()", f"{camel}ForwardCUDA("
+                                        f"{', '.join(inputs + attr_args)})")
+    if inplace:
+        text["inplace_gpu"] = cpp_if_return(f"{inputs[0]}.is_gpu()",
+                                            f"{camel}ForwardInPlaceCUDA("
+                                            f"{', '.join(inputs + attr_args)})")
+        kept = (f"; it returns {', '.join(inplace.kept)}, which it allocates"
+                if inplace.kept else "")
+        text["inplace_comment"] = comment_text(
+            f"{inplace.op_name}: {inplace.output} is written over {inplace.input} (the spec's "
+            f"`inplace:`){kept}.")
+        text["inplace_infer_comment"] = comment_text(
+            f"{inplace.op_name} infers the outputs it allocates; Paddle gives {inplace.output} "
+            f"{inplace.input}'s shape and dtype.")
+    if backward.functor:
+        text["backward_gpu_if"] = gpu_if(backward.inputs, len(backward.output_grads) > 1
+                                         and not backward.broadcast)
+        text["backward_gpu"] = wrap_code(f"return {camel}BackwardCUDA("
+                                         f"{', '.join(backward.inputs + attr_args)});", indent=4)
+    if backward.infers_shape:
+        first = backward.inputs[0]
+        text["grad_infer_comment"] = comment_text(
+            f"The gradient of {inputs[0]} takes the shape and dtype of {first}: the backward "
+            f"reads it, and it has {inputs[0]}'s.")
+        text["grad_infer_dtype"] = _signature(
+            f"std::vector<paddle::DataType> {camel}GradInferDtype",
+            [f"const paddle::DataType& {first}_dtype"])
+    shapes = ", ".join(f"{i}_shape" for i in inputs)
+    text["infer_broadcast"] = wrap_code(
+        f"opgen::InferBroadcastShape(kOpName, {{{shapes}}});", indent=6)
+    text["inplace_infer_broadcast"] = wrap_code(
+        f"opgen::InferBroadcastShape(kInPlaceOpName, {{{shapes}}});", indent=6)
+    if double_backward:
+        dg = double_backward
+        text["double_backward_gpu_if"] = gpu_if(dg.inputs, dg.broadcast)
+        text["double_backward_gpu"] = wrap_code(f"return {camel}DoubleBackwardCUDA("
+                                                f"{', '.join(dg.inputs + attr_args)});", indent=4)
+        text["double_backward_infer_shape"] = wrap_code(
+            f"return {{{', '.join(f'{n}_shape' for n in dg.shapes)}}};", indent=2)
+        text["double_backward_infer_dtype"] = wrap_code(
+            f"return {{{', '.join(f'{dg.inputs[0]}_dtype' for _ in dg.shapes)}}};", indent=2)
+        if dg.broadcast:
+            reaching = (f"{', '.join(f'grad_grad_{i}' for i in inputs)}, the gradients that "
+                        f"reach {', '.join(f'grad_{i}' for i in inputs)} (each shaped like its "
+                        "input; a missing one counts as zeros)")
+        else:
+            reaching = f"grad_grad_{inputs[0]}, the gradient that reaches grad_{inputs[0]}"
+        text["double_backward_comment"] = comment_text(
+            f"The gradient of the backward, derived from it by opgen: {', '.join(dg.targets)}'s "
+            f"gradients from {reaching}.")
+    return text
+
+
+def _wrapper_text(spec: Spec, attrs: list[Attr],
+                  inplace: InPlace | None) -> tuple[dict[str, str], dict[str, str]]:
+    """What :attr:`Context.py` and :attr:`Context.arg_docs` hold: the wrapper's ``def`` lines,
+    calls, conditions and errors that name the op or its inputs, each wrapped from the column the
+    template puts it at."""
+    m = spec.model
+    name, inputs, first = m.name, list(m.inputs), m.inputs[0]
+    listed = ", ".join(inputs)
+    tensors = [f"{i}: paddle.Tensor" for i in inputs]
+    op_args = ", ".join(inputs + [a.py_arg for a in attrs])
+    several = len(m.outputs) > 1
+
+    def op_call(op: str, *, indent: int, tail: str = "") -> str:
+        call = f"_ops().{op}({op_args})"
+        return wrap_code(f"return {f'tuple({call})' if several else call}{tail}", indent=indent)
+
+    py = {
+        "check_inputs_def": py_def("_check_inputs", tensors, "None"),
+        "result_shape_def": py_def("_result_shape", tensors, "list[int]"),
+        "result_shape_if": py_if(" or ".join(f"{i}.shape != shape" for i in inputs[1:]),
+                                 indent=4),
+        "result_shape": wrap_code("shape = _broadcast_shape(" + ", ".join(
+            f'("{i}", {i}.shape)' for i in inputs) + ")", indent=8),
+        "check_static_inputs_def": py_def("_check_static_inputs", inputs, "None"),
+        "no_broadcast": py_string_call(
+            "raise ValueError(", f"{name}: the inputs' shapes do not broadcast: {{listed}}; "
+            "aligned at their last dims, sizes must match or be 1", indent=20),
+        "static_named": wrap_code("named = (" + ", ".join(
+            f'("{i}", list({i}.shape))' for i in inputs) + ")", indent=4),
+        "static_no_broadcast": py_string_call(
+            "raise ValueError(", f"{name}: the inputs' shapes do not broadcast: {{listed}} (-1: "
+            "known at run time); aligned at their last dims, sizes must match or be 1",
+            ") from None", indent=8),
+        "amp_call": wrap_code(f"return {name}(*cast" + "".join(
+            f", {a.name}={a.name}" for a in attrs) + ")", indent=16),
+        "static_call": op_call(spec.op_name, indent=8),
+        "empty_if": wrap_code("if not _KERNEL_MAKES_EMPTY_OUTPUTS and (" + " or ".join(
+            f"0 in {i}.shape" for i in inputs) + "):", indent=4),
+        "empty_return": wrap_code(
+            f"return _empty_result(shape, {listed})" if not several else
+            f"return tuple(_empty_result(shape, {listed}) for _ in range({len(m.outputs)}))",
+            indent=8),
+        "run": wrap_code(f'outs = (_run or _load_run())("{spec.op_name}", {op_args})', indent=8),
+    }
+    if inplace:
+        out = inplace.py_name
+        run = f'(_run or _load_run())("{inplace.op_name}", {op_args})'
+        kept = [inplace.input if o == inplace.output else
+                f"_empty_like({first})" if len(inputs) == 1 else f"_empty_result(shape, {listed})"
+                for o in m.outputs]
+        py |= {
+            "inplace_static_call": op_call(inplace.op_name, indent=8),
+            "inplace_shape": py_string_call(
+                "raise ValueError(", f"{out}: {first} has shape {{{first}.shape}} but the "
+                f"result's is {{shape}}; in place, the other inputs must broadcast to {first}'s "
+                "shape", indent=8),
+            "inplace_not_dense": py_string_call(
+                "raise ValueError(", f"{out}: {inplace.input} is a view that is not dense in "
+                f"memory; in place, the op writes its memory: call .contiguous() first, or "
+                f"{name}()", indent=8),
+            "inplace_leaf": py_string_call(
+                "raise ValueError(", f"{out}: {inplace.input} is a leaf tensor that requires a "
+                "gradient (stop_gradient=False); Paddle does not let an in-place op overwrite "
+                f"it: call {name}() instead", indent=8),
+            "inplace_recording_if": wrap_code("if recording and (" + " or ".join(
+                f"not {i}.stop_gradient" for i in inputs) + "):", indent=4),
+            "inplace_empty_return": wrap_code("return " + ", ".join(kept), indent=8),
+            "inplace_run": wrap_code(f"return {run}[0]" if not several else
+                                     f"return tuple({run})", indent=4),
+        }
+    arg_docs = {i: doc_entry(f"{i}: a {', '.join(m.dtypes)} tensor on CPU or GPU" +
+                             (f", broadcasting with {first}." if i != first else "."))
+                for i in inputs}
+    return py, arg_docs
+
+
 def _registered(method: str, names: list[str]) -> str:
     """The tensors of a PD_BUILD_*_OP's ``    .<method>({<here>})``, wrapped after the brace."""
     column = len(f"    .{method}({{")
     return wrap_items(names, column=column, indent=column, after=2)
-
-
-def _call_args(op: str, struct: str, items: list[str]) -> str:
-    """The arguments of a launcher call after its op and functor names, wrapped as the templates
-    place them: ``      kOpName, "<op>::<struct>", <here>);`` (the forward's also after the
-    longer ``kInPlaceOpName``, in the in-place variant's call)."""
-    name = "kInPlaceOpName" if struct == "Forward" else "kOpName"
-    return wrap_items(items, column=len(f'      {name}, "{op}::{struct}", '), indent=6, after=2)
 
 
 def _functor(op: str, struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
@@ -231,8 +631,7 @@ def _functor(op: str, struct: str, emitted: dict[str, Emitted], sources: dict[st
         struct=struct,
         attrs=members,
         constructor=constructor,
-        call_args=_call_args(op, struct, ["{" + ", ".join(args) + "}"] +
-                             [a.name for a in members]),
+        call_args=["{" + ", ".join(args) + "}"] + [a.name for a in members],
         params=params,
         signature=wrap_call("OPGEN_HD void operator()", params, " const {", indent=2),
         lines=[(out_names.get(t, t), e.cpp, sources[t]) for t, e in emitted.items()],
@@ -270,9 +669,9 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
             {i: f"grad_{i}" for i in m.inputs}, attrs)
         if broadcast:
             flags = ", ".join("true" if n in used else "false" for n in m.inputs)
-            functor = dataclasses.replace(functor, call_args=_call_args(m.name, "Backward", [
+            functor = dataclasses.replace(functor, call_args=[
                 "{" + ", ".join(m.inputs) + "}", f"/*reads=*/{{{flags}}}",
-                "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
+                "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs])
     else:
         grad_inputs = [f"grad_{n}" for n in m.outputs]
         functor = None
@@ -313,6 +712,10 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
             f'paddle::Grad(paddle::Grad("{o}"))' for o in backward.output_grads]),
     }
     double_backward = _double_backward(spec, camel, attrs)
+    inplace = _inplace(spec, camel, attrs, backward)
+    py_text, arg_docs = _wrapper_text(spec, attrs, inplace)
+    test_text, test_samples = _test_text(spec, attrs, backward, double_backward, inplace)
+    cuda_launcher = "NaiveElementwise" if naive else "Elementwise"
     return Context(
         **op_text(spec),
         **backward_stub_text(spec),
@@ -329,8 +732,6 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         signatures=_signatures(camel, m.inputs, attrs, backward),
         py_def=py_def(m.name, py_params, py_returns(len(m.outputs))),
         py_params=", ".join(py_params),
-        attr_args=[a.name for a in attrs],
-        domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
         numpy_helpers=helpers,
         library=f"{m.name}_lib",
         test_imports=sorted([f"from {m.name} import {m.name}" +
@@ -338,14 +739,23 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
                              "from opgen import testing as ot"],
                             key=lambda line: line.split()[1]),
         baseline=m.baseline,
-        cuda_launcher="NaiveElementwise" if naive else "Elementwise",
+        cuda_launcher=cuda_launcher,
         amp=m.amp,
         double_backward=double_backward,
-        inplace=_inplace(spec, camel, attrs, backward),
+        inplace=inplace,
         reference_returns=_reference_returns(
             list(m.inputs), list(m.outputs), double_backward.targets if double_backward else []),
         backward_references=_backward_references(list(m.inputs), list(m.outputs),
                                                  backward.reads_outputs),
+        cpp=_cpp_text(spec, camel, attrs, forward, backward, double_backward, inplace,
+                      cuda_launcher),
+        py=py_text,
+        test=test_text,
+        test_samples=test_samples,
+        deploy_model=deploy_model(list(m.inputs), m.inputs[0]),
+        dtype_checks=dtype_checks(m.name, list(m.inputs), m.inputs[0], list(m.dtypes)),
+        static_variables=static_variables(m.name, list(m.inputs), list(m.dtypes), m.inputs[0]),
+        arg_docs=arg_docs,
     )
 
 
@@ -381,9 +791,9 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
     if broadcast:
         flags = ", ".join("true" if t in used else "false" for t in targets)
         rest = [n for n in args if n not in targets]
-        functor = dataclasses.replace(functor, call_args=_call_args(m.name, "DoubleBackward", [
+        functor = dataclasses.replace(functor, call_args=[
             "{" + ", ".join(targets) + "}", f"/*reads=*/{{{flags}}}",
-            "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs]))
+            "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs])
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
     vec = "std::vector<paddle::Tensor>"
     shapes = targets if broadcast else [inputs[0]] * len(targets)

@@ -21,6 +21,8 @@ import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from ..codegen import (
     CPP_DTYPES,
@@ -29,14 +31,27 @@ from ..codegen import (
     OpText,
     attr,
     backward_stub_text,
+    comment_lines,
+    comment_text,
+    cpp_comment,
+    cpp_if_return,
+    deploy_model,
+    doc_entry,
+    dtype_checks,
+    nobreak,
     op_text,
     param_name,
     py_assignment,
     py_def,
     py_return,
     py_returns,
+    py_string_call,
+    static_variables,
     wrap_call,
+    wrap_code,
     wrap_expression,
+    wrap_hanging,
+    wrap_items,
 )
 from ..errors import OpgenError, SpecError
 from ..expr import Emitted
@@ -80,7 +95,8 @@ class Functor:
     tensors: list[Tensor]        # what its lambdas take, in order
     reads: list[bool]            # per tensor: whether the functor reads it (else passed as null)
     targets: list[tuple[str, str]]  # (what it computes, its output role), in output order
-    lines: list[tuple[str, str]]    # (name, spec source) per entry, for the comment above it
+    lines: list[tuple[str, str]]    # (name, spec source) per entry, for the wrapper's docstring
+    comments: list[str]          # `// name = source` above the struct, wrapped
     body: list[str]              # the operator()'s statements, indented within it
     reduce_width: int            # the most values one of its reductions makes at once
     numpy_lines: list[str]       # the numpy reference's statements (`name = expression`)
@@ -108,27 +124,31 @@ class Context(OpText, BackwardStubText):
     forward: Functor
     backward: Functor | None
     runtime_names: list[str]      # what the op's header takes from opgen::rowwise, sorted
-    backward_paddle_inputs: list[str]
     backward_output_grads: list[str]   # outputs whose gradients the backward takes
-    backward_kept: list[str]           # the forward's tensors the gradient op keeps (its inputs)
     backward_call: list[str]           # the backward's tensors as its launch takes them: those
                                        #   the gradient op keeps, paddle::Tensor() for the others
     backward_device: str               # a tensor the gradient op keeps, whose device it runs on
-    backward_launch_args: str          # the backward launch's arguments (from column 6), wrapped
     grad_infer: dict[str, str] | None  # where it keeps not every input (unread ones cost memory
                                        #   until the backward runs): the heads of its inference
                                        #   functions ("shape", "dtype") and their returns
                                        #   ("shape_return", "dtype_return")
     extremum_outputs: list[str]   # outputs that are a row's max or min (m: max(x))
     signatures: dict[str, str]
-    launches: dict[str, str]      # "cpu_Forward": the start of the call that runs Forward
+    launches: dict[str, str]      # "cpu_Forward": the call that runs Forward, from column 2
+    cpp: dict[str, str]           # the .cc's and .cu's text that names the op's tensors, wrapped
+                                  #   where the templates put it (_cpp_text)
     py_params: str
     py_def: str
-    domain: dict[str, tuple[float, float]]
     numpy_helpers: list[str]
     library: str
     test_imports: list[str]
     baseline: str | None
+    dtype_checks: dict[str, Any]   # templates/partials/wrapper_check_dtypes.py.jinja's text
+    static_variables: dict[str, Any]  # templates/partials/wrapper_static_variables.py.jinja's
+    deploy_model: dict[str, str]   # templates/partials/deploy_model.py.jinja's
+    py: dict[str, Any]             # the wrapper's text that names the op or its tensors, wrapped
+                                   #   where the template puts it (_wrapper_text)
+    test: dict[str, str]           # the test's, likewise (_test_text)
 
 
 # -- the functor ---------------------------------------------------------------------------------
@@ -336,8 +356,16 @@ class _Emitter:
         one_line = f"{head} return {returned}; }}{close}"
         if not lines and "\n" not in head and 4 + len(one_line) <= 100:
             return one_line
-        body = "".join(f"\n  {line}" for line in lines)
-        return f"{head}{body}\n  return {returned};\n}}{close}"
+        # the lambda's statements are two columns in: 94 are left for them
+        body = "".join(f"\n  {part}" for line in [*lines, f"return {returned};"]
+                       for part in _wrapped(line, 94))
+        return f"{head}{body}\n}}{close}"
+
+
+def _wrapped(statement: str, width: int) -> list[str]:
+    """A C++ statement's lines within ``width`` columns from where it starts (its continuation
+    lines four columns in), as :func:`~opgen.codegen.wrap_expression` breaks it."""
+    return wrap_expression(statement, indent=0, width=width).split("\n")
 
 
 def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
@@ -366,7 +394,11 @@ def _functor(struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
         reads=[t.name in read for t in tensors],
         targets=[(renamed[k], r) for k, r in targets],
         lines=[(renamed[k], sources[k]) for k in emitted],
-        body=[line for statement in emitter.statements for line in statement.split("\n")],
+        comments=[line for k in emitted
+                  for line in comment_lines(f"{renamed[k]} = {sources[k]}")],
+        body=[line for statement in emitter.statements
+              for line in (statement.split("\n") if "\n" in statement else
+                           _wrapped(statement, 96))],
         reduce_width=emitter.reduce_width,
         numpy_lines=[py_assignment(renamed[k], e.numpy) for k, e in emitted.items()],
         returns=py_return([_numpy_return(renamed[k], r, emitted[k].varies,
@@ -545,29 +577,34 @@ def build_context(spec: Spec) -> Context:
         backward=backward,
         runtime_names=sorted({"Out", "OutRole", "RoleList"} | {
             t.tag for f in (forward, backward) if f is not None for t in f.tensors}),
-        backward_paddle_inputs=paddle_inputs,
         backward_output_grads=output_grads,
-        backward_kept=kept,
         backward_call=call,
         backward_device=device,
-        backward_launch_args=wrap_expression(
-            f'kOpName, "{m.name}::Backward", {{{", ".join(call)}}}' +
-            "".join(f", {a.name}" for a in backward.attrs) + ");", indent=6)
-        if backward else "",
         grad_infer=grad_infer,
         extremum_outputs=[o for o in m.outputs if _row_extremum(spec.forward[o])],
         signatures=_signatures(camel, m.inputs, element_inputs[0], attrs, forward, backward,
                                kept if backward else []),
-        launches={f"{where}_{f.struct}": launch(m.name, where, f.struct)
+        launches={f"{where}_{f.struct}": launch(m.name, where, f,
+                                                list(m.inputs) if f is forward else call)
                   for f in (forward, backward) if f is not None for where in ("cpu", "cuda")},
+        cpp=_cpp_text(spec, camel, forward, backward, element_inputs[0], kept, paddle_inputs,
+                      dict(out_roles), attrs),
         py_def=py_def(m.name, py_params, py_returns(len(m.outputs))),
         py_params=", ".join(py_params),
-        domain={n: tuple(m.domain.get(n, (-3.0, 3.0))) for n in m.inputs},  # type: ignore[misc]
         numpy_helpers=helpers,
         library=f"{m.name}_lib",
         test_imports=sorted([f"from {m.name} import {m.name}", "from opgen import testing as ot"],
                             key=lambda line: line.split()[1]),
         baseline=m.baseline,
+        dtype_checks=dtype_checks(m.name, list(m.inputs), element_inputs[0], list(m.dtypes)),
+        static_variables=static_variables(m.name, list(m.inputs), list(m.dtypes),
+                                          element_inputs[0]),
+        test=_test_text(spec, attrs, element_inputs[0], dict(in_roles), dict(out_roles),
+                        output_grads if backward else None,
+                        [o for o in m.outputs if _row_extremum(spec.forward[o])]),
+        py=_wrapper_text(spec, attrs, element_inputs[0], dict(in_roles), dict(out_roles),
+                         role_text, output_grads if backward else None),
+        deploy_model=deploy_model(list(m.inputs), element_inputs[0]),
     )
 
 
@@ -605,17 +642,179 @@ def _gradient_op(camel: str, backward: Functor,
         "shape": wrap_call(f"std::vector<std::vector<int64_t>> {head}Shape",
                            [f"const std::vector<int64_t>& {param_name(f'{n}_shape', n in used)}"
                             for n in kept], width=_HEAD_WIDTH),
-        "shape_return": "return {" + ", ".join(shapes) + "};",
+        "shape_return": wrap_code("return {" + ", ".join(shapes) + "};", indent=2),
         "dtype": wrap_call(f"std::vector<paddle::DataType> {head}Dtype",
                            [f"const paddle::DataType& {param_name(f'{n}_dtype', n == view)}"
                             for n in kept], width=_HEAD_WIDTH),
-        "dtype_return": "return {" + ", ".join(f"{view}_dtype" for _ in inputs) + "};",
+        "dtype_return": wrap_code("return {" + ", ".join(f"{view}_dtype" for _ in inputs) + "};",
+                                  indent=2),
         "comment": "\n".join("// " + line for line in textwrap.wrap(
             f"The gradient op keeps only the tensors its kernel reads ({', '.join(kept)}), so "
             "each gradient's shape is its input's where it keeps the input, else what the "
             f"input's role gives for {view}'s shape: that shape per element, its last dim per "
             "column.", 97)),
     }
+
+
+def _wrapper_text(spec: Spec, attrs: list[Attr], first: str, in_roles: dict[str, str],
+                  out_roles: dict[str, str], role_text: dict[str, str],
+                  output_grads: list[str] | None) -> dict[str, Any]:
+    """What :attr:`Context.py` holds: the wrapper's ``def`` lines, calls and errors that name the
+    op or its inputs, each wrapped from the column the template puts it at; by input, its shape
+    error (``shape_errors``), its static check's condition where it is per-row (``row_ifs``)
+    and its entry under Args: (``arg_docs``); by output, its entry under Returns:
+    (``return_docs``)."""
+    m = spec.model
+    name, inputs = m.name, list(m.inputs)
+    tensors = [f"{i}: paddle.Tensor" for i in inputs]
+    op_args = ", ".join(inputs + [a.py_arg for a in attrs])
+    call = f"_ops().{spec.op_name}({op_args})"
+    several = len(m.outputs) > 1
+    rules = {
+        "element": f"per-element input it must be {first}'s shape {{shape}}",
+        "column": f"per-column input it must be [{{shape[-1]}}] (the last dim of {first} "
+                  "{shape})",
+        "row": "per-row input it must be {shape[:-1]} or {[*shape[:-1], 1]} (one value per row "
+               f"of {first} {{shape}})",
+    }
+    returns = {"element": f"shaped like {first}, in its dtype",
+               "row": f"one value per row: {first}'s shape without its last dim, float32 (float64 "
+                      "for float64)"}
+    empty = [f"{first} * 0" if out_roles[o] == "element" else "paddle.zeros(shape[:-1], stat)"
+             for o in m.outputs]
+    return {
+        "check_inputs_def": py_def("_check_inputs", tensors, "None"),
+        "check_shapes_def": py_def("_check_shapes", tensors, "None"),
+        "check_static_inputs_def": py_def("_check_static_inputs", inputs, "None"),
+        "zero_d": py_string_call("raise ValueError(", f"{name}: {first} is 0-D; it needs at "
+                                 "least one dim, the row", indent=8),
+        "empty_outputs_def": py_def("_empty_outputs", [f"{first}: paddle.Tensor"],
+                                    py_returns(len(m.outputs))),
+        "empty_rows": py_string_call("raise ValueError(", f"{name}: rows of length 0 give "
+                                     "per-row outputs that Paddle 2.6 cannot return from a "
+                                     "custom op; Paddle 3 computes them", indent=8),
+        "empty_return": wrap_code("return " + (f"({', '.join(empty)})" if several else empty[0]),
+                                  indent=8),
+        "static_call": wrap_code(f"return {f'tuple({call})' if several else call}", indent=8),
+        "run": wrap_code(f'outs = (_run or _load_run())("{spec.op_name}", {op_args})', indent=8),
+        "shape_errors": {i: py_string_call(
+            "raise ValueError(", f"{name}: {i} has shape {{list({i}.shape)}}, but as a "
+            f"{rules[in_roles[i]]}", indent=8) for i in inputs if i != first},
+        "row_ifs": {i: wrap_code(f"if not (_dims_agree({i}.shape, shape[:-1]) or "
+                                 f"_dims_agree({i}.shape, [*shape[:-1], 1])):", indent=4)
+                    for i in inputs if in_roles[i] == "row"},
+        "arg_docs": {i: doc_entry(f"{i}: {role_text[i]}, a {', '.join(m.dtypes)} tensor on CPU "
+                                  "or GPU.") for i in inputs},
+        "return_docs": {o: doc_entry(f"{o}: {returns[out_roles[o]]}.") for o in m.outputs},
+    }
+
+
+def _alternatives_raises(pattern: str, *, indent: int) -> str:
+    """``with pytest.raises(ValueError, match=f"pattern"):`` from column ``indent``, the f-string
+    ``pattern`` split after its ``|`` where it does not fit one line (at spaces where even that
+    does not fit)."""
+    head = "with pytest.raises(ValueError, match="
+    one_line = f'{head}f"{pattern}"):'
+    if indent + len(one_line) <= 100:
+        return one_line
+    first, second = pattern.split("|", 1)
+    column = indent + len(head)
+    if column + len(first) + 4 <= 100 and column + len(second) + 5 <= 100:
+        return f'{head}f"{first}|"\n{" " * column}f"{second}"):'
+    return py_string_call(head, pattern, "):", indent=indent)
+
+
+def _test_text(spec: Spec, attrs: list[Attr], first: str, in_roles: dict[str, str],
+               out_roles: dict[str, str], output_grads: list[str] | None,
+               extremum_outputs: list[str]) -> dict[str, str]:
+    """What :attr:`Context.test` holds: the generated test's statements and comments that name
+    the op or its tensors, each wrapped from the column the template puts it at."""
+    m = spec.model
+    name, inputs, outputs = m.name, list(m.inputs), list(m.outputs)
+    listed = ", ".join(inputs)
+    defaults = "".join(f", {a.name}={a.py_default}" for a in attrs)
+    passed = "".join(f", {a.name}={a.name}" for a in attrs)
+    domains = [str(tuple(m.domain.get(n, (-3.0, 3.0)))) for n in inputs]
+    unpacked = ", ".join(o if o in extremum_outputs else "_" for o in outputs)
+    wrong_shape = (f"{name}: {{name}} has shape \\\\[5\\\\]|"
+                   f"{name}: {{name}} has shape \\\\[4, 5\\\\]")
+    return {
+        "roles": wrap_code("ROLES = {" + ", ".join(f'"{i}": "{in_roles[i]}"' for i in inputs) +
+                           "}"),
+        "domain": wrap_code("DOMAIN = {" + ", ".join(f'"{i}": {d}' for i, d in
+                                                     zip(inputs, domains, strict=True)) + "}"),
+        "output_roles": wrap_code("OUTPUT_ROLES = {" + ", ".join(
+            f'"{o}": "{out_roles[o]}"' for o in outputs) + "}"),
+        "other_attrs": wrap_code("pytest.param({" + ", ".join(
+            f'"{a.name}": {a.py_other}' for a in attrs) + '}, id="other-attrs"),', indent=4),
+        "reference_forward_def": wrap_code(f"def reference_forward({listed}{defaults}):"),
+        "reference_backward_def": wrap_code(
+            f"def reference_backward({listed}" + "".join(
+                f", grad_{o}" for o in output_grads or []) + f"{defaults}, outputs=None):"),
+        "reference_outputs": wrap_code(
+            f"outputs = ot.as_tuple(reference_forward({listed}{passed}))", indent=8),
+        "reference_extrema": wrap_code(
+            f"{unpacked}{',' if len(outputs) == 1 else ''} = ot.as_tuple(reference_forward("
+            f"{listed}{passed}))", indent=4),
+        "row_shapes": wrap_code("row_shapes = {" + ", ".join(
+            f'"{i}": np.shape({i})' for i in inputs if in_roles[i] == "row") + "}", indent=4),
+        "wrong_shape_raises": _alternatives_raises(wrong_shape, indent=8),
+        "outputs_by_role": wrap_code(f"outputs = dict(zip(OUTPUT_ROLES, ot.as_tuple({name}("
+                                     "*inputs, **attrs)), strict=True))", indent=4),
+        "deploy_comment": comment_text(
+            "Deploy: the op inside a static graph, saved, and loaded by a fresh process as a "
+            f"server would (docs/deploy.md). CPU, float32; `opgen test {name} -- -m \"not "
+            "deploy\"` skips these.", prefix="# "),
+        "static_matches": wrap_code(f"ot.assert_static_matches_eager(lambda: Model({name}, "
+                                    "attrs), inputs, specs, grad_outputs)", indent=4),
+        "static_wrong_dtype": py_string_call("with pytest.raises(TypeError, match=",
+                                             f"{name}: {inputs[0]} is int32", "):", indent=12),
+        "static_wrong_shape": py_string_call("with pytest.raises(ValueError, match=",
+                                             f"{name}: {{name}} has shape", "):", indent=16),
+        "saved_model": wrap_code(
+            f"ot.assert_saved_model_serves(lambda: Model({name}, attrs), inputs, specs, way, "
+            "HERE, tmp_path, [" + ", ".join(f'"{o}"' for o in outputs) + "])", indent=4),
+    }
+
+
+def _cpp_text(spec: Spec, camel: str, forward: Functor, backward: Functor | None, first: str,
+              kept: list[str], paddle_inputs: list[str], out_roles: dict[str, str],
+              attrs: list[Attr]) -> dict[str, str]:
+    """What :attr:`Context.cpp` holds: the files' header comments (``cc_header``, ``cu_header``,
+    ``h_header``), the CPU entry points' handing over to the CUDA ones (``forward_gpu``,
+    ``backward_gpu``), the InferShape comment (``infer_shape_comment``) and the registration's
+    tensor lists (``inputs``, ``outputs``, ``attrs``, ``grad_inputs``, ``grad_outputs``)."""
+    m = spec.model
+    spec_file = nobreak(cpp_comment(Path(spec.path).name))
+
+    def registered(method: str, names: list[str]) -> str:
+        column = len(f"    .{method}({{")
+        return wrap_items(names, column=column, indent=column, after=2)
+
+    text = {
+        "cc_header": comment_text("CPU kernels and the op's registration with Paddle. Generated "
+                                  f"by opgen from {spec_file}."),
+        "cu_header": comment_text("CUDA kernels: the row-wise launcher in opgen/rowwise.cuh runs "
+                                  f"the functors of {m.name}.h on the inputs' device and stream. "
+                                  f"Generated by opgen from {spec_file}."),
+        "h_header": comment_text("The op's math, shared by its CPU and CUDA kernels: one functor "
+                                 "per direction, called once per row (opgen/rowwise.h). Generated "
+                                 f"by opgen from {spec_file}."),
+        "forward_gpu": cpp_if_return(f"{first}.is_gpu()", f"{camel}ForwardCUDA(" + ", ".join(
+            [*m.inputs, *(a.name for a in forward.attrs)]) + ")"),
+        "infer_shape_comment": comment_text(f"Per-element outputs are shaped like {first}, "
+                                            f"per-row ones like {first} without its last dim."),
+        "inputs": registered("Inputs", [f'"{i}"' for i in m.inputs]),
+        "outputs": registered("Outputs", [f'"{o}"' for o in m.outputs]),
+        "attrs": registered("Attrs", [f'"{a.paddle_decl}"' for a in attrs]),
+        "grad_inputs": registered("Inputs", paddle_inputs if backward else
+                                  [f'"{i}"' for i in m.inputs]),
+        "grad_outputs": registered("Outputs", [f'paddle::Grad("{i}")' for i in m.inputs]),
+    }
+    if backward:
+        text["backward_gpu"] = wrap_code(f"return {camel}BackwardCUDA(" + ", ".join(
+            [*kept, *(a.name for a in backward.attrs)]) + ");", indent=4)
+    return text
 
 
 def _signatures(camel: str, inputs: list[str], first: str, attrs: list[Attr], forward: Functor,
@@ -658,15 +857,15 @@ def _signatures(camel: str, inputs: list[str], first: str, attrs: list[Attr], fo
     }
 
 
-def launch(namespace: str, where: str, struct: str) -> str:
-    """``return opgen::rowwise::<where>::Rowwise<...>(`` with its template arguments wrapped
-    within 100 columns."""
-    head = f"  return opgen::rowwise::{where}::Rowwise<"
-    args = [f"{namespace}::Dtypes", f"{namespace}::{struct}", f"{namespace}::{struct}Io"]
-    one_line = head + ", ".join(args) + ">("
-    if len(one_line) <= 100:
-        return one_line
-    return head + ", ".join(args[:2]) + ",\n" + " " * len(head) + args[2] + ">("
+def launch(namespace: str, where: str, f: Functor, tensors: list[str]) -> str:
+    """``return opgen::rowwise::<where>::Rowwise<...>(`` and its arguments (the op's name, the
+    functor's, ``tensors`` and the attrs the functor reads), from column 2, within 100 columns."""
+    head = f"return opgen::rowwise::{where}::Rowwise"
+    args = [f"{namespace}::Dtypes", f"{namespace}::{f.struct}", f"{namespace}::{f.struct}Io"]
+    call = ", ".join([f'kOpName, "{namespace}::{f.struct}"', "{" + ", ".join(tensors) + "}",
+                      *(a.name for a in f.attrs)])
+    return (wrap_call(head, args, "(", indent=2, brackets="<>") +
+            "\n      " + wrap_hanging(call + ");", indent=6))
 
 
 def variables(spec: Spec, naive: bool) -> dict[str, object]:

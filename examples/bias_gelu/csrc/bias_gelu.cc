@@ -55,8 +55,8 @@ std::vector<paddle::Tensor> BiasGeluBackward(const paddle::Tensor& x, const padd
 }
 
 // The gradient of the backward, derived from it by opgen: x, bias, grad_out's gradients from
-// grad_grad_x, grad_grad_bias, the gradients that reach grad_x, grad_bias
-// (each shaped like its input; a missing one counts as zeros).
+// grad_grad_x, grad_grad_bias, the gradients that reach grad_x, grad_bias (each shaped like its
+// input; a missing one counts as zeros).
 std::vector<paddle::Tensor> BiasGeluDoubleBackward(const paddle::Tensor& x,
                                                    const paddle::Tensor& bias,
                                                    const paddle::Tensor& grad_out,
@@ -120,8 +120,9 @@ PD_BUILD_DOUBLE_GRAD_OP(custom_bias_gelu)
     .SetInferShapeFn(PD_INFER_SHAPE(BiasGeluDoubleGradInferShape))
     .SetInferDtypeFn(PD_INFER_DTYPE(BiasGeluDoubleGradInferDtype));
 
+// Its output is its input: it needs no InferShape or InferDtype.
 PD_BUILD_OP(custom_bias_gelu_inplace)
     .Inputs({"x", "bias"})
     .Outputs({"out"})
     .SetInplaceMap({{"x", "out"}})
-    .SetKernelFn(PD_KERNEL(BiasGeluForwardInPlace));  // its output is its input: no InferShape
+    .SetKernelFn(PD_KERNEL(BiasGeluForwardInPlace));

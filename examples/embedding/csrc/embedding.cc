@@ -16,8 +16,8 @@ void EmbeddingBackwardCUDA(const embedding::BackwardArgs& args);
 
 namespace {
 
-// The inputs' shapes as embedding.yaml declares them, checked before a dim is read: by the
-// entry points and by InferShape, which sees a static graph's dims not known yet as -1.
+// The inputs' shapes as embedding.yaml declares them, checked before a dim is read: by the entry
+// points and by InferShape, which sees a static graph's dims not known yet as -1.
 void CheckShapes(const std::vector<int64_t>& table_shape) {
   opgen::CheckRank("custom_embedding", "table", table_shape, 2, false, "[V, D]");
 }

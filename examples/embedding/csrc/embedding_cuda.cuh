@@ -1,4 +1,4 @@
-// embedding: the CUDA kernels. This file is yours: opgen wrote it once from embedding.yaml
+// embedding: the CUDA kernels. This file is yours: opgen wrote it once from the spec
 // as a skeleton that builds and passes its tests, and never replaces it. After a spec change,
 // `opgen generate` merges what changed around your code (the comments listing each kernel's
 // arguments, the template parameters) and reports the file as merged, or as a conflict to resolve.

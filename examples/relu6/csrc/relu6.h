@@ -6,7 +6,7 @@
 
 namespace relu6 {
 
-// The dtypes custom_relu6 is built for, as listed in relu6.yaml.
+// The dtypes the op is built for, as listed in relu6.yaml.
 using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
 // out = min(max(x, 0), threshold)

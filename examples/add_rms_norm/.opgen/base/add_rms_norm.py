@@ -134,8 +134,7 @@ def _check_shapes(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tens
                          f"per-element input it must be x's shape {shape}")
     if list(weight.shape) != shape[-1:]:
         raise ValueError(f"add_rms_norm: weight has shape {list(weight.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+                         f"per-column input it must be [{shape[-1]}] (the last dim of x {shape})")
 
 
 def _check_dtypes(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tensor) -> None:
@@ -157,14 +156,14 @@ def _check_dtypes(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tens
         raise TypeError(f"add_rms_norm: residual is {_dtype_name(residual)} but x is "
                         f"{_dtype_name(x)}; the inputs must share one dtype")
     if not residual.place._equals(x.place):
-        raise ValueError(f"add_rms_norm: residual is on {residual.place} but x is on "
-                         f"{x.place}; the inputs must be on one device")
+        raise ValueError(f"add_rms_norm: residual is on {residual.place} but x is on {x.place}; "
+                         "the inputs must be on one device")
     if weight_code != x_code:
-        raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not weight.place._equals(x.place):
-        raise ValueError(f"add_rms_norm: weight is on {weight.place} but x is on "
-                         f"{x.place}; the inputs must be on one device")
+        raise ValueError(f"add_rms_norm: weight is on {weight.place} but x is on {x.place}; "
+                         "the inputs must be on one device")
 
 
 def _explain_failure(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tensor) -> None:
@@ -199,12 +198,11 @@ def _check_static_inputs(x, residual, weight) -> None:
         raise ValueError(f"add_rms_norm: residual has shape {list(residual.shape)}, but as a "
                          f"per-element input it must be x's shape {shape}")
     if weight.dtype != x.dtype:
-        raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)} but x is "
-                        f"{_dtype_name(x)}; the inputs must share one dtype")
+        raise TypeError(f"add_rms_norm: weight is {_dtype_name(weight)} but x is {_dtype_name(x)}; "
+                        "the inputs must share one dtype")
     if not _dims_agree(weight.shape, shape[-1:]):
         raise ValueError(f"add_rms_norm: weight has shape {list(weight.shape)}, but as a "
-                         f"per-column input it must be [{shape[-1]}] (the last dim of "
-                         f"x {shape})")
+                         f"per-column input it must be [{shape[-1]}] (the last dim of x {shape})")
 
 
 def _dims_agree(shape: list[int], want: list[int]) -> bool:

@@ -125,8 +125,8 @@ def test_backward(device, dtype, shape, attrs):
     bias, bias_np = ot.sample(rng, shape, dtype, device, *DOMAIN["bias"], stop_gradient=False)
     grad_out, grad_out_np = ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)
     outputs = ot.as_tuple(bias_gelu(x, bias, **attrs))
-    grads = paddle.grad(list(outputs), [x, bias], grad_outputs=[grad_out],
-                        allow_unused=True)  # a missing gradient fails below, unless empty
+    # A missing gradient fails below, unless empty.
+    grads = paddle.grad(list(outputs), [x, bias], grad_outputs=[grad_out], allow_unused=True)
     expected, spread = ot.reference(reference_backward, [x_np, bias_np, grad_out_np], attrs, dtype)
     for name, got, want, err in zip(["grad_x", "grad_bias"], grads, expected, spread, strict=True):
         if got is None and want.size == 0:  # Paddle 2.6 gives no gradient for empty inputs
@@ -147,8 +147,7 @@ def test_backward_broadcast(device, dtype, shapes):
     bias, bias_np = ot.sample(rng, shapes[1], dtype, device, *DOMAIN["bias"], stop_gradient=False)
     grad_out, grad_out_np = ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)
     outputs = ot.as_tuple(bias_gelu(x, bias))
-    grads = paddle.grad(list(outputs), [x, bias], grad_outputs=[grad_out],
-                        allow_unused=True)
+    grads = paddle.grad(list(outputs), [x, bias], grad_outputs=[grad_out], allow_unused=True)
     expected, spread = ot.reference(reference_backward, [x_np, bias_np, grad_out_np], {}, dtype)
     results = zip(["grad_x", "grad_bias"], grads, expected, spread, strict=True)
     for index, (name, got, want, err) in enumerate(results):
@@ -197,9 +196,9 @@ def test_backward_matches_finite_differences(device, attrs):
 
 
 def reference_double_backward(x, bias, grad_out, grad_grad_x, grad_grad_bias):
-    """The backward's own backward in numpy float64, as opgen derived it: the gradients of
-    x, bias, grad_out from grad_grad_x, grad_grad_bias, the gradients reaching grad_x, grad_bias
-    (each shaped like its input)."""
+    """The backward's own backward in numpy float64, as opgen derived it: the gradients of x, bias,
+    grad_out from grad_grad_x, grad_grad_bias, the gradients reaching grad_x, grad_bias (each shaped
+    like its input)."""
     u = x + bias
     tanh_u = np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0)))
     d2_grad_u = grad_grad_bias + grad_grad_x
@@ -377,13 +376,13 @@ HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh pr
 
 
 def deploy_inputs(stop_gradient=True):
-    """The deploy tests' inputs, and their InputSpecs: x's leading (batch) dim is None."""
+    """The deploy tests' inputs and InputSpecs: x's leading (batch) dim is None."""
     return ot.deploy_inputs(DEPLOY_SHAPES, DOMAIN, ["x"], stop_gradient=stop_gradient)
 
 
 class Model(paddle.nn.Layer):
-    """A model that calls ``op`` (bias_gelu, or a variant) with fixed attrs on x times a
-    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
+    """A model that calls ``op`` (this op, or a variant) with fixed attrs on x times
+    a parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
 
     def __init__(self, op, attrs):
         super().__init__()
@@ -392,7 +391,8 @@ class Model(paddle.nn.Layer):
         self.scale = self.create_parameter(
             [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
-    def forward(self, x, bias):  # named: to_static maps the InputSpecs onto them
+    # The inputs are named: to_static maps the InputSpecs onto them.
+    def forward(self, x, bias):
         return self.op(x * self.scale, bias, **self.attrs)
 
 
@@ -497,7 +497,7 @@ def test_amp(device, amp_dtype, level):
 
 
 # In place: bias_gelu_ writes out over x (the spec's `inplace:`).
-INPLACE_RUNS = not paddle.__version__.startswith("2.")  # see bias_gelu_: Paddle 2.6 eager
+INPLACE_RUNS = not paddle.__version__.startswith("2.")  # Paddle 2.6: see bias_gelu_
 INPLACE_OUTPUT = 0  # out's place among the outputs
 
 

@@ -1,6 +1,6 @@
 """numpy references of embedding: what its generated tests compare the op with.
 
-This file is yours: opgen wrote it once from embedding.yaml and never replaces it (a spec change
+This file is yours: opgen wrote it once from the spec and never replaces it (a spec change
 is merged into it, as into the kernels). One function per output and one per input gradient, named
 after them. Each takes the inputs as numpy arrays (float inputs in float64 holding exactly the
 values the op received, integer inputs as they are), the gradients of the outputs where it is a

@@ -210,8 +210,8 @@ def deploy_inputs(stop_gradient=True, other=False):
 
 
 class Model(paddle.nn.Layer):
-    """A model that calls ``op`` (embedding, or a variant) with fixed attrs on table times a
-    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
+    """A model that calls ``op`` (this op, or a variant) with fixed attrs on table times
+    a parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
 
     def __init__(self, op, attrs):
         super().__init__()
@@ -220,7 +220,8 @@ class Model(paddle.nn.Layer):
         self.scale = self.create_parameter(
             [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
-    def forward(self, ids, table):  # named: to_static maps the InputSpecs onto them
+    # The inputs are named: to_static maps the InputSpecs onto them.
+    def forward(self, ids, table):
         return self.op(ids, table * self.scale, **self.attrs)
 
 

@@ -107,8 +107,8 @@ def test_backward(device, dtype, shape, attrs):
     x, x_np = ot.sample(rng, shape, dtype, device, *DOMAIN["x"], stop_gradient=False)
     grad_out, grad_out_np = ot.sample(rng, shape, dtype, device, -1.0, 1.0, special=False)
     outputs = ot.as_tuple(relu6(x, **attrs))
-    grads = paddle.grad(list(outputs), [x], grad_outputs=[grad_out],
-                        allow_unused=True)  # a missing gradient fails below, unless empty
+    # A missing gradient fails below, unless empty.
+    grads = paddle.grad(list(outputs), [x], grad_outputs=[grad_out], allow_unused=True)
     kwargs = {**attrs, "outputs": [ot.to_numpy(o) for o in outputs]}
     expected, spread = ot.reference(reference_backward, [x_np, grad_out_np], kwargs, dtype)
     for name, got, want, err in zip(["grad_x"], grads, expected, spread, strict=True):
@@ -148,8 +148,8 @@ def test_backward_matches_finite_differences(device, attrs):
 
 
 def reference_double_backward(x, grad_out, grad_grad_x, threshold=6.0):
-    """The backward's own backward in numpy float64, as opgen derived it: the gradients of
-    grad_out from grad_grad_x, the gradient reaching grad_x."""
+    """The backward's own backward in numpy float64, as opgen derived it: the gradients of grad_out
+    from grad_grad_x, the gradient reaching grad_x."""
     out, = ot.as_tuple(reference_forward(x, threshold=threshold))
     grad_grad_out = np.where(np.logical_and(out > 0.0, out < threshold), grad_grad_x, 0.0)
     shape = np.shape(x)
@@ -286,13 +286,13 @@ HERE = str(Path(__file__).resolve().parent)  # the op's folder, which a fresh pr
 
 
 def deploy_inputs(stop_gradient=True):
-    """The deploy tests' inputs, and their InputSpecs: x's leading (batch) dim is None."""
+    """The deploy tests' inputs and InputSpecs: x's leading (batch) dim is None."""
     return ot.deploy_inputs(DEPLOY_SHAPES, DOMAIN, ["x"], stop_gradient=stop_gradient)
 
 
 class Model(paddle.nn.Layer):
-    """A model that calls ``op`` (relu6, or a variant) with fixed attrs on x times a
-    parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
+    """A model that calls ``op`` (this op, or a variant) with fixed attrs on x times
+    a parameter (1.0: a model with no parameters cannot be served by Paddle 2.6's predictor)."""
 
     def __init__(self, op, attrs):
         super().__init__()
@@ -301,7 +301,8 @@ class Model(paddle.nn.Layer):
         self.scale = self.create_parameter(
             [1], default_initializer=paddle.nn.initializer.Constant(1.0))
 
-    def forward(self, x):  # named: to_static maps the InputSpecs onto them
+    # The inputs are named: to_static maps the InputSpecs onto them.
+    def forward(self, x):
         return self.op(x * self.scale, **self.attrs)
 
 
@@ -334,8 +335,8 @@ def test_saved_model_in_a_fresh_process(tmp_path, way):
     that registers the op (opgen.register) first: eager's outputs."""
     inputs, specs = deploy_inputs()
     attrs = ATTRS[-1].values[0]  # the spec's other attrs, where it has attrs
-    ot.assert_saved_model_serves(lambda: Model(relu6, attrs), inputs, specs, way, HERE,
-                                 tmp_path, ["out"])
+    ot.assert_saved_model_serves(lambda: Model(relu6, attrs), inputs, specs, way, HERE, tmp_path,
+                                 ["out"])
 
 
 @pytest.mark.deploy
@@ -400,7 +401,7 @@ def test_amp(device, amp_dtype, level):
 
 
 # In place: relu6_ writes out over x (the spec's `inplace:`).
-INPLACE_RUNS = not paddle.__version__.startswith("2.")  # see relu6_: Paddle 2.6 eager
+INPLACE_RUNS = not paddle.__version__.startswith("2.")  # Paddle 2.6: see relu6_
 INPLACE_OUTPUT = 0  # out's place among the outputs
 
 

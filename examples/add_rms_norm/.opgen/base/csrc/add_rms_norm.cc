@@ -44,8 +44,8 @@ std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& weight,
 #endif
   return opgen::rowwise::cpu::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward,
                                       add_rms_norm::BackwardIo>(
-      kOpName, "add_rms_norm::Backward", {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out,
-          grad_h}, eps);
+      kOpName, "add_rms_norm::Backward",
+      {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out, grad_h}, eps);
 }
 
 // The outputs are shaped like x.

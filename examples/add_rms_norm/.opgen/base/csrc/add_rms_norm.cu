@@ -24,6 +24,6 @@ std::vector<paddle::Tensor> AddRmsNormBackwardCUDA(const paddle::Tensor& weight,
                                                    const paddle::Tensor& grad_h, double eps) {
   return opgen::rowwise::cuda::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward,
                                        add_rms_norm::BackwardIo>(
-      kOpName, "add_rms_norm::Backward", {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out,
-          grad_h}, eps);
+      kOpName, "add_rms_norm::Backward",
+      {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out, grad_h}, eps);
 }

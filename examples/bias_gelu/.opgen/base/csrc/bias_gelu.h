@@ -6,7 +6,7 @@
 
 namespace bias_gelu {
 
-// The dtypes custom_bias_gelu is built for, as listed in bias_gelu.yaml.
+// The dtypes the op is built for, as listed in bias_gelu.yaml.
 using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
 // u = x + bias

@@ -52,8 +52,8 @@ std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& out,
       kOpName, "relu6::Backward", {out, grad_out}, threshold);
 }
 
-// The gradient of the backward, derived from it by opgen: grad_out's gradients from
-// grad_grad_x, the gradient that reaches grad_x.
+// The gradient of the backward, derived from it by opgen: grad_out's gradients from grad_grad_x,
+// the gradient that reaches grad_x.
 std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& out,
                                                 const paddle::Tensor& grad_grad_x,
                                                 int64_t threshold_bits) {
@@ -75,8 +75,7 @@ std::vector<paddle::DataType> Relu6InferDtype(const paddle::DataType& x_dtype) {
   return {x_dtype};
 }
 
-// The gradient of x takes the shape and dtype of out, the tensor the backward reads
-// (which has x's).
+// The gradient of x takes the shape and dtype of out: the backward reads it, and it has x's.
 std::vector<std::vector<int64_t>> Relu6GradInferShape(
     const std::vector<int64_t>& out_shape) {
   return {out_shape};
@@ -121,12 +120,13 @@ PD_BUILD_DOUBLE_GRAD_OP(custom_relu6)
     .SetInferShapeFn(PD_INFER_SHAPE(Relu6DoubleGradInferShape))
     .SetInferDtypeFn(PD_INFER_DTYPE(Relu6DoubleGradInferDtype));
 
+// Its output is its input: it needs no InferShape or InferDtype.
 PD_BUILD_OP(custom_relu6_inplace)
     .Inputs({"x"})
     .Outputs({"out"})
     .SetInplaceMap({{"x", "out"}})
     .Attrs({"threshold: int64_t"})
-    .SetKernelFn(PD_KERNEL(Relu6ForwardInPlace));  // its output is its input: no InferShape
+    .SetKernelFn(PD_KERNEL(Relu6ForwardInPlace));
 
 // The same backward: it reads no value that custom_relu6_inplace overwrites.
 PD_BUILD_GRAD_OP(custom_relu6_inplace)

@@ -773,7 +773,8 @@ class RegisterRow {
           if (staged != nullptr) {
             data_[I][c] = LoadOrZero(load, mine + c * kLanes);
           } else {
-            data_[I][c] = LoadOrZero(load, reinterpret_cast<const V*>(base + (load ? Column(c) : 0)));
+            data_[I][c] =
+                LoadOrZero(load, reinterpret_cast<const V*>(base + (load ? Column(c) : 0)));
           }
         } else if (ptr == nullptr || !Valid(c)) {
           data_[I][c] = V{};

@@ -643,7 +643,8 @@ void RunCpu(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p,
         rows(c * chunk_rows, std::min(n, (c + 1) * chunk_rows), partial);
       };
       auto add = [&](int64_t c) {
-        const AccT* partial = partials.data() + (parallel ? width * static_cast<std::size_t>(c) : 0);
+        const AccT* partial =
+            partials.data() + (parallel ? width * static_cast<std::size_t>(c) : 0);
         for (std::size_t i = 0; i < width; ++i) total[i] += partial[i];
       };
       if (parallel) {
