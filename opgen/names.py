@@ -59,7 +59,7 @@ GENERATED_NAMES = frozenset({
     "name", "got", "want", "err", "spread", "grads",
     # the rowwise references' shape of the op (`op_shape = np.shape(x)` rebound an input so named)
     "op_shape",
-    # the custom kind's entry points hand their kernels `args` (and the GPU's `gpu`)
+    # the custom kind's entry points hand their kernels `args`
     "args",
 })
 
