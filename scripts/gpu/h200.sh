@@ -70,6 +70,7 @@
 #             under nsys (every kernel and CUDA call), scripts/gpu/backward_probe.py
 #   (the rowwise stages build what they need; run `rowwise` first so the others find it built)
 # PREBUILT=DIR (scripts/gpu/prebuild.sh) hands the Paddle-free benches binaries built elsewhere.
+# scripts/gpu/side_by_side.sh runs groups of stages at once (and a committed snapshot of the tree).
 set -uo pipefail
 source .gpu/bin/env.sh || exit 1
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} GLOG_minloglevel=3
