@@ -1,10 +1,16 @@
-// opgen errors: how a generated op fails. Paddle turns a common::PD_Exception thrown by an op into
-// a Python exception (Paddle 2.6 catches nothing else: a std::runtime_error aborts the process).
-// PD_THROW and PD_CHECK build it with std::ostream number formatting, which kills the process
-// (SIGSEGV) when the op is compiled by a much newer g++ than libpaddle was (seen with Paddle 2.6
-// on a GPU machine whose g++ is 13). So messages here are assembled from std::string
-// pieces (std::to_string formats numbers without streams), and the exception is copied from an
-// object with PD_Exception's layout, never constructed by its formatting constructor.
+// opgen errors: how a generated op fails. Paddle turns an exception thrown by an op's kernel into
+// a Python exception that keeps its message only for the types it knows:
+//   - Paddle 2.6 catches common::PD_Exception (a std::runtime_error aborts the process);
+//   - Paddle 3's static executor keeps a common::enforce::EnforceNotMet whole, but copies any other
+//     std::exception into a plain std::exception, whose message reads "std::exception".
+// So ops built against Paddle 3 (whose paddle/extension.h defines CUSTOM_OP_WITH_SPMD) throw
+// EnforceNotMet, with the error code EXTERNAL (an OSError in Python, as Paddle makes of a
+// PD_Exception in eager mode), and ops built against Paddle 2.6 throw PD_Exception.
+// Their constructors format with std::ostream, which kills the process (SIGSEGV) when the op is
+// compiled by a much newer g++ than libpaddle was (seen with Paddle 2.6 on a GPU machine whose
+// g++ is 13). So messages here are assembled from std::string pieces (std::to_string formats
+// numbers without streams), and each exception is copied from an object with its layout, never
+// constructed by its formatting constructor.
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
@@ -55,23 +61,42 @@ std::string Piece(N number) {
   return std::to_string(number);
 }
 
-// common::PD_Exception is a std::exception holding one std::string; this twin has its layout.
+#ifdef CUSTOM_OP_WITH_SPMD
+// common::enforce::EnforceNotMet (Paddle 3): an error code, the message as Paddle's static
+// executor reads it (error_str: it indents each line of it after the program's call stack, and
+// drops the text after the last newline, so it ends with one) and as what() gives it (the simple
+// form), and a guard whose destructor does nothing when its flag is set.
+struct ExceptionTwin {
+  virtual ~ExceptionTwin() = default;
+  common::ErrorCode code = common::ErrorCode::EXTERNAL;
+  std::string message_with_newline;
+  std::string message;
+  bool paddle_fatal_already_skipped = true;
+};
+using Exception = common::enforce::EnforceNotMet;
+#else
+// common::PD_Exception (Paddle 2.6): a std::exception holding one std::string.
 struct ExceptionTwin {
   virtual ~ExceptionTwin() = default;
   std::string message;
 };
-static_assert(sizeof(ExceptionTwin) == sizeof(common::PD_Exception) &&
-                  alignof(ExceptionTwin) == alignof(common::PD_Exception),
-              "common::PD_Exception changed its layout; opgen's error.h must follow it");
+using Exception = common::PD_Exception;
+#endif
+static_assert(sizeof(ExceptionTwin) == sizeof(Exception) &&
+                  alignof(ExceptionTwin) == alignof(Exception),
+              "Paddle's exception changed its layout; opgen's error.h must follow it");
 
 }  // namespace detail
 
 // Raises `message` as Paddle's exception, which reaches Python as an error naming it.
 [[noreturn]] inline void Raise(std::string message) {
   detail::ExceptionTwin twin;
+#ifdef CUSTOM_OP_WITH_SPMD
+  twin.message_with_newline = message + "\n";
+#endif
   twin.message = std::move(message);
-  // PD_Exception's copy constructor copies the string member; its own constructor would format.
-  throw common::PD_Exception(*reinterpret_cast<const common::PD_Exception*>(&twin));
+  // The exception's copy constructor copies the members; its own constructors would format.
+  throw detail::Exception(*reinterpret_cast<const detail::Exception*>(&twin));
 }
 
 // Fail("op: input #", 1, " is ", dtype): concatenates the parts (strings, numbers, dtypes,
