@@ -83,8 +83,10 @@ FUNCTIONS: dict[str, Function] = {
 #: The functions that have opgen/math.h forms for arguments after the first that are the same
 #: for every element (``opgen::max_uniform``): see :func:`compile_expr`'s ``uniform``.
 _UNIFORM_FORMS = frozenset({"min", "max", "clamp"})
-#: What each argument of a function is called in messages (``call it as clamp(x, lo, hi)``).
-_PARAMETERS = {"clamp": ("x", "lo", "hi")}
+#: What each argument of a function is called in messages (``call it as clamp(x, lo, hi)``);
+#: the baseline's norms as docs/spec.md writes them.
+_PARAMETERS = {"clamp": ("x", "lo", "hi"), "layer_norm": ("x", "w", "b", "eps"),
+               "rms_norm": ("x", "w", "eps")}
 
 # Precedence of the emitted C++ (and of Python for the numpy text, which agrees on these levels).
 _OR, _AND, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 4, 5, 6, 7, 9
@@ -567,8 +569,9 @@ def _power(base: _Node, exponent: _Node, exponent_node: ast.expr) -> _Node:
 
 
 def _signature(fn: Function) -> str:
-    names = ["x"] if len(fn.args) == 1 else ["a", "b"] if len(fn.args) == 2 else ["a", "b", "c"]
-    return ", ".join("cond" if t == "bool" else names.pop(0) for t in fn.args)
+    """``x`` for one argument, else ``a, b, ...`` (``cond`` for a condition), whatever the arity."""
+    names = iter(["x"] if len(fn.args) == 1 else "abcdefghijklmnopqrstuvwxyz")
+    return ", ".join("cond" if t == "bool" else next(names) for t in fn.args)
 
 
 def _signature_of(name: str, fn: Function) -> str:

@@ -15,6 +15,9 @@ from .errors import ToolchainError, UsageError
 from .expr import FUNCTIONS
 
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
+#: The longest name a spec may give the op, an input, output, attr or intermediate: file names
+#: (``test_<name>.py``), C++ identifiers and the starting spec's summary are made from them.
+MAX_NAME = 64
 
 _CPP_KEYWORDS_TEXT = """
 alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
@@ -118,6 +121,8 @@ def identifier_problem(name: object, *, what: str) -> str | None:
         return f"{what} name must be a string, got {name!r}"
     if not name:
         return f"{what} name is empty"
+    if len(name) > MAX_NAME:
+        return f"{what} name '{name[:24]}...' has {len(name)} characters, more than {MAX_NAME}"
     if not IDENTIFIER.match(name):
         return f"{what} name '{name}' {_spelling_problem(name)}"
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):

@@ -14,17 +14,7 @@ import jinja2
 from . import kinds
 from .errors import TemplateError
 from .spec import Spec
-
-TEMPLATE_SUFFIX = ".jinja"
-
-
-def templates_root() -> Path:
-    """The ``templates/`` folder: beside the package in a checkout, inside it when installed."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "templates", here / "templates"):
-        if (candidate / "spec").is_dir():
-            return candidate
-    raise TemplateError(f"opgen's templates are missing (looked beside {here})")
+from .template_files import COMMON, TEMPLATE_SUFFIX, templates_root
 
 
 @dataclass(frozen=True)
@@ -65,7 +55,6 @@ def render_op(spec: Spec, *, naive: bool = False) -> Plan:
 
 #: the folder under templates/ rendered into every op, whatever its kind: the runtime headers
 #: every kind uses (math, errors, threads, CUDA helpers, Paddle glue)
-COMMON = "common"
 
 
 def _render_folder(env: jinja2.Environment, root: Path, folder: str,

@@ -12,7 +12,9 @@ Loading happens in three steps, each of which may fail with the line it points a
 from __future__ import annotations
 
 import ast
+import datetime
 import difflib
+import functools
 import importlib
 import math
 import re
@@ -46,13 +48,16 @@ from .names import (
     op_name_problem,
     paddle_builtin_ops,
 )
+from .template_files import COMMON, TEMPLATE_SUFFIX, templates_root
 
 Dtype = Literal["float32", "float64", "float16", "bfloat16"]
 DTYPES: tuple[Dtype, ...] = ("float32", "float64", "float16", "bfloat16")
 DEFAULT_DOMAIN: tuple[float, float] = (-3.0, 3.0)
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)
-FLOAT32_MAX = 3.4028234663852886e38  # float attrs reach the kernels as C++ float
+#: float attrs reach the kernels as doubles, which float32, float16 and bfloat16 kernels round to
+#: float (docs/spec.md, "Attrs")
+FLOAT32_MAX = 3.4028234663852886e38
 
 Path_ = tuple[str | int, ...]
 #: The largest spec file read: a spec is a page of YAML, and its text is copied into every
@@ -122,11 +127,13 @@ class AttrSpec(BaseModel):
         kind = info.data.get("type")
         if kind is None:  # the type itself is wrong; that is the error to report
             return value
-        return _attr_default(value, kind)
+        return _attr_default(value, kind, float32_use=", the dtype the math runs in for float32 "
+                             "and 16-bit inputs")
 
 
-def _attr_default(value: Any, kind: str) -> bool | int | float | str:
-    """``value`` as the default of an attr of type ``kind``, or ValueError saying why it is not."""
+def _attr_default(value: Any, kind: str, *, float32_use: str = "") -> bool | int | float | str:
+    """``value`` as the default of an attr of type ``kind``, or ValueError saying why it is not
+    (``float32_use``: what a float default beyond float32's range says float32 is used for)."""
     if value is None:
         raise ValueError(f"no value given; expected a {kind}")
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -148,7 +155,7 @@ def _attr_default(value: Any, kind: str) -> bool | int | float | str:
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{_shown(value)} is not finite")
         if abs(as_float) > FLOAT32_MAX:
-            raise ValueError(f"{_shown(value)} does not fit in float (32-bit)")
+            raise ValueError(f"{_shown(value)} overflows float32{float32_use}")
         return as_float
     if kind == "str" and isinstance(value, str):
         return value
@@ -157,7 +164,7 @@ def _attr_default(value: Any, kind: str) -> bool | int | float | str:
         hint = " (remove the quotes)"
     elif kind == "bool" and number:
         hint = " (write true or false)"
-    elif kind == "str" and not isinstance(value, (list, dict)):
+    elif kind == "str" and isinstance(value, (int, float, datetime.date)):  # bool is an int
         hint = " (quote it)"
     article = "an" if kind in ("int", "int64") else "a"
     raise ValueError(f"{_shown(value)} is not {article} {kind}{hint}")
@@ -307,7 +314,11 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     kind = data.get("kind")
     own = SCHEMAS.get(kind) if isinstance(kind, str) else None
     if own is not None:  # a kind with its own schema (kind: custom) checks its spec itself
-        return own(data, lines, path, check_builtins=check_builtins)
+        spec = own(data, lines, path, check_builtins=check_builtins)
+        problem = _file_name_problem(spec.name, spec.model.kind)
+        if problem:
+            raise SpecError(path, spec.line("name"), problem)
+        return spec
     _check_kind(data, path, lines)  # before the sections, which other kinds write otherwise
     roles = {section: _roles(data, section, path, lines) for section in ROLES}
     try:
@@ -543,6 +554,14 @@ def _shown(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
+    if isinstance(value, (set, frozenset)):  # !!set
+        return "a set"
+    if isinstance(value, datetime.datetime):  # YAML reads 2024-01-01 10:00:00 as one
+        return "a date and time"
+    if isinstance(value, datetime.date):
+        return "a date"
+    if isinstance(value, bytes):  # !!binary
+        return "binary data"
     return repr(value)
 
 
@@ -560,6 +579,7 @@ _FORMS: dict[Path_, str] = {
     ("backward",): "a mapping of each input to the expression of its gradient",
     ("name",): "a name",
     ("op_name",): "a name",
+    ("summary",): "one line of text",
     ("inputs", "*"): "a name",
     ("outputs", "*"): "a name",
     ("forward", "*"): "an expression",
@@ -621,7 +641,10 @@ def _schema_message(err: ErrorDetails, loc: Path_) -> str:
         return f"{prefix}{ctx['error']}"
     if kind.endswith("_type"):
         form = _form(loc) or _BASIC_FORMS.get(kind, kind[:-len("_type")].replace("_", " "))
-        return f"{prefix}expected {form}, got {_shown(got)}"
+        # text that YAML read as a number, a date or true: quoted, it is the text
+        hint = " (quote it)" if loc == ("summary",) and \
+            isinstance(got, (int, float, datetime.date)) else ""
+        return f"{prefix}expected {form}, got {_shown(got)}{hint}"
     return f"{prefix}{err['msg']}"
 
 
@@ -698,6 +721,9 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     if model.name in sys.stdlib_module_names or model.name in ("numpy", "torch", "opgen"):
         raise fail(("name",), f"op name '{model.name}' would shadow the Python module "
                    f"'{model.name}'")
+    problem = _file_name_problem(model.name, model.kind)
+    if problem:
+        raise fail(("name",), problem)
     op_name = model.op_name or f"custom_{model.name}"
     problem = op_name_problem(op_name)
     if problem:  # a default op_name comes from `name:`, so the problem is there
@@ -807,6 +833,36 @@ def _register_kinds() -> None:
         importlib.import_module("opgen.kinds")
 
 
+def _file_name_problem(name: str, kind: str) -> str | None:
+    """Why the op ``name`` of ``kind`` cannot be generated, or None: a file its templates name
+    after it (``{{name}}.py``) would be one they name otherwise (``setup.py``; ``reference.py``
+    for kind: custom), or pytest's ``conftest.py``."""
+    named, fixed = _op_files(kind)
+    for pattern in named:
+        file = pattern.replace("{{name}}", name)
+        if file in fixed:
+            return f"name: '{name}' is reserved: the file {file} named after the op would " \
+                f"clash with {fixed[file]}; use '{name}_op'"
+    return None
+
+
+@functools.cache
+def _op_files(kind: str) -> tuple[list[str], dict[str, str]]:
+    """The files of an op of ``kind`` that its templates name after it, and the fixed ones with
+    what each is, for :func:`_file_name_problem`."""
+    root = templates_root()
+    named: list[str] = []
+    fixed = {"conftest.py": "pytest's conftest.py"}
+    for folder in (COMMON, importlib.import_module("opgen.kinds").KINDS[kind].templates):
+        for source in sorted(p for p in (root / folder).rglob("*") if p.is_file()):
+            file = source.relative_to(root / folder).as_posix().removesuffix(TEMPLATE_SUFFIX)
+            if "{{name}}" in file:
+                named.append(file)
+            elif "{{" not in file and "__pycache__" not in file:
+                fixed[file] = f"the {file} opgen generates"
+    return named, fixed
+
+
 def _kind_check(kind: str) -> Callable[[OpSpec, Callable[..., SpecError]], None]:
     """The rules of ``kind`` (:data:`KIND_CHECKS`); a clear error for a kind that registered
     none (a kind module that forgot to)."""
@@ -895,6 +951,9 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
     for key in keys:
         if key in targets or section.derived:
             continue
+        if key in taken and what == "output":  # a forward's other keys are intermediates
+            raise SpecError(path, line(key), f"{title}: '{key}' is already {taken[key]}; name "
+                            "this intermediate differently")
         if key in taken or key in symbols or key in unavailable:
             raise not_a_target(key)
         if outer is not None and key in outer.sources:

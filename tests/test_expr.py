@@ -10,7 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from opgen.expr import FUNCTIONS, Emitted, ExprError, Type, compile_expr
+from opgen.expr import (
+    BASELINE_FUNCTIONS,
+    FUNCTIONS,
+    Emitted,
+    ExprError,
+    Type,
+    check_baseline,
+    compile_expr,
+)
 
 SYMBOLS: dict[str, Type] = {"x": "num", "y": "num", "z": "num", "t": "num", "flag": "bool",
                             "mode": "str"}
@@ -450,3 +458,29 @@ def test_a_literal_half_power_is_a_square_root_on_both_sides() -> None:
         assert emitted.numpy == "np.sqrt(w + 2.25)"
     with np.errstate(invalid="ignore"):
         assert np.isnan(np.power(np.array([-np.inf]), 0.5)).all()  # the rule followed
+
+
+@pytest.mark.parametrize("name", sorted(BASELINE_FUNCTIONS))
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_every_baseline_function_refuses_a_wrong_arity(name: str, delta: int) -> None:
+    """layer_norm, the one function of four arguments, crashed naming its parameters
+    (IndexError) instead of saying how to call it."""
+    fn = BASELINE_FUNCTIONS[name]
+    count = len(fn.args) + delta
+    want = len(fn.args)
+    with pytest.raises(ExprError) as info:
+        check_baseline(f"{name}({', '.join(['x'] * count)})", {"x": "num"})
+    assert info.value.message == (f"{name}() takes {want} argument{'s' * (want != 1)}, "
+                                  f"got {count}")
+    called = info.value.hint.removeprefix(f"call it as {name}(").removesuffix(")")
+    assert len(called.split(", ")) == want
+
+
+def test_the_norms_name_their_parameters_as_the_spec_format_does() -> None:
+    with pytest.raises(ExprError) as info:
+        check_baseline("layer_norm(x, w)", {"x": "num", "w": "num"})
+    assert str(info.value) == ("layer_norm() takes 4 arguments, got 2; "
+                               "call it as layer_norm(x, w, b, eps)")
+    with pytest.raises(ExprError) as info:
+        check_baseline("rms_norm(x)", {"x": "num"})
+    assert info.value.hint == "call it as rms_norm(x, w, eps)"

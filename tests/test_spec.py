@@ -478,3 +478,163 @@ def test_inplace_of_an_op_with_several_outputs_writes_one_and_returns_all() -> N
     single = build_context(spec_of(MINIMAL + "inplace: {x: out}\n")).inplace
     assert single is not None and single.kept == []
     assert single.signature == "void TwiceForwardInPlace(paddle::Tensor& x)"
+
+
+# -- bad input: one error line at the spec's line ------------------------------------------------
+
+ROWWISE = """\
+name: scaled
+kind: rowwise
+inputs: {x: element, weight: column}
+outputs: [out]
+attrs:
+  eps: {type: float, default: 1.0e-6}
+forward:
+  out: x * rsqrt(mean(x * x) + eps) * weight
+baseline: layer_norm(x, weight)
+"""
+
+CUSTOM = """\
+name: twin
+kind: custom
+inputs:
+  x: {dtype: float types}
+outputs:
+  out: {dtype: same as x, shape: "[*x.shape]"}
+"""
+
+
+def test_a_baseline_call_of_the_wrong_arity_is_one_error_at_its_line(tmp_path: Path,
+                                                                     opgen_cli) -> None:
+    """layer_norm(x, weight) crashed `opgen generate` with an IndexError traceback (exit 1)."""
+    with pytest.raises(SpecError) as info:
+        spec_of(ROWWISE, check_builtins=False)
+    assert str(info.value) == ("op.yaml:9: baseline: layer_norm() takes 4 arguments, got 2 in "
+                               "'layer_norm(x, weight)'; call it as layer_norm(x, w, b, eps)")
+    spec = tmp_path / "scaled.yaml"
+    spec.write_text(ROWWISE)
+    run = opgen_cli("generate", str(spec), "--out", str(tmp_path / "out"))
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        f"error: {spec}:9: baseline: layer_norm() takes 4 arguments, got 2 in "
+        "'layer_norm(x, weight)'; call it as layer_norm(x, w, b, eps)"]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("kind", "name", "other"), [
+    ("elementwise", "setup", "the setup.py opgen generates"),
+    ("rowwise", "setup", "the setup.py opgen generates"),
+    ("custom", "setup", "the setup.py opgen generates"),
+    ("elementwise", "conftest", "pytest's conftest.py"),
+    ("custom", "conftest", "pytest's conftest.py"),
+    ("custom", "reference", "the reference.py opgen generates"),
+])
+def test_an_op_name_whose_module_would_clash_with_a_file_beside_it_is_reserved(
+        kind: str, name: str, other: str, tmp_path: Path) -> None:
+    """`opgen new setup` failed with an internal template error (exit 1, no line): the op's
+    module setup.py is the file that builds it."""
+    from opgen import api
+    from opgen.errors import UsageError
+
+    message = f"name: '{name}' is reserved: the file {name}.py named after the op would clash " \
+        f"with {other}; use '{name}_op'"
+    with pytest.raises(UsageError) as info:
+        api.new(name, kind=kind, directory=tmp_path)
+    assert str(info.value) == f"opgen new {name}: {message}"
+    assert not (tmp_path / name).exists()
+    text = {"elementwise": MINIMAL, "rowwise": ROWWISE.replace("baseline: layer_norm(x, weight)\n",
+                                                               ""), "custom": CUSTOM}[kind]
+    with pytest.raises(SpecError) as spec_info:
+        spec_of(text.replace(text.split("\n", 1)[0], f"name: {name}"), check_builtins=False)
+    assert str(spec_info.value) == f"op.yaml:1: {message}"
+
+
+def test_reference_is_reserved_only_where_the_kind_writes_reference_py() -> None:
+    assert spec_of(MINIMAL.replace("name: twice", "name: reference"),
+                   check_builtins=False).name == "reference"
+
+
+@pytest.mark.parametrize(("text", "line", "message"), [
+    (MINIMAL.replace("twice", "a" * 65), 1, f"op name '{'a' * 24}...' has 65 characters, more "
+                                            "than 64"),
+    (MINIMAL.replace("twice", "a" * 300), 1, f"op name '{'a' * 24}...' has 300 characters, more "
+                                             "than 64"),
+    (MINIMAL.replace("[x]", f"[{'x' * 65}]").replace("2 * x", "x" * 65), 3,
+     f"input name '{'x' * 24}...' has 65 characters, more than 64"),
+    (MINIMAL.replace("[out]", f"[{'o' * 65}]").replace("  out:", f"  {'o' * 65}:"), 4,
+     f"output name '{'o' * 24}...' has 65 characters, more than 64"),
+    (MINIMAL.replace("forward:", f"attrs: {{{'k' * 65}: {{type: int, default: 1}}}}\nforward:"),
+     5, f"attr name '{'k' * 24}...' has 65 characters, more than 64"),
+    (MINIMAL.replace("  out: 2 * x", f"  {'t' * 65}: 2 * x\n  out: {'t' * 65}"), 6,
+     f"forward: intermediate name '{'t' * 24}...' has 65 characters, more than 64"),
+])
+def test_names_longer_than_the_limit_are_refused_at_their_line(text: str, line: int,
+                                                              message: str) -> None:
+    """A name of 300 characters failed writing files ("File name too long"), one of 190 in the
+    summary `opgen new` writes, neither at a line of the spec."""
+    with pytest.raises(SpecError) as info:
+        spec_of(text, check_builtins=False)
+    assert str(info.value) == f"op.yaml:{line}: {message}"
+
+
+@pytest.mark.parametrize("kind", ["elementwise", "rowwise", "custom"])
+def test_an_op_name_at_the_limit_gets_a_starting_spec_that_loads(kind: str,
+                                                                 tmp_path: Path) -> None:
+    from opgen import api
+    from opgen.names import MAX_NAME
+
+    name = "a" * MAX_NAME
+    result = api.new(name, kind=kind, directory=tmp_path, pretend=True)
+    assert result.dest == tmp_path / name
+    assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize(("forward", "message"), [
+    ("{alpha: x * 2, out: alpha}", "forward: 'alpha' is already an attr; name this intermediate "
+                                   "differently"),
+    ("{x: x * 2, out: x}", "forward: 'x' is already an input; name this intermediate "
+                           "differently"),
+    ("{twice: x * 2, out: twice}", "forward: 'twice' is already the op's name; name this "
+                                   "intermediate differently"),
+])
+def test_a_forward_intermediate_named_like_an_attr_input_or_the_op_says_so(
+        forward: str, message: str) -> None:
+    """It said "'alpha' is not an output (outputs: out)", of a name the spec gives an attr."""
+    text = MINIMAL.replace("forward:\n  out: 2 * x\n",
+                           f"attrs: {{alpha: {{type: float, default: 1.0}}}}\nforward: {forward}\n")
+    with pytest.raises(SpecError) as info:
+        spec_of(text, check_builtins=False)
+    assert str(info.value) == f"op.yaml:6: {message}"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("summary: 2024-01-01", "summary: expected one line of text, got a date (quote it)"),
+    ("summary: 2024-01-01 10:00:00", "summary: expected one line of text, got a date and time "
+                                     "(quote it)"),
+    ("summary: 42", "summary: expected one line of text, got 42 (quote it)"),
+    ("attrs: {s: {type: str, default: 2024-01-01}}", "attrs.s.default: a date is not a str "
+                                                     "(quote it)"),
+    ("attrs: {s: {type: float, default: !!binary aGVsbG8=}}", "attrs.s.default: binary data is "
+                                                              "not a float"),
+    ("attrs: {s: {type: str, default: !!set {a}}}", "attrs.s.default: a set is not a str"),
+    ("name: 2024-01-01", "name: expected a name, got a date"),
+])
+def test_values_yaml_reads_as_dates_sets_or_bytes_are_named_not_shown_as_python(
+        line: str, message: str) -> None:
+    """`summary: 2024-01-01` said "got datetime.date(2024, 1, 1)"."""
+    key = line.split(":", 1)[0]
+    text = MINIMAL.replace("name: twice\n", "") if key == "name" else MINIMAL
+    with pytest.raises(SpecError) as info:
+        spec_of(f"{text}{line}\n", check_builtins=False)
+    assert str(info.value).split(": ", 1)[1] == message
+    assert "datetime" not in str(info.value)
+
+
+def test_a_float_default_beyond_float32_says_what_float32_is_for() -> None:
+    """Float attrs travel as doubles (docs/spec.md, "Attrs"); what overflows is the float32
+    that float32 and 16-bit kernels compute with, which the message now says."""
+    text = MINIMAL.replace("forward:", "attrs: {alpha: {type: float, default: 1e+308}}\nforward:")
+    with pytest.raises(SpecError) as info:
+        spec_of(text, check_builtins=False)
+    assert str(info.value) == ("op.yaml:5: attrs.alpha.default: 1e+308 overflows float32, the "
+                               "dtype the math runs in for float32 and 16-bit inputs")
