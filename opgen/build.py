@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 
 from filelock import FileLock
@@ -121,12 +121,104 @@ def find_op(op_dir: Path) -> str:
 
 
 def op_folder(op_dir: Path | str) -> tuple[Path, str]:
-    """``op_dir`` resolved and the op's name, once it is a generated op's folder; else the
-    error, naming the folder as the caller gave it."""
+    """``op_dir`` resolved and the op's name, once it is a generated op's folder with no merge
+    conflict marker left in it (:func:`refuse_unresolved`); else the error, naming the folder as
+    the caller gave it. Every build, load, test and bench of an op starts here."""
     given = Path(op_dir)
     if not given.is_dir():
         raise UsageError(f"{given}: no such op folder")
-    return given.resolve(), find_op(given)
+    folder, name = given.resolve(), find_op(given)
+    refuse_unresolved(folder, name)
+    return folder, name
+
+
+#: The answers file an op folder records its generated files in (``opgen.writer.ANSWERS_FILE``,
+#: named here: importing opgen.writer would import yaml and the templates on every load).
+ANSWERS_FILE = ".opgen-answers.yml"
+#: One generated file in the answers file's ``files:`` mapping, as ``yaml.safe_dump`` writes
+#: most: two spaces, the path (plain, or quoted where YAML needs it), a colon, its SHA-256.
+_RECORDED = re.compile(r"  (?P<path>[^\s?].*?): [0-9a-f]{64}")
+
+
+def recorded_files(op_dir: Path) -> list[str]:
+    """The paths (relative, POSIX) of the files the last ``opgen generate`` wrote into
+    ``op_dir``, from its answers file: [] when there is none that reads; paths that would lie
+    outside the folder are left out. Read line by line without yaml, which a wrapper loading its
+    library must not import (docs/benchmarks.md "Start-up"); yaml reads only a record past that
+    (a path YAML escapes or writes as a complex key)."""
+    try:
+        text = (op_dir / ANSWERS_FILE).read_text()
+    except (OSError, UnicodeDecodeError):
+        return []
+    paths = _plain_record(text.splitlines())
+    if paths is None:
+        paths = _yaml_record(text)
+    inside = []
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        if parts and parts[0] != "/" and ".." not in parts:
+            inside.append(path)
+    return inside
+
+
+def _plain_record(lines: list[str]) -> list[str] | None:
+    """The paths of the ``files:`` mapping as yaml.safe_dump writes them, or None at any line
+    read otherwise than yaml would."""
+    try:
+        start = lines.index("files:") + 1
+    except ValueError:
+        return None
+    paths = []
+    for line in lines[start:]:
+        if not line.startswith(" "):
+            break  # the next top-level key: the mapping ended
+        found = _RECORDED.fullmatch(line)
+        if found is None:
+            return None
+        path = found["path"]
+        if path[0] == "'":
+            if len(path) < 2 or path[-1] != "'" or "'" in path[1:-1].replace("''", ""):
+                return None
+            path = path[1:-1].replace("''", "'")
+        elif path[0] == '"':
+            try:
+                path = json.loads(path)  # YAML's escapes that JSON shares: \\ \" \t \uXXXX
+            except ValueError:
+                return None
+        elif path[0] in "!&*|>%@`#,[]{}-:" or ": " in path or " #" in path:
+            return None  # not YAML's plain form: left to yaml
+        paths.append(path)
+    return paths
+
+
+def _yaml_record(text: str) -> list[str]:
+    import yaml
+
+    try:
+        files = yaml.safe_load(text)["files"]
+    except (yaml.YAMLError, TypeError, KeyError, RecursionError):
+        return []
+    return [path for path in files if isinstance(path, str)] if isinstance(files, dict) else []
+
+
+def generated_files(op_dir: Path, name: str) -> list[Path]:
+    """Every file opgen generated for the op ``name`` in ``op_dir``, as its answers file records
+    them, and whatever else the op is built and loaded from (csrc/, the wrapper and its tests),
+    recorded or not (an op from before the record, a damaged one, a source the user added):
+    sorted by path, each once."""
+    files = {op_dir / rel for rel in recorded_files(op_dir)}
+    csrc = op_dir / "csrc"
+    if csrc.is_dir():
+        files.update(p for p in csrc.rglob("*") if p.is_file())
+    files.update((op_dir / f"{name}.py", op_dir / f"test_{name}.py"))
+    return sorted(files)
+
+
+def refuse_unresolved(op_dir: Path, name: str) -> None:
+    """Raise :class:`MergeError` for the first merge conflict marker left in any file generated
+    for the op (:func:`generated_files`): a half-merged op is never compiled, imported, tested or
+    timed. A scan of the files' text, on every build and load."""
+    refuse_conflicts(op_dir, generated_files(op_dir, name))
 
 
 def refuse_conflicts(op_dir: Path, files: list[Path]) -> None:
@@ -171,9 +263,9 @@ CXX_FLAGS = ("-O3", "-std=c++17", "-fno-trapping-math", "-fno-math-errno", "-ffp
 
 
 def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] = ()) -> BuildConfig:
-    """Decide sources, flags and archs for the installed Paddle and toolkit."""
+    """Decide sources, flags and archs for the installed Paddle and toolkit (once no file
+    generated for the op holds a merge conflict marker: :func:`op_folder`)."""
     op_dir, name = op_folder(op_dir)
-    refuse_conflicts(op_dir, sorted(p for p in (op_dir / "csrc").rglob("*") if p.is_file()))
     info = probe.paddle_info()
     if info is None:
         raise ToolchainError("Paddle is not installed in this Python "

@@ -540,6 +540,124 @@ def test_conflict_markers_are_refused_before_the_compiler(tmp_path):
     assert not (op / "build").exists()
 
 
+def _conflict(path: Path, line: str) -> int:
+    """Wrap ``line`` of ``path`` in a conflict block as a regenerate writes it (its own text on
+    both sides, so the file still reads as it did around it); the block's first line number."""
+    rows = path.read_text().splitlines(keepends=True)
+    at = rows.index(line)
+    rows[at:at + 1] = ["<<<<<<< ours\n", line, "=======\n", line, ">>>>>>> new render\n"]
+    path.write_text("".join(rows))
+    return at + 1
+
+
+def _refusal(where: str) -> str:
+    return (f"error: {where}: unresolved merge conflict (keep the lines you want, delete the "
+            "<<<<<<< ======= >>>>>>> markers, then build again)\n")
+
+
+def test_conflict_markers_in_the_wrapper_are_refused_by_build_load_test_and_bench(tmp_path):
+    # The refusal used to scan csrc/ alone: `opgen build` built the op, opgen.load raised a raw
+    # SyntaxError at the `<<<<<<< ours` line, and `opgen bench` failed mid-way on it.
+    op = new_op(tmp_path)
+    wrapper = op / "t_op.py"
+    line = next(r for r in wrapper.read_text().splitlines(keepends=True)
+                if r.startswith("def t_op("))
+    at = _conflict(wrapper, line)
+    expected = _refusal(f"t_op/t_op.py:{at}")
+    for command in (["build", "--cpu-only"], ["build"], ["test", "--device", "cpu"],
+                    ["bench", "--device", "cpu"]):
+        result = run_opgen(command[0], str(op), *command[1:], cwd=tmp_path)
+        assert (result.returncode, result.stderr) == (1, expected), command
+    assert not (op / "build").exists()  # refused before anything compiled, or was rendered
+    with pytest.raises(MergeError, match=f"t_op.py:{at}: unresolved merge conflict"):
+        api.load_op(op, cpu_only=True)
+    load = ("import sys, opgen\ntry:\n    opgen.load(sys.argv[1])\nexcept opgen.OpgenError "
+            "as exc:\n    print(type(exc).__name__, exc.exit_code, exc)\n")
+    result = subprocess.run([sys.executable, "-c", load, str(op)], capture_output=True,
+                            text=True, cwd=tmp_path, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"MergeError 1 {expected[len('error: '):]}"
+    assert not (op / "build").exists()
+
+
+def test_conflict_markers_inside_a_docstring_are_refused_by_load(tmp_path, monkeypatch):
+    # A block inside a string still parses, so importing the wrapper never noticed it.
+    monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
+    op = new_op(tmp_path)
+    wrapper = op / "t_op.py"
+    line = next(r for r in wrapper.read_text().splitlines(keepends=True)
+                if r.lstrip().startswith("x:"))
+    at = _conflict(wrapper, line)
+    compile(wrapper.read_text(), str(wrapper), "exec")  # valid Python: only the scan sees it
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MergeError, match=f"^t_op/t_op.py:{at}: unresolved merge conflict"):
+        api.load_op(op, cpu_only=True)
+    with pytest.raises(MergeError, match=f"^t_op/t_op.py:{at}: "):
+        build.load_library(op, cpu_only=True)  # the wrapper's own way to its library
+    assert not (op / "build").exists()
+
+
+@pytest.mark.parametrize("generated", ["README.md", "setup.py", "test_t_op.py"])
+def test_conflict_markers_in_any_generated_file_are_refused(tmp_path, monkeypatch, generated):
+    monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
+    monkeypatch.chdir(tmp_path)
+    op = new_op(tmp_path)
+    path = op / generated
+    at = _conflict(path, path.read_text().splitlines(keepends=True)[2])
+    message = f"^t_op/{generated}:{at}: unresolved merge conflict"
+    for refused in (lambda: build.configure(op), lambda: api.load_op(op, cpu_only=True),
+                    lambda: api.build_op(op, cpu_only=True), lambda: api.test(op)):
+        with pytest.raises(MergeError, match=message):
+            refused()
+    assert not (op / "build").exists()
+
+
+def test_the_refusal_scans_the_files_the_answers_file_records(tmp_path, monkeypatch):
+    monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
+    monkeypatch.chdir(tmp_path)
+    op = new_op(tmp_path)
+    from opgen.writer import ANSWERS_FILE, recorded_answers
+
+    assert build.ANSWERS_FILE == ANSWERS_FILE
+    recorded = list(recorded_answers(op)["files"])
+    assert build.recorded_files(op) == recorded and "README.md" in recorded
+    assert {p.relative_to(op).as_posix() for p in build.generated_files(op, "t_op")} == \
+        set(recorded)
+    # A recorded file outside csrc/ that is no part of the build (one a later opgen may write)
+    # is scanned too; the user's own files, and files the record lists outside the folder, not.
+    answers = op / ANSWERS_FILE
+    text = answers.read_text()
+    answers.write_text(text.replace("\nfiles:\n", "\nfiles:\n  'docs/it''s.md': " + "0" * 64
+                                    + "\n  ../outside.md: " + "0" * 64 + "\n", 1))
+    assert build.recorded_files(op)[:2] == ["docs/it's.md"] + recorded[:1]
+    for name in ("notes.md", "../outside.md"):
+        (op / name).write_text("<<<<<<< ours\n")
+    build.op_folder(op)
+    (op / "docs").mkdir()
+    (op / "docs" / "it's.md").write_text("text\n>>>>>>> new render\n")
+    with pytest.raises(MergeError, match="^t_op/docs/it's.md:2: unresolved merge conflict"):
+        build.op_folder(op)
+    # Without a readable record the op's sources, wrapper and tests are still scanned.
+    answers.write_bytes(b"\xff")
+    assert build.recorded_files(op) == []
+    at = _conflict(op / "t_op.py", (op / "t_op.py").read_text().splitlines(keepends=True)[0])
+    with pytest.raises(MergeError, match=f"^t_op/t_op.py:{at}: "):
+        build.op_folder(op)
+
+
+@pytest.mark.parametrize("path", ["csrc/opgen/math.h", "it's.yaml", "'q'.yaml", '"q".yaml',
+                                  "x: y.yaml", "#x.yaml", "- x.yaml", "yes", "über.yaml",
+                                  "日本.yaml", "tab\t.yaml", "x" * 130 + ".yaml"])
+def test_recorded_files_reads_the_answers_file_as_yaml_does(tmp_path, path):
+    # Read without yaml where it can be (a wrapper's load must not import it), with it otherwise.
+    import yaml
+
+    files = {"README.md": "0" * 64, path: "1" * 64}
+    (tmp_path / build.ANSWERS_FILE).write_text(yaml.safe_dump(
+        {"spec": "x.yaml", "files": files, "later": {"key": "0" * 64}}, sort_keys=False))
+    assert build.recorded_files(tmp_path) == list(files)
+
+
 @pytest.mark.build
 def test_opgen_test_stops_at_a_failed_build_with_its_first_error(tmp_path, compiles):
     op = broken_op(tmp_path)
