@@ -58,8 +58,8 @@ def test_incompatible_shapes_name_the_inputs_and_dims(driver: Path) -> None:
     [bad, negative, wide] = ask(driver, "plan 2,3;4", "plan 2,-1;3",
                                 "plan 2,1,2,1,2,1,2,1,2;1,2,1,2,1,2,1,2,1")
     assert bad["error"] == (
-        "inputs #0 [2, 3] and #1 [4] do not broadcast: aligned at their last dims, dim 1 of #0 "
-        "is 3 and dim 0 of #1 is 4; sizes must match or be 1")
+        "input #0 [2, 3] and input #1 [4] do not broadcast: aligned at their last dims, dim 1 of "
+        "input #0 is 3 and dim 0 of input #1 is 4; sizes must match or be 1")
     assert negative["error"] == "input #0 has a negative dim: [2, -1]"
     assert wide["error"].endswith("which keeps 9 dims after merging contiguous ones; at most 8 "
                                   "are supported")
@@ -67,8 +67,8 @@ def test_incompatible_shapes_name_the_inputs_and_dims(driver: Path) -> None:
 
 def test_error_names_the_input_that_set_the_dim(driver: Path) -> None:
     [answer] = ask(driver, "plan 1,5;4,1;3")
-    assert answer["error"].startswith("inputs #0 [1, 5] and #2 [3] do not broadcast")
-    assert "dim 1 of #0 is 5 and dim 0 of #2 is 3" in answer["error"]
+    assert answer["error"].startswith("input #0 [1, 5] and input #2 [3] do not broadcast")
+    assert "dim 1 of input #0 is 5 and dim 0 of input #2 is 3" in answer["error"]
 
 
 @pytest.mark.parametrize("rank_a, rank_b", [(0, 2), (1, 1), (2, 1), (2, 3), (3, 3)])

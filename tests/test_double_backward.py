@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import run_opgen
+from conftest import ROOT, run_opgen
 
 from opgen.spec import loads
 
@@ -176,3 +176,35 @@ def test_a_backward_from_the_outputs_refuses_a_second_derivative(tmp_path):
                        "-k", "double_backward", "-x")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "1 passed" in result.stdout, result.stdout[-1000:]
+
+
+@pytest.mark.parametrize("which", ["relu6", "mul_add"])
+def test_second_order_gradients_through_the_op_inside_a_larger_function(which, broadcast_op_dir):
+    """d/dx of a weighted sum of d/dx sum(f(x) * x), where f is the op, equals the same written
+    with Paddle's own ops. The double backward gives a gradient for every input of the backward
+    (relu6's out, which its backward reads; mul_add's b, read for its shape): before, it gave
+    none for those, and Paddle lost every gradient around the op (no path to x at all)."""
+    import paddle
+
+    import opgen
+
+    rng = np.random.default_rng(2)
+    if which == "relu6":
+        op = opgen.load(ROOT / "examples" / "relu6", cpu_only=True).relu6
+        arrays = {"x": rng.uniform(-2, 8, size=(5, 203))}
+        ops = (op, lambda t: paddle.nn.functional.relu(t) - paddle.nn.functional.relu(t - 6))
+    else:
+        op = opgen.load(broadcast_op_dir, cpu_only=True).mul_add
+        arrays = {n: rng.uniform(-2, 2, size=s)
+                  for n, s in {"x": (5, 203), "y": (203,), "b": (5, 1)}.items()}
+        ops = (op, lambda x, y, b: x * y + b)
+    weights = rng.uniform(-1, 1, size=(5, 203))
+    results = []
+    for f in ops:
+        inputs = [paddle.to_tensor(a, stop_gradient=False) for a in arrays.values()]
+        (g,) = paddle.grad([(f(*inputs) * inputs[0]).sum()], [inputs[0]], create_graph=True)
+        second = paddle.grad([(g * paddle.to_tensor(weights)).sum()], inputs, allow_unused=True)
+        results.append([None if s is None else s.numpy() for s in second])
+    for name, ours, theirs in zip(arrays, *results, strict=True):
+        assert ours is not None and theirs is not None, name
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12, err_msg=name)

@@ -76,6 +76,7 @@ class Functor:
     attrs: list[Attr]            # attrs the math reads, in spec order: members and ctor args
     constructor: str             # the explicit constructor taking those attrs
     params: list[str]            # operator() parameters, inputs by value then outputs by ref
+    names: str                   # `static constexpr ... kInputs[] = {...};`: errors name them
     signature: str               # `OPGEN_HD void operator()(params) const {`, wrapped
     call_args: list[str]         # the launcher call's arguments after its op and functor names:
                                  #   {inputs}, attrs...
@@ -107,6 +108,7 @@ class DoubleGradOp:
     paddle_inputs: str           # as PD_BUILD_DOUBLE_GRAD_OP's .Inputs({...}) lists them
     paddle_outputs: str          # the gradients it gives, as .Outputs({...}) lists them
     targets: list[str]           # whose gradients those are: an input, or grad_<output>
+    zero: list[str]              # the backward's other inputs, whose gradients it gives as 0
     functor: Functor
     signature: str
     signature_cuda: str
@@ -477,7 +479,8 @@ def _cpp_text(spec: Spec, camel: str, attrs: list[Attr], forward: Functor, backw
         if double_backward:
             text[f"{device}_double_backward"] = (
                 launch(device, "ElementwiseGrad", "DoubleBackward") if double_backward.broadcast
-                else launch(device, plain, "DoubleBackward", len(double_backward.targets)))
+                else launch(device, plain, "DoubleBackward",
+                            len(double_backward.targets + double_backward.zero)))
     text["forward_gpu"] = cpp_if_return(f"{inputs[0]}.is_gpu()", f"{camel}ForwardCUDA("
                                         f"{', '.join(inputs + attr_args)})")
     if inplace:
@@ -507,9 +510,8 @@ def _cpp_text(spec: Spec, camel: str, attrs: list[Attr], forward: Functor, backw
             [f"const paddle::DataType& {first}_dtype"])
     shapes = ", ".join(f"{i}_shape" for i in inputs)
     text["infer_broadcast"] = wrap_code(
-        f"opgen::InferBroadcastShape(kOpName, {{{shapes}}});", indent=6)
-    text["inplace_infer_broadcast"] = wrap_code(
-        f"opgen::InferBroadcastShape(kInPlaceOpName, {{{shapes}}});", indent=6)
+        f"const std::vector<int64_t> shape = opgen::BroadcastShapeOrUnknown({{{shapes}}});",
+        indent=2)
     if double_backward:
         dg = double_backward
         text["double_backward_gpu_if"] = gpu_if(dg.inputs, dg.broadcast)
@@ -525,9 +527,12 @@ def _cpp_text(spec: Spec, camel: str, attrs: list[Attr], forward: Functor, backw
                         "input; a missing one counts as zeros)")
         else:
             reaching = f"grad_grad_{inputs[0]}, the gradient that reaches grad_{inputs[0]}"
+        zero = (f" {' and '.join(dg.zero)} {'gets' if len(dg.zero) == 1 else 'get'} 0: "
+                "Paddle needs a gradient for each input of the backward, or it loses those "
+                "around the op." if dg.zero else "")
         text["double_backward_comment"] = comment_text(
             f"The gradient of the backward, derived from it by opgen: {', '.join(dg.targets)}'s "
-            f"gradients from {reaching}.")
+            f"gradients from {reaching}.{zero}")
     return text
 
 
@@ -633,6 +638,9 @@ def _functor(op: str, struct: str, emitted: dict[str, Emitted], sources: dict[st
         constructor=constructor,
         call_args=["{" + ", ".join(args) + "}"] + [a.name for a in members],
         params=params,
+        names=with_comment(wrap_code("static constexpr const char* kInputs[] = {" +
+                                     ", ".join(f'"{a}"' for a in args) + "};", indent=2),
+                           "as errors name them", indent=2, prefix="  // "),
         signature=wrap_call("OPGEN_HD void operator()", params, " const {", indent=2),
         lines=[(out_names.get(t, t), e.cpp, sources[t]) for t, e in emitted.items()],
         comments=[line for t in emitted
@@ -711,7 +719,7 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         "stub_outputs": _registered("Outputs", [
             f'paddle::Grad(paddle::Grad("{o}"))' for o in backward.output_grads]),
     }
-    double_backward = _double_backward(spec, camel, attrs)
+    double_backward = _double_backward(spec, camel, attrs, backward)
     inplace = _inplace(spec, camel, attrs, backward)
     py_text, arg_docs = _wrapper_text(spec, attrs, inplace)
     test_text, test_samples = _test_text(spec, attrs, backward, double_backward, inplace)
@@ -759,8 +767,13 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
     )
 
 
-def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp | None:
-    """The derived double backward, where :mod:`opgen.spec` derived one."""
+def _double_backward(spec: Spec, camel: str, attrs: list[Attr],
+                     backward: GradOp) -> DoubleGradOp | None:
+    """The derived double backward, where :mod:`opgen.spec` derived one. It gives a gradient for
+    every input of the backward, 0 for those the derivation has none for (a forward output it
+    reads, an input it reads for a shape or in a condition): where Paddle gets no gradient for
+    one of them it loses the gradients around the op, and a second derivative through
+    ``relu6(x) * x`` came out as none at all (Paddle 3.3.1 and 2.6.2, eager)."""
     m = spec.model
     if not spec.double_backward:
         return None
@@ -768,12 +781,14 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
     grads = [f"grad_{o}" for o in m.outputs]
     grad_grads = [f"grad_grad_{i}" for i in m.inputs]
     targets = [k for k in [*m.inputs, *grads] if k in spec.double_backward]
+    zero = [n for n in backward.inputs if n not in targets]
+    gives = targets + zero
     broadcast = len(m.inputs) > 1
     if broadcast:
         # A target's gradient has its shape, so the kernel takes every target (those it does not
         # read for their shapes only) and gives their gradients first, as the backward's do.
-        inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used or n in targets]
-        args = targets + [n for n in [*inputs, *grad_grads] if n in used and n not in targets]
+        inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used or n in gives]
+        args = gives + [n for n in [*inputs, *grad_grads] if n in used and n not in gives]
     else:
         inputs = [n for n in [*m.inputs, *m.outputs, *grads] if n in used]
         args = inputs + grad_grads
@@ -786,23 +801,34 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr]) -> DoubleGradOp 
             return f'paddle::Grad("{name[5:]}")'
         return f'"{name}"'
 
-    functor = _functor(m.name, "DoubleBackward", spec.double_backward, spec.double_backward_source,
-                       args, {t: f"grad_{t}" for t in targets}, attrs)
+    out_names = {t: f"grad_{t}" for t in targets}
+    for z in zero:  # a forward output's is not grad_out, the output gradient's name
+        out_names[z] = f"grad_of_{z}" if z in m.outputs else f"grad_{z}"
+    emitted = {**spec.double_backward, **{z: Emitted("num", "MT(0)", "0") for z in zero}}
+    functor = _functor(m.name, "DoubleBackward", emitted,
+                       {**spec.double_backward_source, **dict.fromkeys(zero, "0")},
+                       args, out_names, attrs)
+    # the numpy reference gives the targets' gradients only (the tests expect none or zeros
+    # for the rest)
+    functor = dataclasses.replace(functor,
+                                  numpy_lines=functor.numpy_lines[:len(functor.numpy_lines) -
+                                                                  len(zero)])
     if broadcast:
-        flags = ", ".join("true" if t in used else "false" for t in targets)
-        rest = [n for n in args if n not in targets]
+        flags = ", ".join("true" if t in used else "false" for t in gives)
+        rest = [n for n in args if n not in gives]
         functor = dataclasses.replace(functor, call_args=[
-            "{" + ", ".join(targets) + "}", f"/*reads=*/{{{flags}}}",
+            "{" + ", ".join(gives) + "}", f"/*reads=*/{{{flags}}}",
             "{" + ", ".join(rest) + "}"] + [a.name for a in functor.attrs])
     tensors = [f"const paddle::Tensor& {n}" for n in inputs]
     vec = "std::vector<paddle::Tensor>"
-    shapes = targets if broadcast else [inputs[0]] * len(targets)
+    shapes = gives if broadcast else [inputs[0]] * len(gives)
     return DoubleGradOp(
         inputs=inputs,
         paddle_inputs=_registered("Inputs", [paddle_name(n) for n in inputs]),
         paddle_outputs=_registered("Outputs", [f'paddle::Grad({paddle_name(t)})' if t in grads
-                                               else f'paddle::Grad("{t}")' for t in targets]),
+                                               else f'paddle::Grad("{t}")' for t in gives]),
         targets=targets,
+        zero=zero,
         functor=functor,
         signature=_signature(f"{vec} {camel}DoubleBackward",
                             tensors + [a.kernel_param for a in attrs]),

@@ -14,6 +14,7 @@ using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 template <typename T>
 struct Forward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
+  static constexpr const char* kInputs[] = {"x", "bias"};  // as errors name them
   OPGEN_HD void operator()(MT x, MT bias, MT& out) const {
     const MT u = x + bias;
     out = MT(0.5) * u * (MT(1) + opgen::tanh<T>(MT(0.7978845608028654) *
@@ -30,6 +31,7 @@ struct Forward {
 template <typename T>
 struct Backward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
+  static constexpr const char* kInputs[] = {"x", "bias", "grad_out"};  // as errors name them
   OPGEN_HD void operator()(MT x, MT bias, MT grad_out, MT& grad_x, MT& grad_bias) const {
     const MT u = x + bias;
     const MT tanh_u = opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u)));
@@ -54,6 +56,8 @@ struct Backward {
 template <typename T>
 struct DoubleBackward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
+  static constexpr const char* kInputs[] = {"x", "bias", "grad_out", "grad_grad_x",
+                                            "grad_grad_bias"};  // as errors name them
   OPGEN_HD void operator()(MT x, MT bias, MT grad_out, MT grad_grad_x, MT grad_grad_bias,
                            MT& grad_x, MT& grad_bias, MT& grad_grad_out) const {
     const MT u = x + bias;

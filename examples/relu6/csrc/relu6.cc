@@ -53,7 +53,8 @@ std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& out,
 }
 
 // The gradient of the backward, derived from it by opgen: grad_out's gradients from grad_grad_x,
-// the gradient that reaches grad_x.
+// the gradient that reaches grad_x. out gets 0: Paddle needs a gradient for each input of the
+// backward, or it loses those around the op.
 std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& out,
                                                 const paddle::Tensor& grad_grad_x,
                                                 int64_t threshold_bits) {
@@ -63,7 +64,7 @@ std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& out,
     return Relu6DoubleBackwardCUDA(out, grad_grad_x, threshold);
   }
 #endif
-  return opgen::cpu::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 1>(
+  return opgen::cpu::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 2>(
       kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
 }
 
@@ -88,12 +89,12 @@ std::vector<paddle::DataType> Relu6GradInferDtype(const paddle::DataType& out_dt
 // A second-order gradient has its target's shape and the op's dtype.
 std::vector<std::vector<int64_t>> Relu6DoubleGradInferShape(
     const std::vector<int64_t>& out_shape, const std::vector<int64_t>& /*grad_grad_x_shape*/) {
-  return {out_shape};
+  return {out_shape, out_shape};
 }
 
 std::vector<paddle::DataType> Relu6DoubleGradInferDtype(
     const paddle::DataType& out_dtype, const paddle::DataType& /*grad_grad_x_dtype*/) {
-  return {out_dtype};
+  return {out_dtype, out_dtype};
 }
 
 PD_BUILD_OP(custom_relu6)
@@ -114,7 +115,7 @@ PD_BUILD_GRAD_OP(custom_relu6)
 
 PD_BUILD_DOUBLE_GRAD_OP(custom_relu6)
     .Inputs({"out", paddle::Grad(paddle::Grad("x"))})
-    .Outputs({paddle::Grad(paddle::Grad("out"))})
+    .Outputs({paddle::Grad(paddle::Grad("out")), paddle::Grad("out")})
     .Attrs({"threshold: int64_t"})
     .SetKernelFn(PD_KERNEL(Relu6DoubleBackward))
     .SetInferShapeFn(PD_INFER_SHAPE(Relu6DoubleGradInferShape))

@@ -30,6 +30,6 @@ void Relu6ForwardInPlaceCUDA(paddle::Tensor& x, double threshold) {
 std::vector<paddle::Tensor> Relu6DoubleBackwardCUDA(const paddle::Tensor& out,
                                                     const paddle::Tensor& grad_grad_x,
                                                     double threshold) {
-  return opgen::cuda::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 1>(
+  return opgen::cuda::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 2>(
       kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
 }

@@ -40,17 +40,22 @@ inline int64_t NumelOf(const std::vector<int64_t>& dims) {
   return numel;
 }
 
+// How an error names input k: by `names` (the op's tensor names) where given, else by number.
+inline std::string InputName(const char* const* names, int k) {
+  return names != nullptr ? std::string(names[k]) : "input #" + std::to_string(k);
+}
+
 // The shape `shapes` broadcast to, in `out`: shapes are aligned at their last dims, a missing dim
 // counts as 1, and a dim of 1 stretches to the other inputs' size (to 0 as well). Returns "" or
-// why they do not broadcast, naming the inputs, their shapes and the dims that differ.
+// why they do not broadcast, naming the inputs (`names`, or their numbers where null), their
+// shapes and the dims that differ.
 template <int kIn>
-std::string BroadcastShapes(const std::vector<int64_t> (&shapes)[kIn], std::vector<int64_t>* out) {
+std::string BroadcastShapes(const std::vector<int64_t> (&shapes)[kIn], std::vector<int64_t>* out,
+                            const char* const* names = nullptr) {
   std::size_t rank = 0;
   for (int k = 0; k < kIn; ++k) {
     for (int64_t d : shapes[k]) {
-      if (d < 0) {
-        return "input #" + std::to_string(k) + " has a negative dim: " + ShapeString(shapes[k]);
-      }
+      if (d < 0) return InputName(names, k) + " has a negative dim: " + ShapeString(shapes[k]);
     }
     if (shapes[k].size() > rank) rank = shapes[k].size();
   }
@@ -69,12 +74,11 @@ std::string BroadcastShapes(const std::vector<int64_t> (&shapes)[kIn], std::vect
       }
       const int j = source[offset + i];
       const std::size_t j_dim = offset + i - (rank - shapes[j].size());
-      return "inputs #" + std::to_string(j) + " " + ShapeString(shapes[j]) + " and #" +
-             std::to_string(k) + " " + ShapeString(shapes[k]) +
+      const std::string a = InputName(names, j), b = InputName(names, k);
+      return a + " " + ShapeString(shapes[j]) + " and " + b + " " + ShapeString(shapes[k]) +
              " do not broadcast: aligned at their last dims, dim " + std::to_string(j_dim) +
-             " of #" + std::to_string(j) + " is " + std::to_string(dim) + " and dim " +
-             std::to_string(i) + " of #" + std::to_string(k) + " is " + std::to_string(size) +
-             "; sizes must match or be 1";
+             " of " + a + " is " + std::to_string(dim) + " and dim " + std::to_string(i) +
+             " of " + b + " is " + std::to_string(size) + "; sizes must match or be 1";
     }
   }
   if (NumelOf(result) < 0) {
@@ -166,12 +170,13 @@ BroadcastPattern Classify(const BroadcastPlan<kIn>& plan) {
 }  // namespace detail
 
 // Broadcasts `shapes` and plans the loop over the output (see BroadcastPlan). Returns "" or why
-// the shapes do not broadcast, or need more than kMaxBroadcastRank dims after merging.
+// the shapes do not broadcast (naming the inputs as BroadcastShapes does), or need more than
+// kMaxBroadcastRank dims after merging.
 template <int kIn>
-std::string MakeBroadcastPlan(const std::vector<int64_t> (&shapes)[kIn],
-                              BroadcastPlan<kIn>* plan) {
+std::string MakeBroadcastPlan(const std::vector<int64_t> (&shapes)[kIn], BroadcastPlan<kIn>* plan,
+                              const char* const* names = nullptr) {
   BroadcastPlan<kIn> p;
-  std::string error = BroadcastShapes(shapes, &p.out_shape);
+  std::string error = BroadcastShapes(shapes, &p.out_shape, names);
   if (!error.empty()) return error;
   p.numel = NumelOf(p.out_shape);
   for (int k = 0; k < kIn; ++k) p.in_numel[k] = NumelOf(shapes[k]);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -50,11 +51,21 @@ const paddle::Tensor& FirstPresent(const char* op, const paddle::Tensor (&inputs
   Fail(op, ": every input is missing");
 }
 
+// The names of a functor's inputs, in its order, as error messages give them: the generated
+// functor's kInputs, checked against the tensors it is run over.
+template <template <typename> class Functor, std::size_t kIn>
+constexpr const char* const (&InputNames())[kIn] {
+  static_assert(std::size(Functor<float>::kInputs) == kIn,
+                "a functor runs over as many tensors as it names inputs");
+  return Functor<float>::kInputs;
+}
+
 // Elementwise inputs share one dtype and device; their shapes broadcast (see PlanOf). Returns
 // them contiguous; an absent input (see FirstPresent) stays absent and reads as zeros, without
-// being materialized.
+// being materialized. `names`: the inputs' names, for the errors.
 template <std::size_t kIn>
-std::vector<paddle::Tensor> CheckInputs(const char* op, const paddle::Tensor (&inputs)[kIn]) {
+std::vector<paddle::Tensor> CheckInputs(const char* op, const char* const (&names)[kIn],
+                                        const paddle::Tensor (&inputs)[kIn]) {
   std::vector<paddle::Tensor> checked;
   checked.reserve(kIn);
   const paddle::Tensor& first = FirstPresent(op, inputs);
@@ -66,13 +77,13 @@ std::vector<paddle::Tensor> CheckInputs(const char* op, const paddle::Tensor (&i
       checked.push_back(t);
       continue;
     }
-    if (t.numel() != 0 && !t.initialized()) Fail(op, ": input #", i, " holds no data");
+    if (t.numel() != 0 && !t.initialized()) Fail(op, ": ", names[i], " holds no data");
     if (t.dtype() != first.dtype()) {
-      Fail(op, ": input #", i, " is ", t.dtype(), " but input #", first_index, " is ",
+      Fail(op, ": ", names[i], " is ", t.dtype(), " but ", names[first_index], " is ",
            first.dtype(), "; elementwise inputs must share one dtype");
     }
     if (t.place() != first.place()) {
-      Fail(op, ": input #", i, " is on ", t.place(), " but input #", first_index, " is on ",
+      Fail(op, ": ", names[i], " is on ", t.place(), " but ", names[first_index], " is on ",
            first.place(), "; elementwise inputs must be on one device");
     }
     checked.push_back(t.numel() == 0 ? t : Contiguous(t, 0));
@@ -80,11 +91,13 @@ std::vector<paddle::Tensor> CheckInputs(const char* op, const paddle::Tensor (&i
   return checked;
 }
 
-// How `shapes` broadcast (numpy's rules); fails naming the op and the shapes when they do not.
+// How `shapes` broadcast (numpy's rules); fails naming the op, the inputs (`names`) and their
+// shapes when they do not.
 template <int kIn>
-BroadcastPlan<kIn> PlanOfShapes(const char* op, const std::vector<int64_t> (&shapes)[kIn]) {
+BroadcastPlan<kIn> PlanOfShapes(const char* op, const char* const (&names)[kIn],
+                                const std::vector<int64_t> (&shapes)[kIn]) {
   BroadcastPlan<kIn> plan;
-  const std::string error = MakeBroadcastPlan(shapes, &plan);
+  const std::string error = MakeBroadcastPlan(shapes, &plan, names);
   if (!error.empty()) Fail(op, ": ", error);
   return plan;
 }
@@ -92,20 +105,23 @@ BroadcastPlan<kIn> PlanOfShapes(const char* op, const std::vector<int64_t> (&sha
 // How the inputs broadcast (numpy's rules) to the output; an absent input counts as shaped like
 // `absent_like`. Fails naming the op and the shapes when they do not broadcast.
 template <int kIn>
-BroadcastPlan<kIn> PlanOf(const char* op, const std::vector<paddle::Tensor>& inputs,
+BroadcastPlan<kIn> PlanOf(const char* op, const char* const (&names)[kIn],
+                          const std::vector<paddle::Tensor>& inputs,
                           const std::vector<int64_t>& absent_like) {
   std::vector<int64_t> shapes[kIn];
   for (int k = 0; k < kIn; ++k) {
     shapes[k] = inputs[k].defined() ? inputs[k].shape() : absent_like;
   }
-  return PlanOfShapes(op, shapes);
+  return PlanOfShapes(op, names, shapes);
 }
 
 // The output shape for InferShape: numpy's broadcast of `shapes`, where -1 is a dim not known
-// until run time (it broadcasts with 1 to -1, and with anything else to that).
+// until run time (it broadcasts with 1 to -1, and with anything else to that). Where the shapes
+// do not broadcast it is not known either ([-1]): an InferShape must not throw (Paddle aborts the
+// process, 3.3.1 building a static program: see InferShapesOrUnknown, opgen/paddle.h), and the
+// kernels refuse the inputs, naming them, when the program runs.
 template <std::size_t kIn>
-std::vector<int64_t> InferBroadcastShape(const char* op,
-                                         const std::vector<int64_t> (&shapes)[kIn]) {
+std::vector<int64_t> BroadcastShapeOrUnknown(const std::vector<int64_t> (&shapes)[kIn]) {
   std::size_t rank = 0;
   for (const std::vector<int64_t>& shape : shapes) rank = std::max(rank, shape.size());
   std::vector<int64_t> out(rank, 1);
@@ -118,8 +134,7 @@ std::vector<int64_t> InferBroadcastShape(const char* op,
       if (result == 1 || result == -1) {
         result = size;
       } else if (size != -1) {
-        Fail(op, ": input #", k, " has shape ", ShapeString(shapes[k]),
-             ", which does not broadcast with the other inputs to ", ShapeString(out));
+        return {-1};
       }
     }
   }
@@ -165,7 +180,8 @@ inline std::vector<paddle::Tensor> Allocated(std::vector<paddle::Tensor> outputs
 // output gradients, the gradients reaching a backward's results). A tensor Paddle did not pass is
 // absent.
 template <std::size_t kGrad, std::size_t kRest>
-std::vector<paddle::Tensor> GradInputs(const char* op, const paddle::Tensor (&targets)[kGrad],
+std::vector<paddle::Tensor> GradInputs(const char* op, const char* const (&names)[kGrad + kRest],
+                                       const paddle::Tensor (&targets)[kGrad],
                                        const bool (&reads)[kGrad],
                                        const paddle::Tensor (&rest)[kRest]) {
   paddle::Tensor all[kGrad + kRest];
@@ -173,7 +189,7 @@ std::vector<paddle::Tensor> GradInputs(const char* op, const paddle::Tensor (&ta
     if (reads[k]) all[k] = targets[k];
   }
   for (std::size_t k = 0; k < kRest; ++k) all[kGrad + k] = rest[k];
-  return CheckInputs(op, all);
+  return CheckInputs(op, names, all);
 }
 
 // The first tensor that is present, among the targets and the rest.
@@ -190,15 +206,15 @@ const paddle::Tensor& FirstPresentOf(const char* op, const paddle::Tensor (&targ
 // input's, the output's, or for the gradient reaching a broadcast input's gradient, that
 // input's); an absent one counts as shaped like the output, the broadcast of the others.
 template <std::size_t kGrad, std::size_t kRest>
-void GradShapes(const char* op, const paddle::Tensor (&targets)[kGrad],
-                const paddle::Tensor (&rest)[kRest],
+void GradShapes(const char* op, const char* const (&names)[kGrad + kRest],
+                const paddle::Tensor (&targets)[kGrad], const paddle::Tensor (&rest)[kRest],
                 std::vector<int64_t> (&shapes)[kGrad + kRest]) {
   for (std::size_t k = 0; k < kGrad + kRest; ++k) {
     const paddle::Tensor& t = k < kGrad ? targets[k] : rest[k - kGrad];
     shapes[k] = t.defined() ? t.shape() : std::vector<int64_t>{};  // 0-d: no dims of its own
   }
   std::vector<int64_t> output_shape;
-  const std::string error = BroadcastShapes(shapes, &output_shape);
+  const std::string error = BroadcastShapes(shapes, &output_shape, names);
   if (!error.empty()) Fail(op, ": ", error);
   for (std::size_t k = 0; k < kGrad + kRest; ++k) {
     const paddle::Tensor& t = k < kGrad ? targets[k] : rest[k - kGrad];
@@ -241,10 +257,11 @@ std::vector<paddle::Tensor> Elementwise(const char* op, const char* kernel,
                                         const paddle::Tensor (&inputs)[kIn],
                                         const Attrs&... attrs) {
   static_assert(kOver < kOut, "the output written over the first input is one of the outputs");
-  std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
+  const auto& names = InputNames<Functor, kIn>();
+  std::vector<paddle::Tensor> ins = CheckInputs(op, names, inputs);
   const paddle::Tensor& like = FirstPresent(op, inputs);
   if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
-  const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, ins, like.shape());
+  const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, names, ins, like.shape());
   std::vector<paddle::Tensor> outs = kOver >= 0
                                          ? InPlaceOutputs<kOut>(op, kOver, ins, plan.out_shape)
                                          : Empty<kOut>(plan.out_shape, like);
@@ -293,12 +310,13 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
                                             const paddle::Tensor (&rest)[kRest],
                                             const Attrs&... attrs) {
   constexpr int kIn = int(kGrad + kRest);
-  const std::vector<paddle::Tensor> ins = GradInputs(op, targets, reads, rest);
+  const auto& names = InputNames<Functor, kGrad + kRest>();
+  const std::vector<paddle::Tensor> ins = GradInputs(op, names, targets, reads, rest);
   const paddle::Tensor& like = FirstPresentOf(op, targets, rest);
   if (!like.is_cpu()) Fail(op, ": ", kernel, " expected CPU tensors, got ", like.place());
   std::vector<int64_t> shapes[kIn];
-  GradShapes(op, targets, rest, shapes);
-  const BroadcastPlan<kIn> plan = PlanOfShapes(op, shapes);
+  GradShapes(op, names, targets, rest, shapes);
+  const BroadcastPlan<kIn> plan = PlanOfShapes(op, names, shapes);
   std::vector<paddle::Tensor> grads = EmptyGradients<kGrad>(shapes, like);
   if (plan.numel == 0 || PoisonOutputs()) {  // an empty output gives zero gradients
     for (paddle::Tensor& t : grads) {

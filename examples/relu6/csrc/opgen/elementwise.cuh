@@ -32,12 +32,13 @@ template <Schedule kSchedule, typename DtypeList, template <typename> class Func
           int kOver, std::size_t kIn, typename... Attrs>
 std::vector<paddle::Tensor> Run(const char* op, const char* kernel,
                                 const paddle::Tensor (&inputs)[kIn], const Attrs&... attrs) {
-  std::vector<paddle::Tensor> ins = CheckInputs(op, inputs);
+  const auto& names = InputNames<Functor, kIn>();
+  std::vector<paddle::Tensor> ins = CheckInputs(op, names, inputs);
   const paddle::Tensor& like = FirstPresent(op, inputs);
   if (!like.is_gpu()) Fail(op, ": ", kernel, " expected GPU tensors, got ", like.place());
   const int device = like.place().GetDeviceId();
   DeviceGuard guard(device);  // outputs are allocated on the inputs' device
-  const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, ins, like.shape());
+  const BroadcastPlan<int(kIn)> plan = PlanOf<int(kIn)>(op, names, ins, like.shape());
   std::vector<paddle::Tensor> outs = kOver >= 0
                                          ? InPlaceOutputs<kOut>(op, kOver, ins, plan.out_shape)
                                          : Empty<kOut>(plan.out_shape, like);
@@ -81,14 +82,15 @@ std::vector<paddle::Tensor> ElementwiseGrad(const char* op, const char* kernel,
                                             const paddle::Tensor (&rest)[kRest],
                                             const Attrs&... attrs) {
   constexpr int kIn = int(kGrad + kRest);
-  const std::vector<paddle::Tensor> ins = GradInputs(op, targets, reads, rest);
+  const auto& names = InputNames<Functor, kGrad + kRest>();
+  const std::vector<paddle::Tensor> ins = GradInputs(op, names, targets, reads, rest);
   const paddle::Tensor& like = FirstPresentOf(op, targets, rest);
   if (!like.is_gpu()) Fail(op, ": ", kernel, " expected GPU tensors, got ", like.place());
   const int device = like.place().GetDeviceId();
   DeviceGuard guard(device);
   std::vector<int64_t> shapes[kIn];
-  GradShapes(op, targets, rest, shapes);
-  const BroadcastPlan<kIn> plan = PlanOfShapes(op, shapes);
+  GradShapes(op, names, targets, rest, shapes);
+  const BroadcastPlan<kIn> plan = PlanOfShapes(op, names, shapes);
   std::vector<paddle::Tensor> grads = EmptyGradients<kGrad>(shapes, like);
   const cudaStream_t stream = like.stream();
   cudaError_t status = cudaSuccess;

@@ -75,8 +75,7 @@ std::vector<paddle::Tensor> BiasGeluDoubleBackward(const paddle::Tensor& x,
 
 std::vector<std::vector<int64_t>> BiasGeluInferShape(const std::vector<int64_t>& x_shape,
                                                      const std::vector<int64_t>& bias_shape) {
-  const std::vector<int64_t> shape =
-      opgen::InferBroadcastShape(kOpName, {x_shape, bias_shape});
+  const std::vector<int64_t> shape = opgen::BroadcastShapeOrUnknown({x_shape, bias_shape});
   return {shape};
 }
 

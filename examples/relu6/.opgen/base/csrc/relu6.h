@@ -13,6 +13,7 @@ using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 template <typename T>
 struct Forward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
+  static constexpr const char* kInputs[] = {"x"};  // as errors name them
   MT threshold;
 
   explicit Forward(double threshold)
@@ -27,6 +28,7 @@ struct Forward {
 template <typename T>
 struct Backward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
+  static constexpr const char* kInputs[] = {"out", "grad_out"};  // as errors name them
   MT threshold;
 
   explicit Backward(double threshold)
@@ -38,16 +40,19 @@ struct Backward {
 };
 
 // grad_grad_out = where((out > 0) & (out < threshold), grad_grad_x, 0)
+// grad_of_out = 0
 template <typename T>
 struct DoubleBackward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
+  static constexpr const char* kInputs[] = {"out", "grad_grad_x"};  // as errors name them
   MT threshold;
 
   explicit DoubleBackward(double threshold)
       : threshold(static_cast<MT>(threshold)) {}
 
-  OPGEN_HD void operator()(MT out, MT grad_grad_x, MT& grad_grad_out) const {
+  OPGEN_HD void operator()(MT out, MT grad_grad_x, MT& grad_grad_out, MT& grad_of_out) const {
     grad_grad_out = opgen::where(out > MT(0) && out < threshold, grad_grad_x, MT(0));
+    grad_of_out = MT(0);
   }
 };
 
