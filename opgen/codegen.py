@@ -28,6 +28,10 @@ CPP_DTYPES = {
 _CPP_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int64_t", "float": "double",
                    "str": "std::string"}
 _PY_ATTR_TYPES = {"bool": "bool", "int": "int", "int64": "int", "float": "float", "str": "str"}
+# The wrapper's function that checks an attr's value and gives it as the op takes it
+# (templates/partials/wrapper_library.py.jinja).
+_ATTR_CHECKS = {"bool": "_bool_attr", "int": "_int_attr", "int64": "_int64_attr",
+                "float": "_float_bits", "str": "_str_attr"}
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,39 @@ def backward_stub_text(spec: Any) -> dict[str, str]:
     }
 
 
+def op_list(method: str, names: list[str]) -> str:
+    """The items of a PD_BUILD_*_OP's ``    .<method>({<here>})``, wrapped after the brace."""
+    column = len(f"    .{method}({{")
+    return wrap_items(names, column=column, indent=column, after=2)
+
+
+def double_backward_stub(camel: str, output_grads: list[str], inputs: list[str],
+                         kernel_attrs: list[str]) -> dict[str, str]:
+    """The double backward registered where an op has a backward but none of its own, which
+    fails with ``no_double_backward_fail``: its ``.Inputs`` (the output gradients the backward
+    takes, the gradients reaching its input gradients), ``.Outputs`` and kernel head (" {" after
+    it). Without one, Paddle takes the backward's results for constants in a second derivative:
+    d2(op(x) * x)/dx2 of an identity op came out as 1, where 2 is right (Paddle 3.3.1)."""
+    params = ([f"const paddle::Tensor& /*grad_{o}*/" for o in output_grads] +
+              [f"const paddle::Tensor& /*grad_grad_{i}*/" for i in inputs] +
+              [_unnamed(p) for p in kernel_attrs])
+    return {
+        "stub_inputs": op_list("Inputs", [
+            *(f'paddle::Grad("{o}")' for o in output_grads),
+            *(f'paddle::Grad(paddle::Grad("{i}"))' for i in inputs)]),
+        "stub_outputs": op_list("Outputs", [f'paddle::Grad(paddle::Grad("{o}"))'
+                                               for o in output_grads]),
+        "stub_signature": wrap_call(f"std::vector<paddle::Tensor> {camel}DoubleBackward", params,
+                                    " {"),
+    }
+
+
+def _unnamed(param: str) -> str:
+    """A C++ parameter with its name in a comment: ``double /*eps*/`` (the stub reads none)."""
+    head, _, name = param.rpartition(" ")
+    return f"{head} /*{name}*/"
+
+
 @dataclass(frozen=True)
 class Attr:
     name: str
@@ -110,7 +147,7 @@ class Attr:
     kernel_decode: str       # the kernel's statement turning that into cpp_param ("" if none)
     paddle_decl: str         # e.g. "threshold: int64_t", for PD_BUILD_OP(...).Attrs
     py_type: str
-    py_arg: str              # what the wrapper passes the op: "_float_bits(threshold)"
+    py_arg: str              # what the wrapper passes the op: '_float_bits(threshold, "threshold")'
     py_default: str          # Python literal of the default
     py_other: str            # Python literal of a non-default value the tests also run
     member_type: str         # the functor member's type: MT for numbers, bool for bools
@@ -154,7 +191,7 @@ def attr(name: str, spec: AttrSpec) -> Attr:
         kernel_decode=f"const double {name} = opgen::DoubleFromBits({name}_bits);" if bits else "",
         paddle_decl=f"{name}: {'int64_t' if bits else cpp_type}",
         py_type=py_type,
-        py_arg=f"_float_bits({name})" if bits else f"{py_type}({name})",
+        py_arg=f'{_ATTR_CHECKS[spec.type]}({name}, "{name}")',
         py_default=py_default,
         py_other=_py_literal(other_value(spec)),
         member_type="bool" if spec.type == "bool" else "MT",
@@ -662,15 +699,20 @@ def py_def(name: str, params: list[str], returns: str) -> str:
 def static_variables(op: str, inputs: list[str], dtypes: list[str] | None = None,
                      first: str | None = None) -> dict[str, Any]:
     """What ``templates/partials/wrapper_static_variables.py.jinja`` prints that names the op or
-    its inputs, wrapped: the loop over the inputs (``loop``) and its refusal of an eager tensor
-    (``eager``); with ``dtypes``, the loop's refusal of a dtype (``unsupported``, from column 12)
-    and, by input, the refusal of one that is not ``first``'s (``dtype_differs``, from 8)."""
+    its inputs, wrapped: the loop over the inputs (``loop``), its refusal of an eager tensor
+    (``eager``) and of anything else that is not a variable (``not_variable``); with ``dtypes``,
+    the loop's refusal of a dtype (``unsupported``, from column 12) and, by input, the refusal of
+    one that is not ``first``'s (``dtype_differs``, from 8)."""
     pairs = ", ".join(f'("{i}", {i})' for i in inputs) + ("," if len(inputs) == 1 else "")
     text: dict[str, Any] = {
         "loop": wrap_code(f"for name, variable in ({pairs}):", indent=4),
         "eager": py_string_call(
             "raise TypeError(", f"{op}: {{name}} is an eager paddle.Tensor, but Paddle is in "
             "static mode (paddle.enable_static()): pass a static variable", indent=12),
+        "not_variable": py_string_call(
+            "raise TypeError(", f"{op}: {{name}} is {{variable.__class__.__name__}}, not a "
+            "static variable; in static mode (paddle.enable_static()) pass one "
+            "(paddle.static.data, an op's output)", indent=12),
     }
     if dtypes:
         text["unsupported"] = py_string_call(

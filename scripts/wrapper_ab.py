@@ -38,12 +38,12 @@ def calls_of(op: str, module) -> dict[str, Callable[[], object]]:
     if op == "rms_norm":
         x, w = paddle.rand([4, 8]), paddle.rand([8])
         module.rms_norm(x, w)
-        run, bits = module._run, module._float_bits(1e-6)
+        run, bits = module._run, module._float_bits(1e-6, "eps")
         return {"entry": lambda: run("custom_rms_norm", x, w, bits)[0],
                 "op": lambda: module.rms_norm(x, w)}
     x = paddle.rand([1])
     module.relu6(x)
-    run, bits = module._run, module._float_bits(6.0)
+    run, bits = module._run, module._float_bits(6.0, "threshold")
     return {"built-in": lambda: F.relu6(x), "entry": lambda: run("custom_relu6", x, bits)[0],
             "op": lambda: module.relu6(x)}
 

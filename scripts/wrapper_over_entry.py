@@ -33,7 +33,7 @@ def main() -> None:
     x = paddle.rand([1])
     relu6(x)  # loads the library and the entry
     run = module._run
-    bits = {6.0: module._float_bits(6.0)}
+    bits = {6.0: module._float_bits(6.0, "threshold")}
 
     def entry() -> paddle.Tensor:
         return run("custom_relu6", x, bits[6.0])[0]

@@ -1023,3 +1023,50 @@ def test_a_wrong_kind_on_a_custom_spec_is_named_first(kind, message):
         _load(SPEC.replace("kind: custom", f"kind: {kind}"))
     assert info.value.line == 2
     assert str(info.value).endswith(message)
+
+
+def test_a_tensor_doc_reads_back_in_the_wrapper_whatever_it_holds():
+    """A tensor's ``doc:`` lands in the wrapper's docstring escaped, as the summary does: quotes
+    that would end the docstring and backslashes read back as written (a doc holding three quotes
+    made the wrapper a SyntaxError)."""
+    import ast
+
+    doc = 'a """ b */ \\ c "'
+    spec = loads(textwrap.dedent(f"""\
+        name: doc_op
+        kind: custom
+        inputs:
+          x: {{dtype: float types, shape: [..., D], doc: {json.dumps(doc)}}}
+        outputs:
+          out: {{dtype: same as x, shape: "[*x.shape]", doc: {json.dumps(doc)}}}
+        """), "doc_op.yaml")
+    wrapper = render_op(spec).files["doc_op.py"].decode()
+    docstring = ast.get_docstring(next(node for node in ast.parse(wrapper).body
+                                       if getattr(node, "name", "") == "doc_op"))
+    assert docstring.count(doc) == 2, docstring
+
+
+def test_a_dim_past_what_a_leading_ellipsis_guarantees_is_refused_at_its_line():
+    """``x: [..., D]`` is sure to have one dim: ``x.shape[3]`` read past a rank-2 tensor's shape
+    in the generated C++ (no error, a garbage size), so the spec refuses it."""
+    with pytest.raises(SpecError) as caught:
+        loads(textwrap.dedent("""\
+            name: far_dim
+            kind: custom
+            inputs:
+              x: {dtype: float types, shape: [..., D]}
+            outputs:
+              out: {dtype: same as x, shape: "[x.shape[3]]"}
+            """), "far_dim.yaml")
+    assert str(caught.value) == (
+        "far_dim.yaml:6: outputs.out.shape: x.shape[3] may not exist: x's shape [..., D] has at "
+        "least 1 dim (indices -1 to 0); declare the dims it reads")
+    for index in (0, -1):  # within what it is sure to have
+        loads(textwrap.dedent(f"""\
+            name: near_dim
+            kind: custom
+            inputs:
+              x: {{dtype: float types, shape: [..., D]}}
+            outputs:
+              out: {{dtype: same as x, shape: "[x.shape[{index}]]"}}
+            """), "near_dim.yaml")

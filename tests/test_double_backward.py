@@ -208,3 +208,27 @@ def test_second_order_gradients_through_the_op_inside_a_larger_function(which, b
     for name, ours, theirs in zip(arrays, *results, strict=True):
         assert ours is not None and theirs is not None, name
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("example", ["softmax", "embedding"])
+def test_a_second_derivative_through_a_kind_without_one_is_a_clear_error(example):
+    """Row-wise and custom ops register a double backward that refuses, as elementwise ops whose
+    backward cannot be differentiated do: before, Paddle took their backward's results for
+    constants in a second derivative (an identity custom op's d2(op(x) * x)/dx2 came out as 1,
+    where 2 is right) or failed with no word of the op."""
+    import paddle
+
+    import opgen
+
+    module = opgen.load(ROOT / "examples" / example, cpu_only=True)
+    rng = np.random.default_rng(3)
+    if example == "softmax":
+        x = paddle.to_tensor(rng.uniform(-1, 1, size=(4, 7)), stop_gradient=False)
+        loss = (module.softmax(x) * x).sum()
+    else:
+        x = paddle.to_tensor(rng.uniform(-1, 1, size=(5, 3)), stop_gradient=False)
+        out = module.embedding(paddle.to_tensor(np.array([0, 2, 2, 4])), x)
+        loss = (out * out).sum()
+    (g,) = paddle.grad([loss], [x], create_graph=True)
+    with pytest.raises(Exception, match=f"custom_{example} has no double backward"):
+        paddle.grad([g.sum()], [x])

@@ -71,14 +71,15 @@ def test_mismatched_inputs_fail_with_the_op_name(relu6_op):
     with pytest.raises(TypeError, match="relu6: x is int32; relu6 supports float32, float64"):
         relu6_op.relu6(x)
     with pytest.raises(Exception, match="custom_relu6: dtype int32 is not supported"):
-        relu6_op._ops().custom_relu6(x, relu6_op._float_bits(6.0))  # the kernel's own check
+        # the kernel's own check
+        relu6_op._ops().custom_relu6(x, relu6_op._float_bits(6.0, "threshold"))
     # an empty input needs no kernel, and Paddle 3 goes to the op for it all the same: its dtype
     # is still refused, by the op and by the wrapper
     empty = paddle.zeros([0, 3], dtype="int32")
     with pytest.raises(TypeError, match="relu6: x is int32; relu6 supports float32, float64"):
         relu6_op.relu6(empty)
     with pytest.raises(Exception, match="custom_relu6: dtype int32 is not supported"):
-        relu6_op._ops().custom_relu6(empty, relu6_op._float_bits(6.0))
+        relu6_op._ops().custom_relu6(empty, relu6_op._float_bits(6.0, "threshold"))
 
 
 def test_unchanged_op_rebuild_is_a_cache_hit():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import numbers
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,6 +45,11 @@ def _dynamic_mode() -> bool:
     return _GLOBAL_VAR._dygraph_tracer_ is not None
 
 
+# A static graph's variables: pir.Value in Paddle 3's program (PIR), Variable in Paddle 2.6's.
+_STATIC_VARIABLE = tuple(t for t in (getattr(getattr(paddle, "pir", None), "Value", None),
+                                     paddle.static.Variable) if t is not None)
+
+
 _run = None  # Paddle's eager entry into the op, once _load_run has loaded the library
 
 
@@ -71,17 +77,34 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
 _FLOAT_BITS: dict[float, int] = {}  # the values a program passes: a handful
 
 
-def _float_bits(value: float) -> int:
+def _float_bits(value: float, name: str) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
     float attrs are 32-bit), so float64 kernels compute with the value exactly. Remembered per
     value: a dict lookup costs a fraction of struct's packing. Not zeros: 0.0 and -0.0 are one key
-    to a dict, and their bits differ (min and max keep the sign of a tie)."""
-    bits = _FLOAT_BITS.get(value)
+    to a dict, and their bits differ (min and max keep the sign of a tie). A value that is not a
+    real number (a str, None, a bool, a tensor) is a TypeError naming the attr."""
+    try:
+        bits = _FLOAT_BITS.get(value)
+    except TypeError:  # unhashable, so not a number
+        bits = None
     if bits is None:
+        _check_number(value, name)
         bits = struct.unpack("q", struct.pack("d", value))[0]
         if len(_FLOAT_BITS) < 64 and value != 0:
             _FLOAT_BITS[value] = bits
     return bits
+
+
+def _check_number(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"add_rms_norm: {name} must be a number, got {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    """A value in an attr's error: its type, and itself where that reads short."""
+    text = repr(value)
+    kind = type(value).__name__
+    return f"{kind} {text}" if len(text) <= 40 else kind
 
 
 # The dtypes listed in add_rms_norm.yaml.
@@ -185,6 +208,10 @@ def _check_static_inputs(x, residual, weight) -> None:
         if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
             raise TypeError(f"add_rms_norm: {name} is an eager paddle.Tensor, but Paddle is in "
                             "static mode (paddle.enable_static()): pass a static variable")
+        if not isinstance(variable, _STATIC_VARIABLE):
+            raise TypeError(f"add_rms_norm: {name} is {variable.__class__.__name__}, not a static "
+                            "variable; in static mode (paddle.enable_static()) pass one "
+                            "(paddle.static.data, an op's output)")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"add_rms_norm: {name} is {_dtype_name(variable)}; "
                             "add_rms_norm supports float32, float64, float16, bfloat16")
@@ -275,7 +302,7 @@ def add_rms_norm(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tenso
     # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
     if _GLOBAL_VAR._dygraph_tracer_ is None:
         _check_static_inputs(x, residual, weight)
-        return tuple(_ops().custom_add_rms_norm(x, residual, weight, _float_bits(eps)))
+        return tuple(_ops().custom_add_rms_norm(x, residual, weight, _float_bits(eps, "eps")))
     # Only what is not an eager tensor (a parameter, or not a tensor at all) is checked here.
     if (x.__class__ is not _TENSOR
             or residual.__class__ is not _TENSOR
@@ -292,7 +319,8 @@ def add_rms_norm(x: paddle.Tensor, residual: paddle.Tensor, weight: paddle.Tenso
         _check_dtypes(x, residual, weight)
         return _empty_outputs(x)
     try:
-        outs = (_run or _load_run())("custom_add_rms_norm", x, residual, weight, _float_bits(eps))
+        outs = (_run or _load_run())("custom_add_rms_norm", x, residual, weight,
+                                     _float_bits(eps, "eps"))
     except Exception:
         _explain_failure(x, residual, weight)
         raise

@@ -43,6 +43,11 @@ def _dynamic_mode() -> bool:
     return _GLOBAL_VAR._dygraph_tracer_ is not None
 
 
+# A static graph's variables: pir.Value in Paddle 3's program (PIR), Variable in Paddle 2.6's.
+_STATIC_VARIABLE = tuple(t for t in (getattr(getattr(paddle, "pir", None), "Value", None),
+                                     paddle.static.Variable) if t is not None)
+
+
 _run = None  # Paddle's eager entry into the op, once _load_run has loaded the library
 
 
@@ -173,6 +178,10 @@ def _check_static_inputs(x, bias) -> None:
         if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
             raise TypeError(f"bias_gelu: {name} is an eager paddle.Tensor, but Paddle is in static "
                             "mode (paddle.enable_static()): pass a static variable")
+        if not isinstance(variable, _STATIC_VARIABLE):
+            raise TypeError(f"bias_gelu: {name} is {variable.__class__.__name__}, not a static "
+                            "variable; in static mode (paddle.enable_static()) pass one "
+                            "(paddle.static.data, an op's output)")
         if variable.dtype not in _DTYPES:
             raise TypeError(f"bias_gelu: {name} is {_dtype_name(variable)}; "
                             "bias_gelu supports float32, float64, float16, bfloat16")

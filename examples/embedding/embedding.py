@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import numbers
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -44,6 +45,11 @@ def _dynamic_mode() -> bool:
     return _GLOBAL_VAR._dygraph_tracer_ is not None
 
 
+# A static graph's variables: pir.Value in Paddle 3's program (PIR), Variable in Paddle 2.6's.
+_STATIC_VARIABLE = tuple(t for t in (getattr(getattr(paddle, "pir", None), "Value", None),
+                                     paddle.static.Variable) if t is not None)
+
+
 _run = None  # Paddle's eager entry into the op, once _load_run has loaded the library
 
 
@@ -66,6 +72,42 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
             return list(outs) if isinstance(outs, (list, tuple)) else [outs]
     _run = run
     return run
+
+
+_INT64 = 1 << 63
+
+
+def _int64_attr(value: int, name: str) -> int:
+    """An int64 attr as the op takes it: an integer that fits in 64 bits (see _int_attr)."""
+    if type(value) is int and -_INT64 <= value < _INT64:
+        return value
+    return _checked_int(value, name, _INT64, "64-bit")
+
+
+def _checked_int(value: object, name: str, limit: int, bits: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"embedding: {name} must be an int, got {_shown(value)}")
+    if not -limit <= int(value) < limit:
+        raise ValueError(f"embedding: {name}={int(value)} does not fit in a "
+                         f"{bits} int attr")
+    return int(value)
+
+
+def _bool_attr(value: bool, name: str) -> bool:
+    """A bool attr as the op takes it: True or False (a numpy bool too). bool() would take the
+    string "false" as True; anything else is a TypeError naming the attr."""
+    if value is True or value is False:
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    raise TypeError(f"embedding: {name} must be True or False, got {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    """A value in an attr's error: its type, and itself where that reads short."""
+    text = repr(value)
+    kind = type(value).__name__
+    return f"{kind} {text}" if len(text) <= 40 else kind
 
 
 # The dtypes each input may have, as listed in embedding.yaml.
@@ -157,6 +199,10 @@ def _check_static_inputs(ids, table) -> None:
         if isinstance(variable, paddle.Tensor):  # Paddle's static API aborts the process on it
             raise TypeError(f"embedding: {name} is an eager paddle.Tensor, but Paddle is in static "
                             "mode (paddle.enable_static()): pass a static variable")
+        if not isinstance(variable, _STATIC_VARIABLE):
+            raise TypeError(f"embedding: {name} is {variable.__class__.__name__}, not a static "
+                            "variable; in static mode (paddle.enable_static()) pass one "
+                            "(paddle.static.data, an op's output)")
     _check_dtypes(ids, table)
     if len(table.shape) != 2:
         raise ValueError(f"embedding: table must have 2 dims [V, D], got shape {list(table.shape)}")
@@ -199,7 +245,8 @@ def embedding(ids: paddle.Tensor, table: paddle.Tensor, padding_idx: int = -1,
     Returns:
         out: same as table, [*ids.shape, D].
     """
-    attrs = (int(padding_idx), bool(deterministic), bool(check_ids))
+    attrs = (_int64_attr(padding_idx, "padding_idx"), _bool_attr(deterministic, "deterministic"),
+             _bool_attr(check_ids, "check_ids"))
     # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
     # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
     if _GLOBAL_VAR._dygraph_tracer_ is None:

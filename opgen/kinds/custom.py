@@ -48,16 +48,20 @@ from pydantic import (
 
 from ..codegen import (
     Attr,
+    BackwardStubText,
     OpText,
     attr,
+    backward_stub_text,
     comment_text,
     cpp_comment,
     cpp_string,
     deploy_model,
     doc_entry,
     docstring_text,
+    double_backward_stub,
     markdown_code,
     nobreak,
+    op_list,
     op_text,
     py_def,
     py_docstring,
@@ -71,7 +75,6 @@ from ..codegen import (
     wrap_code,
     wrap_expression,
     wrap_hanging,
-    wrap_items,
 )
 from ..errors import SpecError
 from ..expr import MAX_DEPTH, too_deep
@@ -771,6 +774,12 @@ def _check_index(index: int, source: str, dims: tuple[Dim, ...] | None, text: st
             raise fail(where, f"{field}: {text} is out of range: {source} has {len(dims)} "
                        f"dim{'s' if len(dims) != 1 else ''} {_written(dims)} (indices "
                        f"{-len(dims)} to {len(dims) - 1})")
+    elif dims is not None:  # [..., D]: the dims after the `...` are all it is sure to have
+        fixed = len(dims) - 1
+        if not -fixed <= index < fixed:
+            raise fail(where, f"{field}: {text} may not exist: {source}'s shape {_written(dims)} "
+                       f"has at least {fixed} dim{'s' if fixed != 1 else ''} (indices {-fixed} "
+                       f"to {fixed - 1}); declare the dims it reads")
     elif abs(index) > INT64_MAX:
         raise fail(where, f"{field}: {text}: the index does not fit in int64")
 
@@ -1154,7 +1163,10 @@ def _vector_attr(name: str, spec: CustomAttr) -> Attr:
         name=name, type=spec.type, cpp_type=cpp_type, cpp_param=f"const {cpp_type}& {name}",
         kernel_param=f"const {cpp_type}& {name}", kernel_decode="",
         paddle_decl=f"{name}: {cpp_type}", py_type=f"list[{py_item}]",
-        py_arg=f"[{py_item}(v) for v in {name}]", py_default=repr(tuple(default)),
+        py_arg=(f'_float_list_attr({name}, "{name}")' if item == "float" else
+                f'_int_list_attr({name}, "{name}", ' +
+                ('_INT32, "32-bit")' if item == "int" else '_INT64, "64-bit")')),
+        py_default=repr(tuple(default)),
         py_other=repr(other), member_type="", doc_default=docstring_text(repr(tuple(default))),
         md_default=repr(tuple(default)),
         md_signature=markdown_code(f"{name}: {spec.type} = {default!r}", table=True))
@@ -1523,7 +1535,7 @@ def _inplace(spec: Any, camel: str, attrs: list[Attr], out_shapes: list[OutShape
 
 
 @dataclass(frozen=True)
-class Context(OpText):
+class Context(OpText, BackwardStubText):
     """The template context of one custom op."""
 
     library: str
@@ -1559,7 +1571,7 @@ class Context(OpText):
     op_name_cpp: str                     # op_name as a C++ string literal
     optional_inputs: list[str]           # inputs that may be None
     py_def: str                          # the wrapper's `def` line(s)
-    py_attrs: str                        # the attrs as the op takes them: a tuple display
+    py_attrs: str                        # `attrs = (...)`: the attrs as the op takes them
     allocations: list[str]               # the forward's output allocations, C++ statements
     forward_args: str                    # the forward's ForwardArgs initialization
     backward_allocations: list[str]      # the backward's gradient allocations
@@ -1607,12 +1619,6 @@ def _comment_entry(text: str) -> list[str]:
     return ["//   " + line for line in lines]
 
 
-def _registered(method: str, names: list[str]) -> str:
-    """The tensors of a PD_BUILD_*_OP's ``    .<method>({<here>})``, wrapped after the brace."""
-    column = len(f"    .{method}({{")
-    return wrap_items(names, column=column, indent=column, after=2)
-
-
 def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dict[str, Tensor],
               attrs: list[Attr], dynamic: dict[str, OutShape], params: dict[str, str],
               paddle_h_for: str) -> dict[str, Any]:
@@ -1652,12 +1658,12 @@ def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dic
             f"The inputs' shapes as {spec_file} declares them, checked before a dim is read: by "
             "the entry points and by InferShape, which sees a static graph's dims not known yet "
             "as -1."),
-        "inputs": _registered("Inputs", paddle_inputs),
-        "outputs": _registered("Outputs", [cpp_string(o) for o in outputs]),
-        "attrs": _registered("Attrs", [cpp_string(a.paddle_decl) for a in attrs]),
-        "grad_inputs": _registered("Inputs", paddle_inputs + [
+        "inputs": op_list("Inputs", paddle_inputs),
+        "outputs": op_list("Outputs", [cpp_string(o) for o in outputs]),
+        "attrs": op_list("Attrs", [cpp_string(a.paddle_decl) for a in attrs]),
+        "grad_inputs": op_list("Inputs", paddle_inputs + [
             f"paddle::Grad({cpp_string(o)})" for o in outputs]),
-        "grad_outputs": _registered("Outputs", [f"paddle::Grad({cpp_string(n)})"
+        "grad_outputs": op_list("Outputs", [f"paddle::Grad({cpp_string(n)})"
                                                 for n in m.backward or []]),
         "paddle_h": with_comment('#include "opgen/paddle.h"', paddle_h_for, indent=0,
                                  prefix="  // ") if paddle_h_for else "",
@@ -1773,12 +1779,12 @@ def _wrapper_text(spec: Any, inputs: dict[str, Tensor], outputs: dict[str, Tenso
         "dtype_errors": {t.name: dtype_error(t) for t in inputs.values()},
         "contiguous": {t.name: contiguous(t, True) for t in inputs.values()},
         "arg_docs": {t.name: doc_entry(f"{t.name}: {t.dtype_text}, {t.shape_text}" +
-                                       (f"; {t.doc}" if t.doc else "") + ".")
+                                       (f"; {docstring_text(t.doc)}" if t.doc else "") + ".")
                      for t in inputs.values()},
         "return_docs": {t.name: doc_entry(
             f"{t.name}: {t.dtype_text}, {t.shape_text}" +
             (" (-1: a size the data gives)" if t.name in dynamic else "") +
-            (f"; {t.doc}" if t.doc else "") + ".") for t in outputs.values()},
+            (f"; {docstring_text(t.doc)}" if t.doc else "") + ".") for t in outputs.values()},
     }
     if m.inplace:
         out = f"{name}_"
@@ -2152,6 +2158,7 @@ def build_context(spec: Any) -> Context:
     wrong_dtype = _wrong_dtype(inputs)
     return Context(
         **op_text(spec),
+        **backward_stub_text(spec),
         library=f"{m.name}_lib",
         inputs=list(inputs.values()),
         outputs=list(outputs.values()),
@@ -2190,8 +2197,8 @@ def build_context(spec: Any) -> Context:
                                else f"{n}: paddle.Tensor" for n, t in m.inputs.items()] +
                       [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs],
                       py_returns(len(m.outputs))),
-        py_attrs="(" + ", ".join(a.py_arg for a in attrs) + ("," if len(attrs) == 1 else "")
-        + ")",
+        py_attrs=wrap_code("attrs = (" + ", ".join(a.py_arg for a in attrs) +
+                           ("," if len(attrs) == 1 else "") + ")", indent=4),
         allocations=[f"paddle::Tensor {t.name};  // {dynamic[t.name].text}: the kernels' "
                      f"args.{dynamic[t.name].allocate}" if t.name in dynamic else
                      wrap_call(f"paddle::Tensor {t.name} = {allocate}",
@@ -2226,7 +2233,9 @@ def build_context(spec: Any) -> Context:
         deploy_scaled=deploy_scaled,
         static_variables=static_variables(m.name, list(m.inputs)),
         deploy_model=deploy_model(list(m.inputs), deploy_scaled),
-        cpp=_cpp_text(spec, custom, inputs, outputs, attrs, dynamic, params, paddle_h_for),
+        cpp=_cpp_text(spec, custom, inputs, outputs, attrs, dynamic, params, paddle_h_for) | (
+            double_backward_stub(camel, list(outputs), list(m.backward or []),
+                                 [a.kernel_param for a in attrs]) if m.backward else {}),
         py=_wrapper_text(spec, inputs, outputs, attrs, shape_attrs, out_shapes, dynamic),
         test=_test_text(spec, inputs, attrs, out_shapes, combos, dims, test_ranges, wrong_dtype,
                         free.lead or bool(free.names)),

@@ -30,8 +30,10 @@ from ..codegen import (
     cpp_if_return,
     deploy_model,
     doc_entry,
+    double_backward_stub,
     dtype_checks,
     nobreak,
+    op_list,
     op_text,
     param_name,
     py_assignment,
@@ -48,7 +50,6 @@ from ..codegen import (
     wrap_code,
     wrap_expression,
     wrap_hanging,
-    wrap_items,
 )
 from ..errors import SpecError
 from ..expr import Emitted, Type
@@ -612,12 +613,6 @@ def _wrapper_text(spec: Spec, attrs: list[Attr],
     return py, arg_docs
 
 
-def _registered(method: str, names: list[str]) -> str:
-    """The tensors of a PD_BUILD_*_OP's ``    .<method>({<here>})``, wrapped after the brace."""
-    column = len(f"    .{method}({{")
-    return wrap_items(names, column=column, indent=column, after=2)
-
-
 def _functor(op: str, struct: str, emitted: dict[str, Emitted], sources: dict[str, str],
              args: list[str], out_names: dict[str, str], attrs: list[Attr]) -> Functor:
     """The functor computing ``emitted`` in order: each target (a key of ``out_names``) into its
@@ -685,7 +680,7 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
         functor = None
     backward = GradOp(
         inputs=grad_inputs,
-        paddle_inputs=_registered("Inputs", [
+        paddle_inputs=op_list("Inputs", [
             f'paddle::Grad("{n[5:]}")' if n.startswith("grad_") and n[5:] in m.outputs
             else f'"{n}"' for n in grad_inputs]),
         params=[f"const paddle::Tensor& {n}" for n in grad_inputs] + [a.cpp_param for a in attrs],
@@ -709,15 +704,11 @@ def build_context(spec: Spec, *, naive: bool = False) -> Context:
     py_params = [f"{n}: paddle.Tensor" for n in m.inputs] + \
         [f"{a.name}: {a.py_type} = {a.py_default}" for a in attrs]
     registered = {
-        "inputs": _registered("Inputs", [f'"{i}"' for i in m.inputs]),
-        "outputs": _registered("Outputs", [f'"{o}"' for o in m.outputs]),
-        "attrs": _registered("Attrs", [f'"{a.paddle_decl}"' for a in attrs]),
-        "grad_outputs": _registered("Outputs", [f'paddle::Grad("{i}")' for i in m.inputs]),
-        "stub_inputs": _registered("Inputs", [
-            *(f'paddle::Grad("{o}")' for o in backward.output_grads),
-            *(f'paddle::Grad(paddle::Grad("{i}"))' for i in m.inputs)]),
-        "stub_outputs": _registered("Outputs", [
-            f'paddle::Grad(paddle::Grad("{o}"))' for o in backward.output_grads]),
+        "inputs": op_list("Inputs", [f'"{i}"' for i in m.inputs]),
+        "outputs": op_list("Outputs", [f'"{o}"' for o in m.outputs]),
+        "attrs": op_list("Attrs", [f'"{a.paddle_decl}"' for a in attrs]),
+        "grad_outputs": op_list("Outputs", [f'paddle::Grad("{i}")' for i in m.inputs]),
+        **double_backward_stub(camel, backward.output_grads, list(m.inputs), []),
     }
     double_backward = _double_backward(spec, camel, attrs, backward)
     inplace = _inplace(spec, camel, attrs, backward)
@@ -824,8 +815,8 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr],
     shapes = gives if broadcast else [inputs[0]] * len(gives)
     return DoubleGradOp(
         inputs=inputs,
-        paddle_inputs=_registered("Inputs", [paddle_name(n) for n in inputs]),
-        paddle_outputs=_registered("Outputs", [f'paddle::Grad({paddle_name(t)})' if t in grads
+        paddle_inputs=op_list("Inputs", [paddle_name(n) for n in inputs]),
+        paddle_outputs=op_list("Outputs", [f'paddle::Grad({paddle_name(t)})' if t in grads
                                                else f'paddle::Grad("{t}")' for t in gives]),
         targets=targets,
         zero=zero,
@@ -930,10 +921,8 @@ def _signatures(camel: str, inputs: list[str], attrs: list[Attr], backward: Grad
                                 tensors + [a.cpp_param for a in attrs]),
         backward=_signature(f"{vec} {camel}Backward", grad_tensors + kernel_attrs),
         backward_cuda=_signature(f"{vec} {camel}BackwardCUDA", backward.params),
-        double_backward=_signature(
-            f"{vec} {camel}DoubleBackward",
-            [f"const paddle::Tensor& grad_{o}" for o in backward.output_grads] +
-            [f"const paddle::Tensor& grad_grad_{i}" for i in inputs] + kernel_attrs),
+        double_backward=double_backward_stub(camel, backward.output_grads, inputs,
+                                             kernel_attrs)["stub_signature"],
         infer_shape=_signature(f"std::vector<std::vector<int64_t>> {camel}InferShape",
                               [f"const std::vector<int64_t>& {n}_shape" for n in inputs]),
         infer_dtype=_signature(

@@ -37,8 +37,10 @@ from ..codegen import (
     cpp_if_return,
     deploy_model,
     doc_entry,
+    double_backward_stub,
     dtype_checks,
     nobreak,
+    op_list,
     op_text,
     param_name,
     py_assignment,
@@ -51,7 +53,6 @@ from ..codegen import (
     wrap_code,
     wrap_expression,
     wrap_hanging,
-    wrap_items,
 )
 from ..errors import OpgenError, SpecError
 from ..expr import Emitted
@@ -588,7 +589,9 @@ def build_context(spec: Spec) -> Context:
                                                 list(m.inputs) if f is forward else call)
                   for f in (forward, backward) if f is not None for where in ("cpu", "cuda")},
         cpp=_cpp_text(spec, camel, forward, backward, element_inputs[0], kept, paddle_inputs,
-                      dict(out_roles), attrs),
+                      dict(out_roles), attrs) | (double_backward_stub(
+                          camel, output_grads, list(m.inputs), [a.kernel_param for a in attrs])
+                          if backward else {}),
         py_def=py_def(m.name, py_params, py_returns(len(m.outputs))),
         py_params=", ".join(py_params),
         numpy_helpers=helpers,
@@ -787,10 +790,6 @@ def _cpp_text(spec: Spec, camel: str, forward: Functor, backward: Functor | None
     m = spec.model
     spec_file = nobreak(cpp_comment(Path(spec.path).name))
 
-    def registered(method: str, names: list[str]) -> str:
-        column = len(f"    .{method}({{")
-        return wrap_items(names, column=column, indent=column, after=2)
-
     text = {
         "cc_header": comment_text("CPU kernels and the op's registration with Paddle. Generated "
                                   f"by opgen from {spec_file}."),
@@ -804,12 +803,12 @@ def _cpp_text(spec: Spec, camel: str, forward: Functor, backward: Functor | None
             [*m.inputs, *(a.name for a in forward.attrs)]) + ")"),
         "infer_shape_comment": comment_text(f"Per-element outputs are shaped like {first}, "
                                             f"per-row ones like {first} without its last dim."),
-        "inputs": registered("Inputs", [f'"{i}"' for i in m.inputs]),
-        "outputs": registered("Outputs", [f'"{o}"' for o in m.outputs]),
-        "attrs": registered("Attrs", [f'"{a.paddle_decl}"' for a in attrs]),
-        "grad_inputs": registered("Inputs", paddle_inputs if backward else
+        "inputs": op_list("Inputs", [f'"{i}"' for i in m.inputs]),
+        "outputs": op_list("Outputs", [f'"{o}"' for o in m.outputs]),
+        "attrs": op_list("Attrs", [f'"{a.paddle_decl}"' for a in attrs]),
+        "grad_inputs": op_list("Inputs", paddle_inputs if backward else
                                   [f'"{i}"' for i in m.inputs]),
-        "grad_outputs": registered("Outputs", [f'paddle::Grad("{i}")' for i in m.inputs]),
+        "grad_outputs": op_list("Outputs", [f'paddle::Grad("{i}")' for i in m.inputs]),
     }
     if backward:
         text["backward_gpu"] = wrap_code(f"return {camel}BackwardCUDA(" + ", ".join(

@@ -112,6 +112,19 @@ CASES = [
      "g, = paddle.grad([y], [x], grad_outputs=[t([1.0, 1.0], 'float64', DEV)], create_graph=True);"
      "gg, = paddle.grad([g], [x], grad_outputs=[t([1.0, 1.0], 'float64', DEV)]);"
      "assert np.isfinite(gg.numpy()).all(), gg.numpy()", "ok"),
+    ("second derivative through relu6(x) * x",
+     "x = t([1.0, 2.0, 7.0], 'float64', DEV, grad=True);"
+     "g, = paddle.grad([(relu6(x) * x).sum()], [x], create_graph=True);"
+     "gg, = paddle.grad([g.sum()], [x]);"
+     "assert np.allclose(gg.numpy(), [2.0, 2.0, 0.0]), gg.numpy()", "ok"),
+    ("a static program with shapes [4, 8] and [3] (the raw op)",
+     "paddle.enable_static(); main = paddle.static.Program();"
+     "guard = paddle.static.program_guard(main); guard.__enter__();"
+     "xv = paddle.static.data('x', [4, 8], 'float32'); yv = paddle.static.data('y', [3], 'float32');"
+     "zv = ops(axpy).custom_axpy(xv, yv); guard.__exit__(None, None, None);"
+     "place = paddle.CUDAPlace(0) if DEV == 'gpu' else paddle.CPUPlace();"
+     "paddle.static.Executor(place).run(main, feed={'x': np.ones((4, 8), 'float32'),"
+     " 'y': np.ones(3, 'float32')}, fetch_list=[zv])", "raises"),
     ("a computed shape rounds down as Python's //",
      "out, rest = halve(t(np.ones((3, 8)), 'float32', DEV), k=2);"
      "assert [list(out.shape), list(rest.shape)] == [[4], [6]], (out.shape, rest.shape)", "ok"),

@@ -48,6 +48,17 @@ std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& weight,
       {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out, grad_h}, eps);
 }
 
+// Registered so that asking for a second derivative is an error rather than a wrong number.
+std::vector<paddle::Tensor> AddRmsNormDoubleBackward(const paddle::Tensor& /*grad_out*/,
+                                                     const paddle::Tensor& /*grad_h*/,
+                                                     const paddle::Tensor& /*grad_grad_x*/,
+                                                     const paddle::Tensor& /*grad_grad_residual*/,
+                                                     const paddle::Tensor& /*grad_grad_weight*/,
+                                                     int64_t /*eps_bits*/) {
+  opgen::Fail("custom_add_rms_norm has no double backward (a gradient of its gradient): "
+              "opgen ops are differentiable once");
+}
+
 // The outputs are shaped like x.
 std::vector<std::vector<int64_t>> AddRmsNormInferShape(
     const std::vector<int64_t>& x_shape, const std::vector<int64_t>& /*residual_shape*/,
@@ -93,3 +104,10 @@ PD_BUILD_GRAD_OP(custom_add_rms_norm)
     .SetKernelFn(PD_KERNEL(AddRmsNormBackward))
     .SetInferShapeFn(PD_INFER_SHAPE(AddRmsNormGradInferShape))
     .SetInferDtypeFn(PD_INFER_DTYPE(AddRmsNormGradInferDtype));
+
+PD_BUILD_DOUBLE_GRAD_OP(custom_add_rms_norm)
+    .Inputs({paddle::Grad("out"), paddle::Grad("h"), paddle::Grad(paddle::Grad("x")),
+             paddle::Grad(paddle::Grad("residual")), paddle::Grad(paddle::Grad("weight"))})
+    .Outputs({paddle::Grad(paddle::Grad("out")), paddle::Grad(paddle::Grad("h"))})
+    .Attrs({"eps: int64_t"})
+    .SetKernelFn(PD_KERNEL(AddRmsNormDoubleBackward));

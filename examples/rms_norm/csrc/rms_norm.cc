@@ -41,6 +41,15 @@ std::vector<paddle::Tensor> RmsNormBackward(const paddle::Tensor& x,
       kOpName, "rms_norm::Backward", {x, weight, grad_out}, eps);
 }
 
+// Registered so that asking for a second derivative is an error rather than a wrong number.
+std::vector<paddle::Tensor> RmsNormDoubleBackward(const paddle::Tensor& /*grad_out*/,
+                                                  const paddle::Tensor& /*grad_grad_x*/,
+                                                  const paddle::Tensor& /*grad_grad_weight*/,
+                                                  int64_t /*eps_bits*/) {
+  opgen::Fail("custom_rms_norm has no double backward (a gradient of its gradient): "
+              "opgen ops are differentiable once");
+}
+
 // out is shaped like x.
 std::vector<std::vector<int64_t>> RmsNormInferShape(
     const std::vector<int64_t>& x_shape, const std::vector<int64_t>& /*weight_shape*/) {
@@ -66,3 +75,10 @@ PD_BUILD_GRAD_OP(custom_rms_norm)
     .Outputs({paddle::Grad("x"), paddle::Grad("weight")})
     .Attrs({"eps: int64_t"})
     .SetKernelFn(PD_KERNEL(RmsNormBackward));
+
+PD_BUILD_DOUBLE_GRAD_OP(custom_rms_norm)
+    .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("x")),
+             paddle::Grad(paddle::Grad("weight"))})
+    .Outputs({paddle::Grad(paddle::Grad("out"))})
+    .Attrs({"eps: int64_t"})
+    .SetKernelFn(PD_KERNEL(RmsNormDoubleBackward));

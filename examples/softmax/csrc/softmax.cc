@@ -37,6 +37,14 @@ std::vector<paddle::Tensor> SoftmaxBackward(const paddle::Tensor& out,
       kOpName, "softmax::Backward", {paddle::Tensor(), out, grad_out}, scale);
 }
 
+// Registered so that asking for a second derivative is an error rather than a wrong number.
+std::vector<paddle::Tensor> SoftmaxDoubleBackward(const paddle::Tensor& /*grad_out*/,
+                                                  const paddle::Tensor& /*grad_grad_x*/,
+                                                  int64_t /*scale_bits*/) {
+  opgen::Fail("custom_softmax has no double backward (a gradient of its gradient): "
+              "opgen ops are differentiable once");
+}
+
 // out is shaped like x.
 std::vector<std::vector<int64_t>> SoftmaxInferShape(const std::vector<int64_t>& x_shape) {
   return {x_shape};
@@ -76,3 +84,9 @@ PD_BUILD_GRAD_OP(custom_softmax)
     .SetKernelFn(PD_KERNEL(SoftmaxBackward))
     .SetInferShapeFn(PD_INFER_SHAPE(SoftmaxGradInferShape))
     .SetInferDtypeFn(PD_INFER_DTYPE(SoftmaxGradInferDtype));
+
+PD_BUILD_DOUBLE_GRAD_OP(custom_softmax)
+    .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("x"))})
+    .Outputs({paddle::Grad(paddle::Grad("out"))})
+    .Attrs({"scale: int64_t"})
+    .SetKernelFn(PD_KERNEL(SoftmaxDoubleBackward));

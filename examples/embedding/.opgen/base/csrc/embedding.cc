@@ -87,6 +87,15 @@ std::vector<paddle::Tensor> EmbeddingBackward(const paddle::Tensor& ids,
   return {grad_table};
 }
 
+// Registered so that asking for a second derivative is an error rather than a wrong number.
+std::vector<paddle::Tensor> EmbeddingDoubleBackward(const paddle::Tensor& /*grad_out*/,
+                                                    const paddle::Tensor& /*grad_grad_table*/,
+                                                    int64_t /*padding_idx*/, bool /*deterministic*/,
+                                                    bool /*check_ids*/) {
+  opgen::Fail("custom_embedding has no double backward (a gradient of its gradient): "
+              "opgen ops are differentiable once");
+}
+
 std::vector<std::vector<int64_t>> EmbeddingInferShape(const std::vector<int64_t>& ids_shape,
                                                       const std::vector<int64_t>& table_shape) {
   // Never throws (Paddle would abort): inputs it refuses give shapes not known yet, and the
@@ -117,3 +126,9 @@ PD_BUILD_GRAD_OP(custom_embedding)
     .Outputs({paddle::Grad("table")})
     .Attrs({"padding_idx: int64_t", "deterministic: bool", "check_ids: bool"})
     .SetKernelFn(PD_KERNEL(EmbeddingBackward));
+
+PD_BUILD_DOUBLE_GRAD_OP(custom_embedding)
+    .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("table"))})
+    .Outputs({paddle::Grad(paddle::Grad("out"))})
+    .Attrs({"padding_idx: int64_t", "deterministic: bool", "check_ids: bool"})
+    .SetKernelFn(PD_KERNEL(EmbeddingDoubleBackward));

@@ -49,6 +49,16 @@ std::vector<paddle::Tensor> LayerNormBackward(const paddle::Tensor& x,
       kOpName, "layer_norm::Backward", {x, weight, paddle::Tensor(), mean, rstd, grad_out});
 }
 
+// Registered so that asking for a second derivative is an error rather than a wrong number.
+std::vector<paddle::Tensor> LayerNormDoubleBackward(const paddle::Tensor& /*grad_out*/,
+                                                    const paddle::Tensor& /*grad_grad_x*/,
+                                                    const paddle::Tensor& /*grad_grad_weight*/,
+                                                    const paddle::Tensor& /*grad_grad_bias*/,
+                                                    int64_t /*eps_bits*/) {
+  opgen::Fail("custom_layer_norm has no double backward (a gradient of its gradient): "
+              "opgen ops are differentiable once");
+}
+
 // Per-element outputs are shaped like x, per-row ones like x without its last dim.
 std::vector<std::vector<int64_t>> LayerNormInferShape(
     const std::vector<int64_t>& x_shape, const std::vector<int64_t>& /*weight_shape*/,
@@ -99,3 +109,10 @@ PD_BUILD_GRAD_OP(custom_layer_norm)
     .SetKernelFn(PD_KERNEL(LayerNormBackward))
     .SetInferShapeFn(PD_INFER_SHAPE(LayerNormGradInferShape))
     .SetInferDtypeFn(PD_INFER_DTYPE(LayerNormGradInferDtype));
+
+PD_BUILD_DOUBLE_GRAD_OP(custom_layer_norm)
+    .Inputs({paddle::Grad("out"), paddle::Grad(paddle::Grad("x")),
+             paddle::Grad(paddle::Grad("weight")), paddle::Grad(paddle::Grad("bias"))})
+    .Outputs({paddle::Grad(paddle::Grad("out"))})
+    .Attrs({"eps: int64_t"})
+    .SetKernelFn(PD_KERNEL(LayerNormDoubleBackward));
