@@ -1070,3 +1070,19 @@ def test_a_dim_past_what_a_leading_ellipsis_guarantees_is_refused_at_its_line():
             outputs:
               out: {{dtype: same as x, shape: "[x.shape[{index}]]"}}
             """), "near_dim.yaml")
+
+
+def test_an_op_whose_inputs_need_no_check_renders():
+    """One input of any shape and of a dtype list the kernels dispatch on: nothing for the C++
+    checks to say. Its comment was built from an empty list (an IndexError, a traceback from
+    `opgen generate`)."""
+    spec = loads(textwrap.dedent("""\
+        name: unchecked
+        kind: custom
+        inputs:
+          x: {dtype: float types, shape: any}
+        outputs:
+          out: {dtype: same as x, shape: "[*x.shape]"}
+        """), "unchecked.yaml")
+    cc = render_op(spec).files["csrc/unchecked.cc"].decode()
+    assert "CheckInputs" not in cc and "PD_BUILD_OP(custom_unchecked)" in cc

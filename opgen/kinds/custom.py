@@ -766,9 +766,10 @@ def _output_shape(value: Any, name: str, model: CustomOpSpec, dims: dict[str, tu
 
 def _check_index(index: int, source: str, dims: tuple[Dim, ...] | None, text: str, field: str,
                  where: tuple[str, ...], fail: Any) -> None:
-    """``source.shape[index]`` (written ``text``) reads a dim the input has: where its declared
-    shape fixes its rank (no ``...``, not ``any``), an index within that rank, as the generated
-    code reads the dim unchecked; else an index that fits int64, as the generated C++ has it."""
+    """``source.shape[index]`` (written ``text``) reads a dim the input is sure to have, as the
+    generated code reads it unchecked: where its declared shape fixes its rank, an index within
+    that rank; after a leading ``...``, within the dims it declares; else (``any``) an index that
+    fits int64, as the generated C++ has it (not checked against the rank yet)."""
     if dims is not None and not dims[0].ellipsis:
         if not -len(dims) <= index < len(dims):
             raise fail(where, f"{field}: {text} is out of range: {source} has {len(dims)} "
@@ -1327,6 +1328,10 @@ def _input_checks(op: str, custom: Custom, tensors: dict[str, Tensor],
                                                     cpp_string(names[0]), names[0]]))
         if calls:
             inputs += guarded(name, name, calls)
+    checked = [what for what, present in (
+        ("the shapes the spec declares", shaped),
+        ("the dtypes it fixes", any(n not in params for n in tensors)),
+        ("one device", len(tensors) > 1)) if present]
     return InputChecks(
         shapes_signature=wrap_call("void CheckShapes", shape_params, " {") if shaped else None,
         shapes=shapes,
@@ -1335,11 +1340,8 @@ def _input_checks(op: str, custom: Custom, tensors: dict[str, Tensor],
         inputs=inputs,
         comment=["// " + line for line in textwrap.wrap(
             "What the kernels take for granted of their inputs, beyond the dtypes Dispatch "
-            "checks: " + _alternatives([what for what, present in (
-                ("the shapes the spec declares", shaped),
-                ("the dtypes it fixes", any(n not in params for n in tensors)),
-                ("one device", len(tensors) > 1)) if present]).replace(" or ", " and ") +
-            ". The Python wrapper names the same causes in its own words.", 97)])
+            "checks: " + _alternatives(checked).replace(" or ", " and ") +
+            ". The Python wrapper names the same causes in its own words.", 97)] if checked else [])
 
 
 def _dispatch(params: dict[str, str], tensors: dict[str, Tensor]) -> list[str]:
