@@ -137,6 +137,9 @@ CASES = [
 ]
 
 GPU_ONLY = {"x on DEV, y on the CPU"}  # on the CPU both are on the CPU
+# Paddle's own multiply and sum run in it, which Paddle 2.6.2 has no sm_90 code for: on the
+# H100/H200 they give zeros (round 24), so it runs on the CPU only.
+CPU_ONLY = {"second derivative through relu6(x) * x"}
 
 PRELUDE = """
 import struct, sys
@@ -213,7 +216,8 @@ def main() -> int:
     prelude = PRELUDE.format(paths=[str(work / n) for n in SPECS], device=args.device)
     failures = ran = 0
     for title, code, expected in CASES:
-        if args.device == "cpu" and title in GPU_ONLY:
+        if (args.device == "cpu" and title in GPU_ONLY) or (args.device != "cpu" and
+                                                            title in CPU_ONLY):
             continue
         outcome, detail = run_case(prelude, code)
         ran += 1
