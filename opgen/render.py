@@ -14,7 +14,7 @@ import jinja2
 from . import kinds
 from .errors import TemplateError
 from .spec import Spec
-from .template_files import COMMON, TEMPLATE_SUFFIX, templates_root
+from .template_files import COMMON, TEMPLATE_SUFFIX, template_sources, templates_root
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,11 @@ def render_op(spec: Spec, *, naive: bool = False) -> Plan:
     return Plan(files)
 
 
-#: the folder under templates/ rendered into every op, whatever its kind: the runtime headers
-#: every kind uses (math, errors, threads, CUDA helpers, Paddle glue)
-
-
 def _render_folder(env: jinja2.Environment, root: Path, folder: str,
                    variables: Mapping[str, object]) -> Iterator[tuple[str, str, bytes]]:
     """(template path, output path, bytes) for each file under ``templates/<folder>``."""
-    base = root / folder
-    for source in sorted(p for p in base.rglob("*") if p.is_file()):
-        rel = source.relative_to(base).as_posix()
-        if "__pycache__" in rel:
-            continue
+    for rel in template_sources(folder):
+        source = root / folder / rel
         try:
             out_rel = env.from_string(rel).render(variables)
             if rel.endswith(TEMPLATE_SUFFIX):

@@ -48,7 +48,7 @@ from .names import (
     op_name_problem,
     paddle_builtin_ops,
 )
-from .template_files import COMMON, TEMPLATE_SUFFIX, templates_root
+from .template_files import COMMON, TEMPLATE_SUFFIX, template_sources
 
 Dtype = Literal["float32", "float64", "float16", "bfloat16"]
 DTYPES: tuple[Dtype, ...] = ("float32", "float64", "float16", "bfloat16")
@@ -850,15 +850,14 @@ def _file_name_problem(name: str, kind: str) -> str | None:
 def _op_files(kind: str) -> tuple[list[str], dict[str, str]]:
     """The files of an op of ``kind`` that its templates name after it, and the fixed ones with
     what each is, for :func:`_file_name_problem`."""
-    root = templates_root()
     named: list[str] = []
     fixed = {"conftest.py": "pytest's conftest.py"}
     for folder in (COMMON, importlib.import_module("opgen.kinds").KINDS[kind].templates):
-        for source in sorted(p for p in (root / folder).rglob("*") if p.is_file()):
-            file = source.relative_to(root / folder).as_posix().removesuffix(TEMPLATE_SUFFIX)
+        for rel in template_sources(folder):
+            file = rel.removesuffix(TEMPLATE_SUFFIX)
             if "{{name}}" in file:
                 named.append(file)
-            elif "{{" not in file and "__pycache__" not in file:
+            elif "{{" not in file:
                 fixed[file] = f"the {file} opgen generates"
     return named, fixed
 

@@ -19,5 +19,14 @@ def templates_root() -> Path:
     raise TemplateError(f"opgen's templates are missing (looked beside {here})")
 
 
-#: The template folder every kind renders, besides its own.
+def template_sources(folder: str) -> list[str]:
+    """The files under ``templates/<folder>``, as paths relative to it (POSIX), sorted; no
+    ``__pycache__``."""
+    base = templates_root() / folder
+    return [rel for rel in sorted(p.relative_to(base).as_posix() for p in base.rglob("*")
+                                  if p.is_file()) if "__pycache__" not in rel]
+
+
+#: The folder under templates/ rendered into every op, whatever its kind, besides its own: the
+#: runtime headers every kind uses (math, errors, threads, CUDA helpers, Paddle glue).
 COMMON = "common"

@@ -801,9 +801,8 @@ def _double_backward(spec: Spec, camel: str, attrs: list[Attr],
                        args, out_names, attrs)
     # the numpy reference gives the targets' gradients only (the tests expect none or zeros
     # for the rest)
-    functor = dataclasses.replace(functor,
-                                  numpy_lines=functor.numpy_lines[:len(functor.numpy_lines) -
-                                                                  len(zero)])
+    functor = dataclasses.replace(functor, numpy_lines=[
+        line for line, name in zip(functor.numpy_lines, emitted, strict=True) if name not in zero])
     if broadcast:
         flags = ", ".join("true" if t in used else "false" for t in gives)
         rest = [n for n in args if n not in gives]
