@@ -1072,6 +1072,62 @@ def test_a_dim_past_what_a_leading_ellipsis_guarantees_is_refused_at_its_line():
             """), "near_dim.yaml")
 
 
+def test_a_dim_of_an_input_of_any_shape_is_its_first_or_last():
+    """``ids`` of any shape may be 0-D: an output's shape reads ``ids.shape[0]`` or
+    ``ids.shape[-1]`` at most (each call checks it has a dim, test_a_read_dim_of_an_input_of_any_
+    shape_is_checked_at_each_call); ``ids.shape[1]`` is refused at its line (the generated tests'
+    inputs of any shape have one dim in most cases, and read past it the C++ gave garbage)."""
+    with pytest.raises(SpecError) as caught:
+        loads(GROW.replace("ids.shape[0]", "ids.shape[1]"), "grow.yaml")
+    assert str(caught.value) == (
+        "grow.yaml:8: outputs.picked.shape: ids.shape[1] may not exist: ids's shape is any, so an "
+        "output's shape reads its first or last dim at most (ids.shape[0] or ids.shape[-1]); "
+        "declare the dims it reads, as [..., A, B]")
+    for index in ("0", "-1"):
+        spec = loads(GROW.replace("ids.shape[0]", f"ids.shape[{index}]"), "grow.yaml")
+        cc = " ".join(render_op(spec).files["csrc/grow.cc"].decode().split())
+        assert (f'opgen::CheckRank("custom_grow", "ids", ids_shape, 1, true, "(picked\'s shape '
+                f'reads ids.shape[{index}])");') in cc
+
+
+READ_DIM = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import paddle
+    sys.path.insert(0, sys.argv[1])
+    import grow as op
+
+    x, scalar = paddle.ones([2, 3]), paddle.to_tensor(np.array(4, "int64"))
+    message = "ids must have at least 1 dim (picked's shape reads ids.shape[0]), got shape []"
+    for call in (lambda: op.grow(x, scalar), lambda: op._ops().custom_grow(x, scalar)):
+        try:
+            call()
+        except Exception as exc:  # the wrapper's ValueError, or the raw op's from CheckInputs
+            assert message in str(exc), exc
+        else:
+            raise AssertionError("a 0-D ids was taken")
+    out, picked = op.grow(x, paddle.to_tensor(np.arange(5)))
+    assert list(out.shape) == [3, 3] and list(picked.shape) == [10], (out.shape, picked.shape)
+    print("ok")
+""")
+
+
+@pytest.mark.build
+def test_a_read_dim_of_an_input_of_any_shape_is_checked_at_each_call(tmp_path):
+    """GROW's ``picked`` is ``[ids.shape[0] * 2]`` with ``ids`` of any shape: a 0-D ``ids`` is a
+    clear error through the wrapper and the raw op (the C++ read past its shape), a 1-D one
+    gives ``picked`` its length."""
+    spec = tmp_path / "grow" / "grow.yaml"
+    spec.parent.mkdir()
+    spec.write_text(GROW)
+    api.generate(spec)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GLOG_minloglevel": "3"}
+    result = subprocess.run([sys.executable, "-c", READ_DIM, str(spec.parent)],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
+        result.stdout[-2000:] + result.stderr[-3000:]
+
+
 def test_an_op_whose_inputs_need_no_check_renders():
     """One input of any shape and of a dtype list the kernels dispatch on: nothing for the C++
     checks to say. Its comment was built from an empty list (an IndexError, a traceback from

@@ -768,8 +768,9 @@ def _check_index(index: int, source: str, dims: tuple[Dim, ...] | None, text: st
                  where: tuple[str, ...], fail: Any) -> None:
     """``source.shape[index]`` (written ``text``) reads a dim the input is sure to have, as the
     generated code reads it unchecked: where its declared shape fixes its rank, an index within
-    that rank; after a leading ``...``, within the dims it declares; else (``any``) an index that
-    fits int64, as the generated C++ has it (not checked against the rank yet)."""
+    that rank; after a leading ``...``, within the dims it declares; else (``any``) its first or
+    last dim, which the wrapper and the C++ check it has at each call (:func:`_any_reads`): the
+    generated tests' inputs of any shape have one dim or more."""
     if dims is not None and not dims[0].ellipsis:
         if not -len(dims) <= index < len(dims):
             raise fail(where, f"{field}: {text} is out of range: {source} has {len(dims)} "
@@ -781,8 +782,10 @@ def _check_index(index: int, source: str, dims: tuple[Dim, ...] | None, text: st
             raise fail(where, f"{field}: {text} may not exist: {source}'s shape {_written(dims)} "
                        f"has at least {fixed} dim{'s' if fixed != 1 else ''} (indices {-fixed} "
                        f"to {fixed - 1}); declare the dims it reads")
-    elif abs(index) > INT64_MAX:
-        raise fail(where, f"{field}: {text}: the index does not fit in int64")
+    elif index not in (0, -1):
+        raise fail(where, f"{field}: {text} may not exist: {source}'s shape is any, so an output's "
+                   f"shape reads its first or last dim at most ({source}.shape[0] or "
+                   f"{source}.shape[-1]); declare the dims it reads, as [..., A, B]")
 
 
 def _constant(node: ast.AST) -> int | None:
@@ -1194,12 +1197,29 @@ class _ShapeRule:
     other: tuple[str, int] | None = None  #   that one (input, index)
 
 
+def _any_reads(custom: Custom) -> dict[str, str]:
+    """For each input of any shape whose first or last dim an output's shape reads, the first
+    such read in words (``picked's shape reads ids.shape[0]``): the input needs a dim."""
+    reads: dict[str, str] = {}
+    for output, tree in custom.out_shapes.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+                source = node.value.value.id  # type: ignore[attr-defined]
+                if custom.shapes[source] is None:
+                    reads.setdefault(source, f"{output}'s shape reads {ast.unparse(node)}")
+    return reads
+
+
 def _shape_rules(custom: Custom) -> list[_ShapeRule]:
-    """The rules of the inputs' declared shapes, input by input, each rank before its dims."""
+    """The rules of the inputs' declared shapes, input by input, each rank before its dims; an
+    input of any shape whose dim an output's shape reads must have one (:func:`_any_reads`)."""
     rules: list[_ShapeRule] = []
     first: dict[str, tuple[str, int]] = {}  # dim name -> where it first comes
+    any_reads = _any_reads(custom)
     for name, dims in custom.shapes.items():
         if dims is None:
+            if name in any_reads:
+                rules.append(_ShapeRule(name, f"({any_reads[name]})", rank=1, at_least=True))
             continue
         written = _written(dims)
         fixed = [d for d in dims if not d.ellipsis]
@@ -1224,7 +1244,8 @@ def _shape_checks(op: str, custom: Custom, optional: set[str]) -> list[Check]:
         if r.rank is not None:
             condition = f"len({shape}) {'<' if r.at_least else '!='} {r.rank}"
             count = f"at least {r.rank}" if r.at_least else str(r.rank)
-            check = Check(condition, f"{op}: {r.input} must have {count} dims {r.written}, "
+            noun = "dim" if r.rank == 1 else "dims"
+            check = Check(condition, f"{op}: {r.input} must have {count} {noun} {r.written}, "
                           f"got shape {{list({shape})}}", condition)
         elif r.size is not None:
             check = Check(f"{expr} != {r.size}",
@@ -2289,7 +2310,8 @@ def _wrong_dtype(inputs: dict[str, Tensor]) -> tuple[str, str]:
 def _wrong_rank(op: str, custom: Custom, inputs: dict[str, Tensor]) -> tuple[str, str] | None:
     for name, dims in custom.shapes.items():
         if dims and not dims[0].ellipsis and not inputs[name].optional:
-            message = f"{op}: {name} must have {len(dims)} dims {_written(dims)}"
+            noun = "dim" if len(dims) == 1 else "dims"
+            message = f"{op}: {name} must have {len(dims)} {noun} {_written(dims)}"
             return name, "".join("\\" + c if c in "[]().*+?{}|^$\\" else c for c in message)
     return None
 

@@ -191,7 +191,8 @@ std::vector<std::vector<int64_t>> InferShapesOrUnknown(std::size_t outputs, Infe
 inline void CheckRank(const char* op, const char* input, const std::vector<int64_t>& shape,
                       std::size_t rank, bool at_least, const char* spec) {
   if (at_least ? shape.size() >= rank : shape.size() == rank) return;
-  Fail(op, ": ", input, " must have ", at_least ? "at least " : "", rank, " dims ", spec,
+  Fail(op, ": ", input, " must have ", at_least ? "at least " : "", rank,
+       rank == 1 ? " dim " : " dims ", spec,
        ", got shape ", ShapeString(shape));
 }
 
