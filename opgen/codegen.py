@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -336,6 +336,23 @@ _BREAKS_AFTER = (" && ", " || ", " == ", " != ", " <= ", " >= ", " < ", " > ", "
                  " * ", " / ", " ? ", " : ", ", ")
 
 
+def _code_positions(statement: str) -> Iterator[int]:
+    """The indices of ``statement``'s characters outside its string literals (a quote and what
+    it encloses, escapes included, are skipped): where the wrappers below may find a break."""
+    i, quote = 0, ""
+    while i < len(statement):
+        c = statement[i]
+        if quote:
+            i += 2 if c == "\\" else 1
+            quote = "" if c == quote else quote
+            continue
+        if c in "\"'":
+            quote = c
+        else:
+            yield i
+        i += 1
+
+
 def wrap_expression(statement: str, *, indent: int, width: int = 100,
                     python: bool = False) -> str:
     """``statement`` (``target = expression;``, from column ``indent``, where the template puts
@@ -347,27 +364,21 @@ def wrap_expression(statement: str, *, indent: int, width: int = 100,
     if indent + len(statement) <= width:
         return statement
     breaks: list[tuple[int, int]] = []  # (where the next line starts, the depth there)
-    depth, i, quote = 0, 0, ""
-    while i < len(statement):
-        c = statement[i]
-        if quote:
-            i += 2 if c == "\\" else 1
-            quote = "" if c == quote else quote
+    depth, resume = 0, 0
+    for i in _code_positions(statement):
+        if i < resume:  # inside an operator just taken
             continue
-        if c in "\"'":
-            quote = c
-        elif c in "([{":
+        c = statement[i]
+        if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
         else:
             op = next((o for o in _BREAKS_AFTER if statement.startswith(o, i)), None)
             if op is not None:
-                i += len(op)
+                resume = i + len(op)
                 if depth > 0 or not python:
-                    breaks.append((i, depth))
-                continue
-        i += 1
+                    breaks.append((resume, depth))
     lines, start, column = [], 0, indent
     while column + len(statement) - start > width:
         room = width - column
@@ -430,16 +441,9 @@ def wrap_code(statement: str, *, indent: int = 0, width: int = 100) -> str:
     breaks: list[tuple[int, int, int, int]] = []  # (line end, next start, depth, its bracket)
     opens: list[int] = []  # open brackets, each where it opens a line's rest (a hanging indent)
     stack: list[int] = []
-    i, quote = 0, ""
-    while i < len(statement):
+    for i in _code_positions(statement):
         c = statement[i]
-        if quote:
-            i += 2 if c == "\\" else 1
-            quote = "" if c == quote else quote
-            continue
-        if c in "\"'":
-            quote = c
-        elif c in "([{":
+        if c in "([{":
             stack.append(i)
             opens.append(i)
         elif c in ")]}":
@@ -449,7 +453,6 @@ def wrap_code(statement: str, *, indent: int = 0, width: int = 100) -> str:
             breaks.append((i + 1, i + 2, len(stack), stack[-1]))
         elif stack and statement.startswith((" and ", " or ", " for ", " if "), i):
             breaks.append((i, i + 1, len(stack), stack[-1]))
-        i += 1
     lines, start, column = [], 0, indent
     starts = [(0, indent)]  # where each line starts: (index in statement, column)
     aligned: dict[int, int] = {}  # a bracket's continuation column, where it hangs
