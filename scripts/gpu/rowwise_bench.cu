@@ -651,7 +651,7 @@ void TimeShape(int64_t rows, int64_t cols) {
 template <typename T>
 void TimeAll() {
   const int64_t shapes[][2] = {{4096, 4096}, {16384, 1024}, {65536, 256}, {1024, 32768},
-                               {262144, 128}};
+                               {262144, 128}, {2048, 16384}};
   for (const auto& s : shapes) TimeShape<T>(s[0], s[1]);
 }
 

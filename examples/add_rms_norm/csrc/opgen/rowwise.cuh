@@ -104,6 +104,13 @@ namespace rowwise {
 #ifndef OPGEN_ROW_SUM_THREADS
 #define OPGEN_ROW_SUM_THREADS 512
 #endif
+// 1: a row that 512 threads hold with every chunk their registers allow takes a block of 512
+// (two an SM, each loading its own row) rather than 1024 threads with half the chunks (one an
+// SM, staging its next row): 16-bit one-input forwards at 32768 columns measured 0.80-0.86 ->
+// 0.87-0.95 of a copy on an H100 (opgen's docs/benchmarks.md, round 25); 0: the 1024.
+#ifndef OPGEN_ROW_HALF_BLOCKS
+#define OPGEN_ROW_HALF_BLOCKS 1
+#endif
 // Threads of each block of a cluster (512 or 1024). 512 measured faster on the H200 for the
 // norms' backwards at 1024 x 32768 (rms_norm +0.04 to +0.07 of a copy in every dtype; opgen's
 // docs/benchmarks.md, round 13); 512-thread cluster blocks state one block per multiprocessor
@@ -163,6 +170,7 @@ constexpr bool kPrefetchSums = OPGEN_ROW_PREFETCH_SUMS != 0;
 constexpr int kMaxCluster = OPGEN_ROW_MAX_CLUSTER;
 constexpr int kSumThreads = OPGEN_ROW_SUM_THREADS;
 constexpr int kClusterThreads = OPGEN_ROW_CLUSTER_THREADS;
+constexpr bool kHalfBlocks = OPGEN_ROW_HALF_BLOCKS != 0;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
@@ -1506,6 +1514,11 @@ struct Schedules {
       }
       if (vectors <= int64_t{512} * kChunks) {
         return on_register(RegisterConfig<kVec, kChunks, 512, kShare ? kSumThreads : 512>{});
+      }
+      if constexpr (kHalfBlocks && kMaxChunks > kChunks) {  // one per-element input, no sums
+        if (vectors <= int64_t{512} * kMaxChunks) {
+          return on_register(RegisterConfig<kVec, kMaxChunks, 512, 512>{});
+        }
       }
       if (vectors <= int64_t{1024} * kChunks) {
         return on_register(RegisterConfig<kVec, kChunks, 1024, 1024>{});
