@@ -233,8 +233,10 @@ MALFORMED = [
                  "{file}:6: outputs.out.shape: x.shape[-3] is out of range: x has 2 dims "
                  "[N, M] (indices -2 to 1)", id="index-before-rank"),
     pytest.param(custom(input="dtype: float32", shape="[x.shape[99999999999999999999999]]"),
-                 "{file}:6: outputs.out.shape: x.shape[99999999999999999999999]: the index "
-                 "does not fit in int64", id="index-any-rank-int64"),
+                 "{file}:6: outputs.out.shape: x.shape[99999999999999999999999] may not exist: "
+                 "x's shape is any, so an output's shape reads its first or last dim at most "
+                 "(x.shape[0] or x.shape[-1]); declare the dims it reads, as [..., A, B]",
+                 id="index-any-rank-far"),
     pytest.param(custom(shape="[99999999999999999999999]"),
                  "{file}:6: outputs.out.shape: 99999999999999999999999 does not fit in int64, "
                  "the type of a dim", id="dim-int64"),
