@@ -106,8 +106,8 @@ namespace rowwise {
 #endif
 // 1: a row that 512 threads hold with every chunk their registers allow takes a block of 512
 // (two an SM, each loading its own row) rather than 1024 threads with half the chunks (one an
-// SM, staging its next row): 16-bit one-input forwards at 32768 columns measured 0.80-0.86 ->
-// 0.87-0.95 of a copy on an H100 (opgen's docs/benchmarks.md, round 25); 0: the 1024.
+// SM, staging its next row), measured faster for one-input forwards (16-bit at 32768 columns,
+// float32 at 16384) and the same elsewhere (opgen's docs/benchmarks.md, round 25); 0: the 1024.
 #ifndef OPGEN_ROW_HALF_BLOCKS
 #define OPGEN_ROW_HALF_BLOCKS 1
 #endif
