@@ -758,6 +758,99 @@ def _local_name(e: Expr, read: list[str], taken: set[str]) -> str:
     return name
 
 
+# -- arithmetic computed once ----------------------------------------------------------------------
+
+#: The fewest nodes of a repeated arithmetic subexpression that gets a local of its own
+#: (``1 - tanh_u ** 2`` has 5); smaller ones read as easily as a name.
+_TERM_SIZE = 5
+_TERM_OPS = frozenset({"neg", "add", "sub", "mul", "div", "pow"})
+
+
+def share_terms(section: Mapping[str, str], reserved: Iterable[str]) -> dict[str, str]:
+    """``section`` (a derived backward, in order, its calls shared by :func:`share_calls`) with
+    each arithmetic subexpression of the forward's values (no gradient in it) of at least
+    :data:`_TERM_SIZE` nodes that it computes more than once in a local of its own, defined just
+    above the first entry that reads it: the chain rule repeats a function's derivative
+    (``1 - tanh_u ** 2`` five times in bias_gelu's double backward), which a careful hand names
+    once. The largest first, so a shared term holds its shared parts. The same operations on the
+    same values: the same results. A local is named by :func:`_term_name`, never one of
+    ``reserved`` or of the section's own names."""
+    trees = {name: parse(text) for name, text in section.items()}
+    taken = set(reserved) | set(trees)
+    for tree in trees.values():
+        taken.update(names(tree))
+    made: set[str] = set()
+
+    def of_values(e: Expr) -> bool:  # of the forward's values: no gradient, no shared term
+        read = names(e)
+        return bool(read) and not any(n.startswith(("grad_", "d2_")) or n in made for n in read)
+
+    while True:
+        counts: dict[Expr, int] = {}
+        for tree in trees.values():
+            _count_terms(tree, counts)
+        shared = [e for e, n in counts.items() if n > 1 and of_values(e)]
+        if not shared:
+            return {name: source(tree) for name, tree in trees.items()}
+        term = max(shared, key=lambda e: e.size)  # the largest; among equals, the first met
+        local = _term_name(term, taken)
+        taken.add(local)
+        made.add(local)
+        first = next(n for n, tree in trees.items() if _contains(tree, term))
+        replaced = {n: _replace(tree, term, var(local)) for n, tree in trees.items()}
+        trees = {}
+        for name, tree in replaced.items():
+            if name == first:
+                trees[local] = term
+            trees[name] = tree
+
+
+def _count_terms(e: Expr, counts: dict[Expr, int]) -> None:
+    if e.size < _TERM_SIZE:
+        return
+    if e.op in _TERM_OPS:
+        counts[e] = counts.get(e, 0) + 1
+    for a in e.args:
+        _count_terms(a, counts)
+
+
+_TERM_WORDS = {"add": "plus", "sub": "minus", "div": "over"}
+
+
+def _term_words(e: Expr) -> str | None:
+    """``e`` in words where they say exactly what it computes (``1 - tanh_u ** 2`` is
+    ``one_minus_tanh_u_sq``), else None."""
+    if e.op == "name":
+        return e.name
+    if e.op == "num":
+        return {1.0: "one", 2.0: "two", 0.5: "half"}.get(e.value)
+    words = [_term_words(a) for a in e.args]
+    if any(w is None for w in words):
+        return None
+    if e.op == "pow" and e.args[1].op == "num" and e.args[1].value in (2, 3):
+        return f"{words[0]}_{'sq' if e.args[1].value == 2 else 'cube'}"
+    if e.op in _TERM_WORDS:
+        return f"{words[0]}_{_TERM_WORDS[e.op]}_{words[1]}"
+    if e.op == "mul":
+        return f"{words[0]}_times_{words[1]}"
+    if e.op == "neg":
+        return f"minus_{words[0]}"
+    return None
+
+
+def _term_name(e: Expr, taken: set[str]) -> str:
+    """A shared term's local: ``e`` in words (:func:`_term_words`) where they are short, else
+    ``<the first two names it reads>_term`` (``u_term``); numbered where taken. It reads no
+    gradient, so it is never named ``grad_...``, as a double backward's :func:`inline_locals`
+    requires of the backward's locals it writes out."""
+    words = _term_words(e)
+    base = words if words is not None and len(words) <= 24 else "_".join(names(e)[:2]) + "_term"
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    return name
+
+
 def inline_locals(section: Mapping[str, str], locals_: Iterable[str]) -> dict[str, str]:
     """``section`` without the entries ``locals_``, each written out where it is read: a shared
     section as it was derived (what a double backward differentiates, so that the chain rule

@@ -1034,7 +1034,7 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict
                       per_row_inputs: list[str] | None = None) -> dict[str, str]:
     """``backward: auto``: each input's gradient, derived from the forward (a rowwise one's
     with ``per_row_inputs``)."""
-    from .autodiff import AutodiffError, backward_of, rowwise_backward_of, share_calls
+    from .autodiff import AutodiffError, backward_of, rowwise_backward_of, share_calls, share_terms
 
     reserved = [model.name, *symbols_of(model, backward=True), *forward.sources]
     try:
@@ -1042,8 +1042,9 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict
             return rowwise_backward_of(forward.sources, model.inputs, model.outputs,
                                        per_row_inputs, reserved=reserved)
         known = {k: v for k, v in forward.sources.items() if k in forward.intermediates}
-        return share_calls(backward_of(forward.sources, model.inputs, model.outputs,
-                                       reserved=reserved), reserved, known)
+        shared = share_calls(backward_of(forward.sources, model.inputs, model.outputs,
+                                         reserved=reserved), reserved, known)
+        return share_terms(shared, reserved)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
 

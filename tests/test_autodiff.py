@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from opgen.autodiff import backward_of, parse, partial, share_calls, source
+from opgen.autodiff import backward_of, parse, partial, share_calls, share_terms, source
 from opgen.errors import SpecError
 from opgen.expr import FUNCTIONS
 from opgen.spec import Spec, loads
@@ -240,13 +240,42 @@ def test_kinks_follow_paddle(label, text, paddle_fn, points) -> None:
         np.testing.assert_array_equal(ours[f"grad_{name}"], want, err_msg=f"{label}: d/d{name}")
 
 
+@pytest.mark.parametrize(("section", "want"), [
+    # a function's derivative, read three times, and a factor twice: each named once, the larger
+    # first (it holds the smaller), in words where they say it all, else by what it reads
+    ({"a": "0.4 * (1 - t ** 2) * (1 + 0.1 * u ** 2) * grad_out",
+      "b": "grad_out * (0.4 * (1 - t ** 2) - u * (1 - t ** 2)) * (1 + 0.1 * u ** 2)"},
+     {"one_minus_t_sq": "1 - t ** 2", "t_term": "0.4 * one_minus_t_sq",
+      "u_term": "1 + 0.1 * u ** 2", "a": "t_term * u_term * grad_out",
+      "b": "grad_out * (t_term - u * one_minus_t_sq) * u_term"}),
+    # what reads a gradient stays where it is (the chain rule's products), as do small terms
+    ({"a": "grad_out * (u + 1) * 2", "b": "grad_out * (u + 1) * 3 + (u + 1) * (u + 1)"},
+     {"a": "grad_out * (u + 1) * 2", "b": "grad_out * (u + 1) * 3 + (u + 1) * (u + 1)"}),
+    # a name taken (by the spec, or the section) is numbered
+    ({"one_minus_t_sq": "x", "a": "(1 - t ** 2) * one_minus_t_sq + (1 - t ** 2)"},
+     {"one_minus_t_sq": "x", "one_minus_t_sq2": "1 - t ** 2",
+      "a": "one_minus_t_sq2 * one_minus_t_sq + one_minus_t_sq2"}),
+])
+def test_shared_terms_are_computed_once(section, want) -> None:
+    got = share_terms(section, ["x"])
+    assert got == want
+    assert list(got) == list(want)  # each local just above its first reader
+    inputs = {"grad_out": 0.7, "t": 0.3, "u": -1.2, "x": 2.5}
+    before, after = dict(inputs), dict(inputs)
+    for values, entries in ((before, section), (after, got)):
+        for name, text in entries.items():
+            values[name] = eval(text, {}, dict(values))  # noqa: S307 (the tests' own text)
+    assert all(after[name] == before[name] for name in section)  # the same operations
+
+
 def test_shared_calls_take_no_name_of_the_spec() -> None:
     """A forward intermediate already named like the local a shared call would get: the local
     is numbered, and the double backward (which differentiates the backward with its locals)
     is still derived."""
     spec = _spec({"exp_x": "x * 2", "out": "tanh(exp(x) * y) + exp_x"}, ["out"])
     assert spec.backward_source["exp_x2"] == "exp(x)"
-    assert spec.backward_source["y"] == "grad_out * (1 - tanh_x_y ** 2) * exp_x2"
+    assert spec.backward_source["one_minus_tanh_x_y_sq"] == "1 - tanh_x_y ** 2"  # twice
+    assert spec.backward_source["y"] == "grad_out * one_minus_tanh_x_y_sq * exp_x2"
     assert {"x", "y", "grad_out"} <= set(spec.double_backward_source)
     assert "exp(" not in spec.double_backward_source["x"]  # reads the backward's local
 

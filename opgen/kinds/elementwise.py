@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..autodiff import AutodiffError, backward_of, inline_locals, share_calls
+from ..autodiff import AutodiffError, backward_of, inline_locals, share_calls, share_terms
 from ..codegen import (
     CPP_DTYPES,
     Attr,
@@ -1018,6 +1018,7 @@ def _derived_double_backward(spec: Spec) -> Compiled | None:
                 *(f"grad_grad_{i}" for i in model.inputs)]
     section = share_calls(section, reserved, {k: v for k, v in spec.backward_source.items()
                                               if k not in model.inputs})
+    section = share_terms(section, [*reserved, *spec.backward_source])
     # the backward's entries (the forward intermediates it recomputes, its own intermediates)
     # are read as they are, recomputed first
     intermediates = frozenset(k for k in spec.backward if k not in model.inputs)

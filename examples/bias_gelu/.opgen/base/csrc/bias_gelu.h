@@ -45,14 +45,16 @@ struct Backward {
 // u = x + bias
 // tanh_u = tanh(0.7978845608028654 * (u + 0.044715 * u ** 3))
 // d2_grad_u = grad_grad_bias + grad_grad_x
-// d2_u = d2_grad_u * grad_out * (0.3989422804014327 * (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2) +
-//     ((0.3989422804014327 * (1 - tanh_u ** 2) - 0.6366197723675814 * u * tanh_u *
-//     (1 - tanh_u ** 2) * (1 + 0.134145 * u ** 2)) * (1 + 0.134145 * u ** 2) +
-//     0.10703222440890037 * u * (1 - tanh_u ** 2) * u))
+// one_minus_tanh_u_sq = 1 - tanh_u ** 2
+// tanh_u_term = 0.3989422804014327 * one_minus_tanh_u_sq
+// u_term = 1 + 0.134145 * u ** 2
+// d2_u = d2_grad_u * grad_out * (tanh_u_term * u_term +
+//     ((tanh_u_term - 0.6366197723675814 * u * tanh_u * one_minus_tanh_u_sq * u_term) * u_term +
+//     0.10703222440890037 * u * one_minus_tanh_u_sq * u))
 // grad_x = d2_u
 // grad_bias = d2_u
-// grad_grad_out = d2_grad_u * (0.5 * (1 + tanh_u) + 0.3989422804014327 * u * (1 - tanh_u ** 2) *
-//     (1 + 0.134145 * u ** 2))
+// grad_grad_out = d2_grad_u * (0.5 * (1 + tanh_u) + 0.3989422804014327 * u * one_minus_tanh_u_sq *
+//     u_term)
 template <typename T>
 struct DoubleBackward {
   using MT = opgen::OpMathT<T>;  // what the math runs in: float for the 16-bit dtypes
@@ -63,15 +65,16 @@ struct DoubleBackward {
     const MT u = x + bias;
     const MT tanh_u = opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u)));
     const MT d2_grad_u = grad_grad_bias + grad_grad_x;
-    const MT d2_u = d2_grad_u * grad_out * (MT(0.3989422804014327) * (MT(1) - tanh_u * tanh_u) *
-        (MT(1) + MT(0.134145) * (u * u)) + ((MT(0.3989422804014327) * (MT(1) - tanh_u * tanh_u) -
-        MT(0.6366197723675814) * u * tanh_u * (MT(1) - tanh_u * tanh_u) *
-        (MT(1) + MT(0.134145) * (u * u))) * (MT(1) + MT(0.134145) * (u * u)) +
-        MT(0.10703222440890037) * u * (MT(1) - tanh_u * tanh_u) * u));
+    const MT one_minus_tanh_u_sq = MT(1) - tanh_u * tanh_u;
+    const MT tanh_u_term = MT(0.3989422804014327) * one_minus_tanh_u_sq;
+    const MT u_term = MT(1) + MT(0.134145) * (u * u);
+    const MT d2_u = d2_grad_u * grad_out * (tanh_u_term * u_term +
+        ((tanh_u_term - MT(0.6366197723675814) * u * tanh_u * one_minus_tanh_u_sq * u_term) *
+        u_term + MT(0.10703222440890037) * u * one_minus_tanh_u_sq * u));
     grad_x = d2_u;
     grad_bias = d2_u;
     grad_grad_out = d2_grad_u * (MT(0.5) * (MT(1) + tanh_u) + MT(0.3989422804014327) * u *
-        (MT(1) - tanh_u * tanh_u) * (MT(1) + MT(0.134145) * (u * u)));
+        one_minus_tanh_u_sq * u_term);
   }
 };
 
