@@ -791,7 +791,7 @@ def share_terms(section: Mapping[str, str], reserved: Iterable[str]) -> dict[str
             _count_terms(tree, counts)
         shared = [e for e, n in counts.items() if n > 1 and of_values(e)]
         if not shared:
-            return {name: source(tree) for name, tree in trees.items()}
+            return {name: source(tree) for name, tree in _small_inlined(trees, made).items()}
         term = max(shared, key=lambda e: e.size)  # the largest; among equals, the first met
         local = _term_name(term, taken)
         taken.add(local)
@@ -803,6 +803,15 @@ def share_terms(section: Mapping[str, str], reserved: Iterable[str]) -> dict[str
             if name == first:
                 trees[local] = term
             trees[name] = tree
+
+
+def _small_inlined(trees: dict[str, Expr], made: set[str]) -> dict[str, Expr]:
+    """``trees`` with each shared term whose definition shrank below :data:`_TERM_SIZE` (its own
+    shared parts hoisted out of it: ``one_minus_t_sq * y``) written out where it is read again."""
+    while small := next((n for n in trees if n in made and trees[n].size < _TERM_SIZE), None):
+        value = trees.pop(small)
+        trees = {name: _replace(e, var(small), value) for name, e in trees.items()}
+    return trees
 
 
 def _count_terms(e: Expr, counts: dict[Expr, int]) -> None:
@@ -819,32 +828,44 @@ _TERM_WORDS = {"add": "plus", "sub": "minus", "div": "over"}
 
 def _term_words(e: Expr) -> str | None:
     """``e`` in words where they say exactly what it computes (``1 - tanh_u ** 2`` is
-    ``one_minus_tanh_u_sq``), else None."""
+    ``one_minus_tanh_u_sq``), else None: a number other than 1, 2 and 1/2, a power other than a
+    square or a cube, or an operand its source puts in parentheses (``(1 - t) ** 2`` would read
+    as ``1 - t ** 2``)."""
     if e.op == "name":
         return e.name
     if e.op == "num":
         return {1.0: "one", 2.0: "two", 0.5: "half"}.get(e.value)
-    words = [_term_words(a) for a in e.args]
-    if any(w is None for w in words):
-        return None
-    if e.op == "pow" and e.args[1].op == "num" and e.args[1].value in (2, 3):
-        return f"{words[0]}_{'sq' if e.args[1].value == 2 else 'cube'}"
-    if e.op in _TERM_WORDS:
-        return f"{words[0]}_{_TERM_WORDS[e.op]}_{words[1]}"
-    if e.op == "mul":
-        return f"{words[0]}_times_{words[1]}"
+    if e.op == "pow":
+        power = {2.0: "sq", 3.0: "cube"}.get(e.args[1].value) if e.args[1].op == "num" else None
+        base = _term_words(e.args[0]) if _prec(e.args[0]) > _POW else None
+        return None if power is None or base is None else f"{base}_{power}"
     if e.op == "neg":
-        return f"minus_{words[0]}"
-    return None
+        operand = _term_words(e.args[0]) if _prec(e.args[0]) >= _UNARY else None
+        return None if operand is None else f"minus_{operand}"
+    joiner = {"add": "plus", "sub": "minus", "mul": "times", "div": "over"}.get(e.op)
+    if joiner is None:
+        return None
+    prec = _PREC[e.op]
+    left, right = e.args
+    if _prec(left) < prec or _prec(right) < prec + 1:  # parenthesized in the source
+        return None
+    words = [_term_words(left), _term_words(right)]
+    return None if None in words else f"{words[0]}_{joiner}_{words[1]}"
 
 
 def _term_name(e: Expr, taken: set[str]) -> str:
     """A shared term's local: ``e`` in words (:func:`_term_words`) where they are short, else
-    ``<the first two names it reads>_term`` (``u_term``); numbered where taken. It reads no
-    gradient, so it is never named ``grad_...``, as a double backward's :func:`inline_locals`
-    requires of the backward's locals it writes out."""
+    ``<the first names it reads>_term`` (``u_term``), the names of other shared terms left out
+    and one name where two would be long; numbered where taken. It reads no gradient, so it is
+    never named ``grad_...``, as a double backward's :func:`inline_locals` requires of the
+    backward's locals it writes out."""
     words = _term_words(e)
-    base = words if words is not None and len(words) <= 24 else "_".join(names(e)[:2]) + "_term"
+    if words is not None and len(words) <= 24:
+        base = words
+    else:
+        read = [n for n in names(e) if not n.endswith("_term")] or names(e)
+        base = "_".join(read[:2]) if len("_".join(read[:2])) <= 16 else read[0]
+        base = f"{base}_term"
     name, k = base, 2
     while name in taken:
         name, k = f"{base}{k}", k + 1

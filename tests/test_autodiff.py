@@ -241,13 +241,20 @@ def test_kinks_follow_paddle(label, text, paddle_fn, points) -> None:
 
 
 @pytest.mark.parametrize(("section", "want"), [
-    # a function's derivative, read three times, and a factor twice: each named once, the larger
-    # first (it holds the smaller), in words where they say it all, else by what it reads
+    # a function's derivative, read three times, and a factor twice: each named once, in words
+    # where they say it all, else by what it reads; the larger first (it holds the smaller), and
+    # written out again where what is left of it is small (0.4 * one_minus_t_sq)
     ({"a": "0.4 * (1 - t ** 2) * (1 + 0.1 * u ** 2) * grad_out",
       "b": "grad_out * (0.4 * (1 - t ** 2) - u * (1 - t ** 2)) * (1 + 0.1 * u ** 2)"},
-     {"one_minus_t_sq": "1 - t ** 2", "t_term": "0.4 * one_minus_t_sq",
-      "u_term": "1 + 0.1 * u ** 2", "a": "t_term * u_term * grad_out",
-      "b": "grad_out * (t_term - u * one_minus_t_sq) * u_term"}),
+     {"one_minus_t_sq": "1 - t ** 2", "u_term": "1 + 0.1 * u ** 2",
+      "a": "0.4 * one_minus_t_sq * u_term * grad_out",
+      "b": "grad_out * (0.4 * one_minus_t_sq - u * one_minus_t_sq) * u_term"}),
+    # words only where they read as the source does: (1 - t) ** 2 is not 1 - t ** 2
+    ({"a": "(1 - t) ** 2 * grad_out + (1 - t ** 3) * grad_out",
+      "b": "(1 - t) ** 2 * grad_y + (1 - t ** 3) * grad_y"},
+     {"t_term": "(1 - t) ** 2", "one_minus_t_cube": "1 - t ** 3",
+      "a": "t_term * grad_out + one_minus_t_cube * grad_out",
+      "b": "t_term * grad_y + one_minus_t_cube * grad_y"}),
     # what reads a gradient stays where it is (the chain rule's products), as do small terms
     ({"a": "grad_out * (u + 1) * 2", "b": "grad_out * (u + 1) * 3 + (u + 1) * (u + 1)"},
      {"a": "grad_out * (u + 1) * 2", "b": "grad_out * (u + 1) * 3 + (u + 1) * (u + 1)"}),
@@ -260,7 +267,7 @@ def test_shared_terms_are_computed_once(section, want) -> None:
     got = share_terms(section, ["x"])
     assert got == want
     assert list(got) == list(want)  # each local just above its first reader
-    inputs = {"grad_out": 0.7, "t": 0.3, "u": -1.2, "x": 2.5}
+    inputs = {"grad_out": 0.7, "grad_y": -0.4, "t": 0.3, "u": -1.2, "x": 2.5}
     before, after = dict(inputs), dict(inputs)
     for values, entries in ((before, section), (after, got)):
         for name, text in entries.items():

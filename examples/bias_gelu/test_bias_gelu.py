@@ -203,11 +203,11 @@ def reference_double_backward(x, bias, grad_out, grad_grad_x, grad_grad_bias):
     tanh_u = np.tanh(0.7978845608028654 * (u + 0.044715 * np.power(u, 3.0)))
     d2_grad_u = grad_grad_bias + grad_grad_x
     one_minus_tanh_u_sq = 1.0 - np.power(tanh_u, 2.0)
-    tanh_u_term = 0.3989422804014327 * one_minus_tanh_u_sq
     u_term = 1.0 + 0.134145 * np.power(u, 2.0)
-    d2_u = (d2_grad_u * grad_out * (tanh_u_term * u_term +
-        ((tanh_u_term - 0.6366197723675814 * u * tanh_u * one_minus_tanh_u_sq * u_term) * u_term +
-        0.10703222440890037 * u * one_minus_tanh_u_sq * u)))
+    d2_u = (d2_grad_u * grad_out * (0.3989422804014327 * one_minus_tanh_u_sq * u_term +
+        ((0.3989422804014327 * one_minus_tanh_u_sq - 0.6366197723675814 * u * tanh_u *
+        one_minus_tanh_u_sq * u_term) * u_term + 0.10703222440890037 * u * one_minus_tanh_u_sq *
+        u)))
     grad_x = d2_u
     grad_bias = d2_u
     grad_grad_out = (d2_grad_u * (0.5 * (1.0 + tanh_u) + 0.3989422804014327 * u *

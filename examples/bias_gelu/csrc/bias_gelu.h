@@ -46,11 +46,10 @@ struct Backward {
 // tanh_u = tanh(0.7978845608028654 * (u + 0.044715 * u ** 3))
 // d2_grad_u = grad_grad_bias + grad_grad_x
 // one_minus_tanh_u_sq = 1 - tanh_u ** 2
-// tanh_u_term = 0.3989422804014327 * one_minus_tanh_u_sq
 // u_term = 1 + 0.134145 * u ** 2
-// d2_u = d2_grad_u * grad_out * (tanh_u_term * u_term +
-//     ((tanh_u_term - 0.6366197723675814 * u * tanh_u * one_minus_tanh_u_sq * u_term) * u_term +
-//     0.10703222440890037 * u * one_minus_tanh_u_sq * u))
+// d2_u = d2_grad_u * grad_out * (0.3989422804014327 * one_minus_tanh_u_sq * u_term +
+//     ((0.3989422804014327 * one_minus_tanh_u_sq - 0.6366197723675814 * u * tanh_u *
+//     one_minus_tanh_u_sq * u_term) * u_term + 0.10703222440890037 * u * one_minus_tanh_u_sq * u))
 // grad_x = d2_u
 // grad_bias = d2_u
 // grad_grad_out = d2_grad_u * (0.5 * (1 + tanh_u) + 0.3989422804014327 * u * one_minus_tanh_u_sq *
@@ -66,11 +65,11 @@ struct DoubleBackward {
     const MT tanh_u = opgen::tanh<T>(MT(0.7978845608028654) * (u + MT(0.044715) * (u * u * u)));
     const MT d2_grad_u = grad_grad_bias + grad_grad_x;
     const MT one_minus_tanh_u_sq = MT(1) - tanh_u * tanh_u;
-    const MT tanh_u_term = MT(0.3989422804014327) * one_minus_tanh_u_sq;
     const MT u_term = MT(1) + MT(0.134145) * (u * u);
-    const MT d2_u = d2_grad_u * grad_out * (tanh_u_term * u_term +
-        ((tanh_u_term - MT(0.6366197723675814) * u * tanh_u * one_minus_tanh_u_sq * u_term) *
-        u_term + MT(0.10703222440890037) * u * one_minus_tanh_u_sq * u));
+    const MT d2_u = d2_grad_u * grad_out * (MT(0.3989422804014327) * one_minus_tanh_u_sq * u_term +
+        ((MT(0.3989422804014327) * one_minus_tanh_u_sq - MT(0.6366197723675814) * u * tanh_u *
+        one_minus_tanh_u_sq * u_term) * u_term + MT(0.10703222440890037) * u * one_minus_tanh_u_sq *
+        u));
     grad_x = d2_u;
     grad_bias = d2_u;
     grad_grad_out = d2_grad_u * (MT(0.5) * (MT(1) + tanh_u) + MT(0.3989422804014327) * u *
