@@ -1515,7 +1515,9 @@ struct Schedules {
       if (vectors <= int64_t{512} * kChunks) {
         return on_register(RegisterConfig<kVec, kChunks, 512, kShare ? kSumThreads : 512>{});
       }
-      if constexpr (kHalfBlocks && kMaxChunks > kChunks) {  // one per-element input, no sums
+      // A row that 512 threads hold with every chunk of their budget (OPGEN_ROW_HALF_BLOCKS):
+      // with the default budget, rows of one per-element input.
+      if constexpr (kHalfBlocks && kColSum == 0 && kMaxChunks > kChunks) {
         if (vectors <= int64_t{512} * kMaxChunks) {
           return on_register(RegisterConfig<kVec, kMaxChunks, 512, 512>{});
         }
