@@ -706,13 +706,20 @@ def share_calls(section: Mapping[str, str], reserved: Iterable[str],
         local = _local_name(call_, list(dict.fromkeys(read)), taken)
         leaves[local] = read
         taken.add(local)
-        first = next(n for n, tree in trees.items() if _contains(tree, call_))
-        replaced = {n: _replace(tree, call_, var(local)) for n, tree in trees.items()}
-        trees = {}
-        for name, tree in replaced.items():
-            if name == first:
-                trees[local] = call_
-            trees[name] = tree
+        trees = _hoisted(trees, call_, local)
+
+
+def _hoisted(trees: dict[str, Expr], part: Expr, local: str) -> dict[str, Expr]:
+    """``trees`` (a section, in order) reading ``part`` as the new entry ``local``, defined just
+    above the first entry that reads it (which reads every name ``part`` reads, so they are all
+    defined above it)."""
+    first = next(n for n, tree in trees.items() if _contains(tree, part))
+    hoisted: dict[str, Expr] = {}
+    for name, tree in trees.items():
+        if name == first:
+            hoisted[local] = part
+        hoisted[name] = _replace(tree, part, var(local))
+    return hoisted
 
 
 def _count_calls(e: Expr, counts: dict[Expr, int]) -> None:
@@ -796,13 +803,7 @@ def share_terms(section: Mapping[str, str], reserved: Iterable[str]) -> dict[str
         local = _term_name(term, taken)
         taken.add(local)
         made.add(local)
-        first = next(n for n, tree in trees.items() if _contains(tree, term))
-        replaced = {n: _replace(tree, term, var(local)) for n, tree in trees.items()}
-        trees = {}
-        for name, tree in replaced.items():
-            if name == first:
-                trees[local] = term
-            trees[name] = tree
+        trees = _hoisted(trees, term, local)
 
 
 def _small_inlined(trees: dict[str, Expr], made: set[str]) -> dict[str, Expr]:
