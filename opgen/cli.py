@@ -53,6 +53,16 @@ def _report(changes: list[Change], dest: Path, *, pretend: bool) -> None:
         out.print(f"  [{style}]{verb}{change.status.value:>9}[/{style}]  {_e(dest / change.path)}")
 
 
+def _path(text: str | Path) -> Path:
+    """A path flag or argument as given. An empty one (most often an unset shell variable) is
+    refused rather than read as the current folder, which is what ``Path("")`` is."""
+    if isinstance(text, Path):  # a default
+        return text
+    if not text:
+        raise typer.BadParameter("an empty path")
+    return Path(text)
+
+
 def _version(value: bool) -> None:
     if value:
         out.print(f"opgen {__version__}")
@@ -76,8 +86,8 @@ def new(
                                           "the last axis (softmax, norms).")] = False,
     custom: Annotated[bool, typer.Option("--custom", help="A free-form op: you write the "
                                          "kernels and a numpy reference, opgen the rest.")] = False,
-    directory: Annotated[Path | None, typer.Option("--dir", help="Where to create NAME/ "
-                                                   "(default: here).")] = None,
+    directory: Annotated[Path | None, typer.Option("--dir", parser=_path, help="Where to "
+                                                   "create NAME/ (default: here).")] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Generate into an existing folder, as "
                                         "`opgen generate` does: an existing NAME.yaml is used, "
@@ -102,9 +112,11 @@ def new(
 
 @app.command()
 def generate(
-    spec: Annotated[Path, typer.Argument(help="The op's YAML spec, or its folder.")],
+    spec: Annotated[Path, typer.Argument(parser=_path,
+                                         help="The op's YAML spec, or its folder.")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder "
-                                                 "(default: the spec's folder).")] = None,
+                                                 "(default: the spec's folder).",
+                                                 parser=_path)] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would be written.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 if the files on disk differ "
                                         "from a fresh render (for CI).")] = False,
@@ -142,7 +154,7 @@ def _raise_on_conflicts(result: api.Result, *, pretend: bool) -> None:
 
 @app.command()
 def build(
-    op_dir: Annotated[Path, typer.Argument(help="The generated op's folder.")],
+    op_dir: Annotated[Path, typer.Argument(parser=_path, help="The generated op's folder.")],
     cpu_only: Annotated[bool, typer.Option("--cpu-only",
                                            help="Leave out the CUDA sources.")] = False,
     arch: Annotated[str | None, typer.Option("--arch", help="CUDA compute capabilities, e.g. "
@@ -152,7 +164,8 @@ def build(
                                         "that installs and runs without the sources or opgen."
                                         )] = False,
     wheel_dir: Annotated[Path | None, typer.Option("--wheel-dir", help="Where --wheel writes "
-                                                   "the wheel (default: OP_DIR/dist).")] = None,
+                                                   "the wheel (default: OP_DIR/dist).",
+                                                   parser=_path)] = None,
     wheel_version: Annotated[str | None, typer.Option("--wheel-version", help="The wheel's "
                                                       "version (default: 0.1.0+<build key>)."
                                                       )] = None,
@@ -199,7 +212,7 @@ def _warn_if_stale(op_dir: Path) -> None:
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def test(
     ctx: typer.Context,
-    op_dir: Annotated[Path, typer.Argument(help="The generated op's folder.")],
+    op_dir: Annotated[Path, typer.Argument(parser=_path, help="The generated op's folder.")],
     device: Annotated[str, typer.Option("--device", help="cpu, gpu or all.")] = "all",
 ) -> None:
     """Build the op, then run its generated tests (extra arguments after -- go to pytest).
@@ -252,7 +265,7 @@ def _sizes(text: str | None) -> list[int] | None:
 
 @app.command()
 def bench(
-    op_dir: Annotated[Path, typer.Argument(help="The generated op's folder.")],
+    op_dir: Annotated[Path, typer.Argument(parser=_path, help="The generated op's folder.")],
     device: Annotated[str, typer.Option("--device", help="cpu or gpu.")] = "cpu",
     sizes: Annotated[str | None, typer.Option("--sizes", help="Element counts, e.g. "
                                               "2^20,2^24,2^28.")] = None,
@@ -268,9 +281,10 @@ def bench(
                                          "of copy, baseline, naive, or none.")
                        ] = "copy,baseline,naive",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the rows and "
-                                                   "ratios as JSON.")] = None,
+                                                   "ratios as JSON.", parser=_path)] = None,
     plot_path: Annotated[Path | None, typer.Option("--plot", help="Draw GB/s against size "
-                                                   "(with --shapes, per case) as a PNG.")
+                                                   "(with --shapes, per case) as a PNG.",
+                                                   parser=_path)
                                       ] = None,
     per_call: Annotated[bool, typer.Option("--per-call/--no-per-call", help="Also time one "
                                            "call at 1, 1024 and 2^16 elements: the op, its raw "
@@ -423,7 +437,8 @@ def _gpu_name() -> str:
 
 @app.command()
 def init(
-    team_dir: Annotated[Path, typer.Argument(help="The new team repository's folder.")],
+    team_dir: Annotated[Path, typer.Argument(parser=_path,
+                                             help="The new team repository's folder.")],
     name: Annotated[str | None, typer.Option("--name", help="The team's name, lowercase "
                                              "(default: from the folder's name).")] = None,
     template: Annotated[str | None, typer.Option("--template", help="A copier template to "
@@ -461,7 +476,8 @@ def init(
 
 @app.command()
 def update(
-    team_dir: Annotated[Path, typer.Argument(help="The team repository.")] = Path("."),
+    team_dir: Annotated[Path, typer.Argument(parser=_path,
+                                             help="The team repository.")] = Path("."),
     ref: Annotated[str | None, typer.Option("--ref", help="The template version (git tag) to "
                                             "move to (default: this opgen's).")] = None,
     pretend: Annotated[bool, typer.Option("--pretend", help="Show what would change.")] = False,
@@ -494,7 +510,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and turns every user error into one line."""
     try:
         # Outside standalone mode click returns a command's typer.Exit code instead of exiting.
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="opgen", standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except OpgenError as exc:

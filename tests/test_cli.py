@@ -322,3 +322,28 @@ def test_a_folder_that_is_not_an_op_is_named_as_given(tmp_path, monkeypatch, cap
             cli.main([command, folder])
         assert info.value.code == 2
         assert capsys.readouterr().err == f"error: {folder}: {why}\n"
+
+
+@pytest.mark.parametrize(("args", "where"), [
+    (["new", "my_op", "--elementwise", "--dir", ""], "new: Invalid value for '--dir'"),
+    (["generate", ""], "generate: Invalid value for 'spec'"),
+    (["generate", "relu6.yaml", "--out", ""], "generate: Invalid value for '--out'"),
+    (["build", ""], "build: Invalid value for 'op_dir'"),
+    (["build", "relu6", "--wheel", "--wheel-dir", ""], "build: Invalid value for '--wheel-dir'"),
+    (["test", ""], "test: Invalid value for 'op_dir'"),
+    (["bench", ""], "bench: Invalid value for 'op_dir'"),
+    (["bench", "relu6", "--json", ""], "bench: Invalid value for '--json'"),
+    (["bench", "relu6", "--plot", ""], "bench: Invalid value for '--plot'"),
+    (["init", ""], "init: Invalid value for 'team_dir'"),
+    (["update", ""], "update: Invalid value for 'team_dir'"),
+])
+def test_an_empty_path_is_refused_not_read_as_here(tmp_path, monkeypatch, capsys, args, where):
+    """``Path("")`` is the current folder: an empty path (an unset shell variable, mostly) would
+    scaffold, write a team repository or a JSON file here. Every path flag and argument refuses
+    it by name, before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        cli.main(args)
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"error: opgen {where}: an empty path\n"
+    assert list(tmp_path.iterdir()) == []
