@@ -374,7 +374,6 @@ def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | No
     test. Files holding merge conflict markers are refused before anything runs, and so is
     ``device="gpu"`` where Paddle sees no GPU (with "all" the GPU's cases are reported skipped).
     """
-    op_dir, name = build.op_folder(op_dir)
     if device not in ("cpu", "gpu", "all"):
         raise UsageError(f"--device: expected cpu, gpu or all, got '{device}'")
     if device == "gpu":  # asked for the GPU alone: skipping every test would pass
@@ -383,14 +382,15 @@ def test(op_dir: Path | str, *, device: str = "all", pytest_args: list[str] | No
         info = paddle_info()
         if info is None or info.gpu_count == 0:
             raise UsageError("--device gpu: no GPU visible to Paddle")
-    test_file = op_dir / f"test_{name}.py"
+    config = build.configure(Path(op_dir))  # the folder, its conflict markers, the toolchain
+    test_file = config.op_dir / f"test_{config.name}.py"
     if not test_file.exists():
-        raise UsageError(f"{op_dir}: no test_{name}.py; run `opgen generate` first")
-    build_with(build.configure(op_dir))
+        raise UsageError(f"{op_dir}: no {test_file.name}; run `opgen generate` first")
+    build_with(config)
     env = {**os.environ, "OPGEN_TEST_DEVICES": device, "GLOG_minloglevel": "2"}
     cmd = [sys.executable, "-m", "pytest", str(test_file), "-p", "no:cacheprovider",
            "-p", "opgen.testing", *(pytest_args or [])]  # the plugin registers the markers
-    return subprocess.call(cmd, env=env, cwd=op_dir)
+    return subprocess.call(cmd, env=env, cwd=config.op_dir)
 
 
 def load_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = None,
@@ -400,14 +400,14 @@ def load_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = No
     A merge conflict marker left in any file generated for the op (the wrapper included) is
     refused with :class:`~opgen.errors.MergeError` naming its line, before anything compiles or
     is imported."""
-    op_dir, name = build.op_folder(op_dir)
-    library = build.load_library(op_dir, cpu_only=cpu_only, arches=build.parse_arches(arch),
-                                 verbose=verbose)
+    config = build.configure(Path(op_dir), cpu_only=cpu_only, arches=build.parse_arches(arch))
+    library = build.load_configured(config, verbose=verbose)
+    name = config.name
     module_name = f"opgen_ops.{name}"
     if module_name in sys.modules:
         module = sys.modules[module_name]
     else:
-        spec = importlib.util.spec_from_file_location(module_name, op_dir / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(module_name, config.op_dir / f"{name}.py")
         if spec is None or spec.loader is None:
             raise UsageError(f"{op_dir}: no {name}.py wrapper; run `opgen generate` first")
         module = importlib.util.module_from_spec(spec)

@@ -619,7 +619,12 @@ _loaded: dict[Path, ModuleType] = {}
 def load_library(op_dir: Path | str, *, cpu_only: bool = False, arches: tuple[int, ...] = (),
                  verbose: bool = False) -> ModuleType:
     """Build the op in ``op_dir`` if needed and load its library module (``<name>_lib``)."""
-    config = configure(Path(op_dir), cpu_only=cpu_only, arches=arches)
+    return load_configured(configure(Path(op_dir), cpu_only=cpu_only, arches=arches),
+                           verbose=verbose)
+
+
+def load_configured(config: BuildConfig, *, verbose: bool = False) -> ModuleType:
+    """:func:`load_library` of a build already configured."""
     library = compile_library(config, verbose=verbose)
     if library in _loaded:
         return _loaded[library]

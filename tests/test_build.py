@@ -859,3 +859,21 @@ def test_a_wheel_dir_that_is_a_file_is_refused_before_compiling(tmp_path):
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "exists and is not a folder" in result.stderr
     assert not (tmp_path / "my_op" / "build").exists() and afile.read_text() == "mine"
+
+
+def test_load_test_and_build_scan_the_op_for_conflict_markers_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
+    op = new_op(tmp_path)
+    scans = []
+    scan = build.refuse_conflicts
+    monkeypatch.setattr(build, "refuse_conflicts", lambda *a: scans.append(a) or scan(*a))
+    loaded = types.ModuleType("t_op_lib")
+    monkeypatch.setattr(build, "load_configured", lambda config, verbose=False: loaded)
+    for call in (lambda: api.load_op(op, cpu_only=True),
+                 lambda: api.test(op, device="cpu", build_with=lambda config: None,
+                                  pytest_args=["--collect-only", "-q"]),
+                 lambda: api.build_op(op, cpu_only=True, build_with=lambda config: None)):
+        scans.clear()
+        call()
+        assert len(scans) == 1
+    assert api.load_op(op, cpu_only=True)._library is loaded
