@@ -13,7 +13,8 @@
 //                   in registers (every input read once), reductions by warp shuffles;
 //   medium rows     a warp per row, up to 8 vectors per lane in registers;
 //   long rows       a block per row, the row in registers, shuffles then shared memory (with
-//                   column sums, rows of up to 512 lanes share blocks of OPGEN_ROW_SUM_THREADS);
+//                   column sums, rows of up to 512 lanes share blocks of OPGEN_ROW_SUM_THREADS
+//                   or, rows of 512, OPGEN_ROW_WIDE_SUM_THREADS);
 //   longer rows     (sm_90 on) a cluster of 2 to 8 blocks per row, each block a slice of it in
 //                   registers; for a reduction each block sends its result into every block's
 //                   shared memory (st.async, counted by an mbarrier there);
@@ -104,6 +105,14 @@ namespace rowwise {
 #ifndef OPGEN_ROW_SUM_THREADS
 #define OPGEN_ROW_SUM_THREADS 512
 #endif
+// The same for rows of 512 lanes (0: OPGEN_ROW_SUM_THREADS). Two such rows a 1024-thread block
+// measured faster on an H100 than one a 512-thread block (the norms' backwards at 4096 columns:
+// float32 +0.04 to +0.05 of a copy, layer_norm's 16-bit +0.09), where rows of 128 and 256 lanes
+// measured slower in blocks of 1024 (-0.08 to -0.10 in 16-bit; opgen's docs/benchmarks.md,
+// "Rows of 512 lanes with column sums").
+#ifndef OPGEN_ROW_WIDE_SUM_THREADS
+#define OPGEN_ROW_WIDE_SUM_THREADS 1024
+#endif
 // 1: a row that 512 threads hold with every chunk their registers allow takes a block of 512
 // (two an SM, each loading its own row) rather than 1024 threads with half the chunks (one an
 // SM, staging its next row), measured faster for one-input forwards (16-bit at 32768 columns,
@@ -169,6 +178,8 @@ constexpr bool kBFloat16Lanes = OPGEN_ROW_BF16_LANES != 0;
 constexpr bool kPrefetchSums = OPGEN_ROW_PREFETCH_SUMS != 0;
 constexpr int kMaxCluster = OPGEN_ROW_MAX_CLUSTER;
 constexpr int kSumThreads = OPGEN_ROW_SUM_THREADS;
+constexpr int kWideSumThreads =
+    OPGEN_ROW_WIDE_SUM_THREADS > 0 ? OPGEN_ROW_WIDE_SUM_THREADS : OPGEN_ROW_SUM_THREADS;
 constexpr int kClusterThreads = OPGEN_ROW_CLUSTER_THREADS;
 constexpr bool kHalfBlocks = OPGEN_ROW_HALF_BLOCKS != 0;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
@@ -190,6 +201,8 @@ static_assert(kMaxCluster == 1 || kMaxCluster == 2 || kMaxCluster == 4 || kMaxCl
               "OPGEN_ROW_MAX_CLUSTER");
 static_assert(kSumThreads == 0 || kSumThreads == 512 || kSumThreads == 1024,
               "OPGEN_ROW_SUM_THREADS");
+static_assert(kWideSumThreads == 0 || kWideSumThreads == 512 || kWideSumThreads == 1024,
+              "OPGEN_ROW_WIDE_SUM_THREADS");
 static_assert(kClusterThreads == 512 || kClusterThreads == 1024, "OPGEN_ROW_CLUSTER_THREADS");
 
 namespace detail {
@@ -1490,8 +1503,9 @@ struct Schedules {
       }
     }
     // Long rows: a block per row, kBlockVecs vectors per thread (up to kMaxChunks with 1024
-    // threads); with column sums and OPGEN_ROW_SUM_THREADS, rows share blocks of that size. The
-    // scalar path goes to the loop instead (odd lengths this long are rare).
+    // threads); with column sums and OPGEN_ROW_SUM_THREADS, rows share blocks of that size
+    // (rows of 512 lanes, of OPGEN_ROW_WIDE_SUM_THREADS). The scalar path goes to the loop
+    // instead (odd lengths this long are rare).
     if constexpr (kVec > 1) {
       constexpr int kChunks = kBlockVecs < kMaxChunks ? kBlockVecs : kMaxChunks;
       constexpr bool kShare = kColSum > 0 && kSumThreads > 0;
@@ -1513,7 +1527,8 @@ struct Schedules {
         return on_register(RegisterConfig<kVec, kChunks, 256, kShare ? kSumThreads : 256>{});
       }
       if (vectors <= int64_t{512} * kChunks) {
-        return on_register(RegisterConfig<kVec, kChunks, 512, kShare ? kSumThreads : 512>{});
+        constexpr int kT = kShare ? kWideSumThreads : 512;
+        return on_register(RegisterConfig<kVec, kChunks, 512, kT>{});
       }
       // A row that 512 threads hold with every chunk of their budget (OPGEN_ROW_HALF_BLOCKS):
       // with the default budget, rows of one per-element input.
