@@ -125,6 +125,31 @@ def test_generated_code_infers_shapes_and_dispatches_over_the_dtype_product():
     assert "raise NotImplementedError" in files["reference.py"].decode()
 
 
+@pytest.mark.parametrize(("ids", "table", "wrong"), [
+    ("[int32, int64]", "float types", ("ids", "int16")),
+    # ids takes every dtype the first choices name: the next one it refuses
+    ("[int16, int32, float32, float64]", "float types", ("ids", "int8")),
+    # ids takes every dtype: table (a dtype rule of its own) is given one it refuses
+    ("[bool, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64]",
+     "[float32, float64]", ("table", "int16")),
+    # nothing to refuse: no such test (rendering it used to stop on a StopIteration)
+    ("[bool, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64]",
+     "[bool, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64]", None),
+])
+def test_the_wrong_dtype_test_gives_an_input_a_dtype_it_refuses(ids, table, wrong):
+    spec = SPEC.replace("ids: {dtype: [int32, int64]}", f"ids: {{dtype: {ids}}}")
+    spec = spec.replace("{dtype: float types, shape: [V, D]}", f"{{dtype: {table}, shape: [V, D]}}")
+    spec = spec.replace("backward: [table]\n", "")
+    test = render_op(_load(spec)).files["test_lookup.py"].decode()
+    if wrong is None:
+        assert "def test_wrong_dtype_is_a_clear_error" not in test
+        return
+    name, dtype = wrong
+    assert f'tensors["{name}"] = ot.to_paddle(np.zeros(tensors["{name}"].shape), "{dtype}", ' \
+        'device)' in test
+    assert f'with pytest.raises(TypeError, match="lookup: {name} is {dtype}"):' in test
+
+
 def test_shared_dims_are_checked_across_inputs():
     spec = SPEC.replace("ids: {dtype: [int32, int64]}", "ids: {dtype: [int32, int64], "
                         "shape: [..., D]}")

@@ -1609,7 +1609,8 @@ class Context(OpText, BackwardStubText):
     free_dims: list[str]                     #   and these named dims are None (free_dims())
     free_comment: list[str]                  # which are free and why the others are not: lines
     test_ranges: dict[str, str]              # integer input -> (low, high) over DIMS
-    wrong_dtype: tuple[str, str]             # an input, and a dtype it refuses
+    wrong_dtype: tuple[str, str] | None      # an input, and a dtype it refuses (None: every
+                                             #   input takes every dtype)
     wrong_rank: tuple[str, str] | None       # a required input of a fixed rank, and the error
                                              #   (a regular expression) for a dim more
     inplace: InPlace | None                  # the in-place variant, where the spec asks
@@ -1840,7 +1841,7 @@ def _wrapper_text(spec: Any, inputs: dict[str, Tensor], outputs: dict[str, Tenso
 
 def _test_text(spec: Any, inputs: dict[str, Tensor], attrs: list[Attr],
                out_shapes: list[OutShape], combos: list[Combo], dims: dict[str, str],
-               test_ranges: dict[str, str], wrong_dtype: tuple[str, str],
+               test_ranges: dict[str, str], wrong_dtype: tuple[str, str] | None,
                free: bool) -> dict[str, Any]:
     """The generated test's text that names the op or its tensors, wrapped where the template
     puts it (``combos``: one entry of COMBOS per combination)."""
@@ -1874,13 +1875,17 @@ def _test_text(spec: Any, inputs: dict[str, Tensor], attrs: list[Attr],
             f"ot.assert_saved_model_serves(lambda: Model({name}, attrs), inputs, specs, way, "
             "HERE, tmp_path, OUTPUTS" + (", other=deploy_inputs(other=True)[0]" if free else "") +
             ")", indent=4),
-        "wrong_dtype_input": wrap_code(
-            f'tensors["{wrong_dtype[0]}"] = ot.to_paddle(np.zeros(tensors["{wrong_dtype[0]}"]'
-            f'.shape), "{wrong_dtype[1]}", device)', indent=4),
-        "wrong_dtype_raises": py_string_call(
-            "with pytest.raises(TypeError, match=", f"{name}: {wrong_dtype[0]} is "
-            f"{wrong_dtype[1]}", "):", indent=4),
     }
+    if wrong_dtype is not None:
+        tensor, dtype = wrong_dtype
+        test |= {
+            "wrong_dtype_input": wrap_code(
+                f'tensors["{tensor}"] = ot.to_paddle(np.zeros(tensors["{tensor}"].shape), '
+                f'"{dtype}", device)', indent=4),
+            "wrong_dtype_raises": py_string_call(
+                "with pytest.raises(TypeError, match=", f"{name}: {tensor} is {dtype}", "):",
+                indent=4),
+        }
     if m.inplace:
         out = f"{name}_"
         test |= {
@@ -2301,10 +2306,21 @@ def _test_bound(bound: str, custom: Custom) -> str:
     return f'DIMS["{bound}"]' if bound in custom.dims else bound
 
 
-def _wrong_dtype(inputs: dict[str, Tensor]) -> tuple[str, str]:
-    tensor = next(t for t in inputs.values() if t.same_as is None)
-    wrong = next(d for d in ("int16", "float64", "int32", "float32") if d not in tensor.dtypes)
-    return tensor.name, wrong
+#: The dtypes the generated tests try on an input that refuses them, first to last.
+_WRONG_DTYPES = ("int16", "float64", "int32", "float32", "int8", "uint8", "int64", "float16",
+                 "bool", "bfloat16")
+
+
+def _wrong_dtype(inputs: dict[str, Tensor]) -> tuple[str, str] | None:
+    """An input of a dtype rule of its own and the first of :data:`_WRONG_DTYPES` it refuses;
+    None where every such input takes every dtype (nothing to refuse)."""
+    for tensor in inputs.values():
+        if tensor.same_as is not None:
+            continue
+        for dtype in _WRONG_DTYPES:
+            if dtype not in tensor.dtypes:
+                return tensor.name, dtype
+    return None
 
 
 def _wrong_rank(op: str, custom: Custom, inputs: dict[str, Tensor]) -> tuple[str, str] | None:
