@@ -377,13 +377,15 @@ cudaError_t Launch(const opgen::rowwise::Pointers<float, 1, 0, 2>& p, cudaStream
 
 
 @pytest.mark.skipif(_nvcc() is None, reason="needs nvcc")
-def test_gpu_bench_compiles_for_sm_90(tmp_path: Path) -> None:
+@pytest.mark.parametrize("knobs", [[], ["-DOPGEN_ROW_PDL=1"]], ids=["default", "pdl"])
+def test_gpu_bench_compiles_for_sm_90(tmp_path: Path, knobs: list[str]) -> None:
     """float32 only (ROWWISE_BENCH_FLOAT_ONLY): every schedule of every op, a quarter of the
-    build."""
+    build; with the column sums' dependent launch too (a knob that is off by default)."""
     nvcc = _nvcc()
     assert nvcc is not None
     result = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", "-DROWWISE_BENCH_FLOAT_ONLY",
-                             *INCLUDES[:2], "-c", str(BENCH), "-o", str(tmp_path / "bench.o")],
+                             *knobs, *INCLUDES[:2], "-c", str(BENCH),
+                             "-o", str(tmp_path / "bench.o")],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "warning" not in result.stderr, result.stderr[-3000:]

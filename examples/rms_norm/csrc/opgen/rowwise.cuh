@@ -63,6 +63,11 @@ namespace rowwise {
 #ifndef OPGEN_ROW_REG_BYTES
 #define OPGEN_ROW_REG_BYTES 128
 #endif
+// The same for a functor with column sums (0: OPGEN_ROW_REG_BYTES), whose sums take registers
+// beside the row's elements.
+#ifndef OPGEN_ROW_SUM_REG_BYTES
+#define OPGEN_ROW_SUM_REG_BYTES 0
+#endif
 // Vectors per thread the block-per-row schedule aims at before it takes more threads.
 #ifndef OPGEN_ROW_BLOCK_VECS
 #define OPGEN_ROW_BLOCK_VECS 4
@@ -119,6 +124,13 @@ namespace rowwise {
 // float32 at 16384) and the same elsewhere (opgen's docs/benchmarks.md, round 25); 0: the 1024.
 #ifndef OPGEN_ROW_HALF_BLOCKS
 #define OPGEN_ROW_HALF_BLOCKS 1
+#endif
+// 1: on devices of compute capability 9.0 and later, the kernel that adds the column sums'
+// partials is a programmatic dependent launch: scheduled while the row kernel drains, it waits
+// for it on the device instead of being launched after it ends (as the broadcasting kernels'
+// block sums, OPGEN_BCAST_PDL, measured faster on the H200 in round 20); 0: a plain launch.
+#ifndef OPGEN_ROW_PDL
+#define OPGEN_ROW_PDL 0
 #endif
 // Threads of each block of a cluster (512 or 1024). 512 measured faster on the H200 for the
 // norms' backwards at 1024 x 32768 (rms_norm +0.04 to +0.07 of a copy in every dtype; opgen's
@@ -186,12 +198,14 @@ constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
 constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
+constexpr int kSumRegBytes = OPGEN_ROW_SUM_REG_BYTES > 0 ? OPGEN_ROW_SUM_REG_BYTES : kRegBytes;
 constexpr int kBlockVecs = OPGEN_ROW_BLOCK_VECS;
 constexpr int kLoopThreads = OPGEN_ROW_LOOP_THREADS;
 constexpr int kWaves = OPGEN_ROW_WAVES;
 constexpr bool kClusterPush = OPGEN_ROW_CLUSTER_PUSH != 0;
 constexpr bool kBlockShuffle = OPGEN_ROW_BLOCK_SHUFFLE != 0;
 constexpr bool kRowWords = OPGEN_ROW_WORDS != 0;
+constexpr bool kDependentSums = OPGEN_ROW_PDL != 0;
 constexpr int kMaxBlockThreads = 1024;
 constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;  // blocks stride over the rest
 static_assert(kRowThreads % 32 == 0 && kRowThreads <= kMaxBlockThreads, "OPGEN_ROW_THREADS");
@@ -922,6 +936,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
   using Row = RegisterRow<Cfg, P, kWidth, Roles...>;
   constexpr int kColSum = P::kColumnSums;
   constexpr int kPerThread = Cfg::kChunks * Cfg::kVec;
+  if constexpr (kDependentSums && kColSum > 0) cuda::LetDependentsLaunch();  // SumPartialsKernel
   __shared__ ReduceShared<Acc, kWidth> reduce_shared;
   Reduction<Acc, kWidth> reduction{&reduce_shared};
   if constexpr (Cfg::kCluster > 1) ClusterReduceInit<Cfg::kCluster>(&reduce_shared);
@@ -1198,6 +1213,7 @@ __global__ void __launch_bounds__(kThreads) LoopKernel(F f, P p, typename P::Acc
   constexpr int kWidth = ReduceWidthOf<F>::value;
   __shared__ ReduceShared<Acc, kWidth> reduce_shared;
   Reduction<Acc, kWidth> reduction{&reduce_shared};
+  if constexpr (kDependentSums && P::kColumnSums > 0) cuda::LetDependentsLaunch();
   Acc* sums = P::kColumnSums > 0 ? partials + int64_t{blockIdx.x} * P::kColumnSums * p.cols
                                  : nullptr;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
@@ -1208,25 +1224,37 @@ __global__ void __launch_bounds__(kThreads) LoopKernel(F f, P p, typename P::Acc
 }
 
 // col_sum[k][j] = the blocks' partials[b][k][j] added over b: a 32-column tile per block, 8
-// slices of the partials per column, each summed in order, then the slices in order.
+// slices of the partials per column (slice y: b = y, y + 8, ...), each summed in order with
+// eight loads in flight, then the slices in order.
 template <typename T, int kColSum>
 __global__ void __launch_bounds__(256)
     SumPartialsKernel(const OpMathT<T>* partials, int64_t blocks, int64_t cols,
                       Array<T*, kColSum> col_sum) {
   using Acc = OpMathT<T>;
-  __shared__ Acc slices[8][32];
+  constexpr int kSlices = 8;
+  constexpr int kBatch = 8;
+  __shared__ Acc slices[kSlices][32];
   const int64_t i = int64_t{blockIdx.x} * 32 + threadIdx.x;  // k * cols + j
   const int64_t width = int64_t{kColSum} * cols;
+  if constexpr (kDependentSums) cuda::WaitForPrimaryGrid();  // the partials, once written
   Acc s = Acc(0);
   if (i < width) {
-    for (int64_t b = threadIdx.y; b < blocks; b += 8) s += partials[b * width + i];
+    int64_t b = threadIdx.y;
+    for (; b + (kBatch - 1) * kSlices < blocks; b += kBatch * kSlices) {
+      Acc batch[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) batch[u] = partials[(b + u * kSlices) * width + i];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) s += batch[u];
+    }
+    for (; b < blocks; b += kSlices) s += partials[b * width + i];
   }
   slices[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y != 0 || i >= width) return;
   Acc total = slices[0][threadIdx.x];
 #pragma unroll
-  for (int y = 1; y < 8; ++y) total += slices[y][threadIdx.x];
+  for (int y = 1; y < kSlices; ++y) total += slices[y][threadIdx.x];
   const int64_t k = i / cols;
   col_sum[int(k)][i - k * cols] = static_cast<T>(total);
 }
@@ -1362,7 +1390,7 @@ struct Schedules {
   template <int kVec>
   static constexpr int MaxChunks() {
     const int per_chunk = kVec * (kElem * int(sizeof(T)) + kColSum * int(sizeof(Acc)));
-    int chunks = kRegBytes / per_chunk;
+    int chunks = (kColSum > 0 ? kSumRegBytes : kRegBytes) / per_chunk;
     int p = 1;
     while (p * 2 <= chunks && p < 8) p *= 2;
     return p;
@@ -1631,10 +1659,17 @@ cudaError_t Run(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p, v
   if (status != cudaSuccess) return status;
   if constexpr (kColSum > 0) {
     if (p.cols > 0) {
-      const int64_t tiles = detail::CeilDiv(int64_t{kColSum} * p.cols, 32);
-      detail::SumPartialsKernel<T, kColSum><<<static_cast<unsigned>(tiles), dim3(32, 8), 0,
-                                              stream>>>(partials, launch.partials, p.cols,
-                                                        p.col_sum);
+      const dim3 tiles(static_cast<unsigned>(detail::CeilDiv(int64_t{kColSum} * p.cols, 32)));
+      constexpr auto kSum = detail::SumPartialsKernel<T, kColSum>;
+      const AccT* sums = partials;
+      if constexpr (kDependentSums) {
+        int device = 0;
+        cudaGetDevice(&device);
+        cuda::LaunchDependent<kSum>(tiles, dim3(32, 8), device, stream, sums, launch.partials,
+                                    p.cols, p.col_sum);
+      } else {
+        kSum<<<tiles, dim3(32, 8), 0, stream>>>(sums, launch.partials, p.cols, p.col_sum);
+      }
       return cudaGetLastError();
     }
   }

@@ -182,11 +182,6 @@ void WithIndexType(int64_t n, Body&& body) {
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether `device` runs programmatic dependent launches (compute capability 9.0 and later).
-inline bool DependentLaunchRuns(int device) {
-  return DeviceAttribute<cudaDevAttrComputeCapabilityMajor>(device) >= 9;
-}
-
 // Calls `body(std::integral_constant<int, k>{})` for k = 0 .. kCount - 1.
 template <int kCount, typename Body, int... K>
 void ForEachIndexImpl(Body& body, std::integer_sequence<int, K...>) {
@@ -696,21 +691,6 @@ __device__ __forceinline__ MT BlockSum(MT value, MT* warp_sums) {
   return total;
 }
 
-// Programmatic dependent launch (sm_90, OPGEN_BCAST_PDL): a grid launched with it waits in
-// WaitForPrimaryGrid until the grid before it in the stream has completed and its writes are
-// visible; that grid's LetDependentsLaunch lets it be scheduled before then. Both are no-ops on
-// other archs, with the knob off, and in a grid launched without it.
-__device__ __forceinline__ void WaitForPrimaryGrid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kDependentLaunch) asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void LetDependentsLaunch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kDependentLaunch) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // out[c] = the sum over b of partials[b][c], b in [0, count), in a fixed order: threadIdx.y
 // takes b = y, y + blockDim.y, ..., then a tree over y. blockDim.y is a power of two.
 template <typename T>
@@ -719,7 +699,8 @@ __global__ void __launch_bounds__(kReduceThreads)
   using MT = OpMathT<T>;
   __shared__ MT shared[kReduceThreads];
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  WaitForPrimaryGrid();
+  // A dependent launch with OPGEN_BCAST_PDL (LaunchSumPartials): the pass's sums after its end.
+  if constexpr (kDependentLaunch) WaitForPrimaryGrid();
   MT sum = 0;
   if (c < cols) {
     // Eight loads in flight at a time, added in order.
@@ -756,24 +737,11 @@ void LaunchSumPartials(const OpMathT<T>* partials, int64_t count, int64_t cols, 
   }
   const dim3 block(lanes_x, kReduceThreads / lanes_x);
   const dim3 grid(static_cast<unsigned>(detail::CeilDiv(cols, lanes_x)));
-  // Not while the stream is captured into a CUDA graph: a plain launch there, as before.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (kDependentLaunch && detail::DependentLaunchRuns(device) &&
-      cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
-      capture == cudaStreamCaptureStatusNone) {
-    cudaLaunchAttribute attribute;
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = block;
-    config.stream = stream;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    cudaLaunchKernelEx(&config, SumPartialsKernel<T>, partials, count, cols, out);
-    return;
+  if constexpr (kDependentLaunch) {
+    LaunchDependent<SumPartialsKernel<T>>(grid, block, device, stream, partials, count, cols, out);
+  } else {
+    SumPartialsKernel<T><<<grid, block, 0, stream>>>(partials, count, cols, out);
   }
-  SumPartialsKernel<T><<<grid, block, 0, stream>>>(partials, count, cols, out);
 }
 
 // Whether every operand that is not fixed (inputs and gradients alike; gradient g is fixed iff
@@ -853,7 +821,7 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
                      OpMathT<T>* partials) {
   using MT = OpMathT<T>;
   using V = Vec<T, kVec>;
-  LetDependentsLaunch();  // the row-block sums' kernel waits for this grid on the device
+  if constexpr (kDependentLaunch) LetDependentsLaunch();  // the row-block sums' kernel waits
   const auto per_column = [&p](int k) { return PerColumn<kMask>(p, k); };
   const int64_t col = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kVec;
   const int64_t first_row = int64_t{blockIdx.y} * p.rows_per_block;

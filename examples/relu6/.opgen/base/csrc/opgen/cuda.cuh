@@ -1,6 +1,6 @@
-// opgen CUDA helpers every kind's kernels use: the device guard, the device's attributes, the
-// grid for a grid-stride loop over n items with 64-bit sizes, and a vector's lanes in the math
-// type. Plain CUDA with no Paddle in it, so kernels built on it can be timed on their own
+// opgen CUDA helpers every kind's kernels use: the device guard, the device's attributes,
+// programmatic dependent launches, the grid for a grid-stride loop over n items with 64-bit
+// sizes, and a vector's lanes in the math type. Plain CUDA with no Paddle in it, so kernels built on it can be timed on their own
 // (scripts/gpu/ in opgen's repository).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
@@ -67,6 +67,76 @@ int DeviceAttribute(int device) {
 inline int MultiprocessorCount(int device) {
   const int count = DeviceAttribute<cudaDevAttrMultiProcessorCount>(device);
   return count > 0 ? count : 1;
+}
+
+// Programmatic dependent launch (compute capability 9.0 on). A kernel launched with
+// LaunchDependent may be scheduled while the kernel before it in the stream still runs, once each
+// of that kernel's blocks has called LetDependentsLaunch or ended; it waits in WaitForPrimaryGrid
+// until that kernel has completed and its writes are visible, so it reads them after the wait
+// only. Both are no-ops in code built for an older arch and in a kernel launched the plain way.
+__device__ __forceinline__ void WaitForPrimaryGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void LetDependentsLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether kKernel can be a dependent launch on `device`: the device runs them (compute capability
+// 9.0 on) and the kernel's code was built for sm_90 on. Code the driver compiled from an older
+// arch's PTX has no wait in it, and would read what the kernel before it writes too early. Asked
+// once per kernel and device (every time for a device id past the first 64).
+template <auto kKernel>
+bool DependentLaunchRuns(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};  // 1: no, 2: yes; 0: not asked yet
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached) {
+    const int known = cache[device].load(std::memory_order_relaxed);
+    if (known != 0) return known == 2;
+  }
+  bool runs = DeviceAttribute<cudaDevAttrComputeCapabilityMajor>(device) >= 9;
+  if (runs) {
+    cudaFuncAttributes attributes;
+    if (cudaFuncGetAttributes(&attributes, kKernel) == cudaSuccess) {
+      runs = attributes.ptxVersion >= 90;
+    } else {
+      runs = false;
+      cudaGetLastError();  // the failed query's error, not the launch's
+    }
+  }
+  if (cached) cache[device].store(runs ? 2 : 1, std::memory_order_relaxed);
+  return runs;
+}
+
+// kKernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent launch where it can be
+// one (DependentLaunchRuns) and `stream` is not being captured into a CUDA graph (there: the plain
+// launch). Returns the launch's error, which cudaGetLastError then reports too, as after <<<>>>.
+template <auto kKernel, typename... Args>
+cudaError_t LaunchDependent(dim3 grid, dim3 block, int device, cudaStream_t stream,
+                            const Args&... args) {
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 11080
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (DependentLaunchRuns<kKernel>(device) &&
+      cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+      capture == cudaStreamCaptureStatusNone) {
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kKernel, args...);
+  }
+#endif
+  kKernel<<<grid, block, 0, stream>>>(args...);
+  return cudaPeekAtLastError();
 }
 
 // Blocks of `threads` for a grid-stride loop over `n` items (each block taking `per_block` items
