@@ -63,11 +63,6 @@ namespace rowwise {
 #ifndef OPGEN_ROW_REG_BYTES
 #define OPGEN_ROW_REG_BYTES 128
 #endif
-// The same for a functor with column sums (0: OPGEN_ROW_REG_BYTES), whose sums take registers
-// beside the row's elements.
-#ifndef OPGEN_ROW_SUM_REG_BYTES
-#define OPGEN_ROW_SUM_REG_BYTES 0
-#endif
 // Vectors per thread the block-per-row schedule aims at before it takes more threads.
 #ifndef OPGEN_ROW_BLOCK_VECS
 #define OPGEN_ROW_BLOCK_VECS 4
@@ -114,7 +109,7 @@ namespace rowwise {
 // measured faster on an H100 than one a 512-thread block (the norms' backwards at 4096 columns:
 // float32 +0.04 to +0.05 of a copy, layer_norm's 16-bit +0.09), where rows of 128 and 256 lanes
 // measured slower in blocks of 1024 (-0.08 to -0.10 in 16-bit; opgen's docs/benchmarks.md,
-// "Rows of 512 lanes with column sums").
+// rounds 25 and 26).
 #ifndef OPGEN_ROW_WIDE_SUM_THREADS
 #define OPGEN_ROW_WIDE_SUM_THREADS 1024
 #endif
@@ -127,10 +122,11 @@ namespace rowwise {
 #endif
 // 1: on devices of compute capability 9.0 and later, the kernel that adds the column sums'
 // partials is a programmatic dependent launch: scheduled while the row kernel drains, it waits
-// for it on the device instead of being launched after it ends (as the broadcasting kernels'
-// block sums, OPGEN_BCAST_PDL, measured faster on the H200 in round 20); 0: a plain launch.
+// for it on the device instead of being launched after it ends. Measured faster on an H100 in
+// most backwards with column sums (+0.01 to +0.02 of a copy; opgen's docs/benchmarks.md, round
+// 26); 0: a plain launch.
 #ifndef OPGEN_ROW_PDL
-#define OPGEN_ROW_PDL 0
+#define OPGEN_ROW_PDL 1
 #endif
 // Threads of each block of a cluster (512 or 1024). 512 measured faster on the H200 for the
 // norms' backwards at 1024 x 32768 (rms_norm +0.04 to +0.07 of a copy in every dtype; opgen's
@@ -198,7 +194,6 @@ constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
 constexpr int kRegBytes = OPGEN_ROW_REG_BYTES;
-constexpr int kSumRegBytes = OPGEN_ROW_SUM_REG_BYTES > 0 ? OPGEN_ROW_SUM_REG_BYTES : kRegBytes;
 constexpr int kBlockVecs = OPGEN_ROW_BLOCK_VECS;
 constexpr int kLoopThreads = OPGEN_ROW_LOOP_THREADS;
 constexpr int kWaves = OPGEN_ROW_WAVES;
@@ -1390,7 +1385,7 @@ struct Schedules {
   template <int kVec>
   static constexpr int MaxChunks() {
     const int per_chunk = kVec * (kElem * int(sizeof(T)) + kColSum * int(sizeof(Acc)));
-    int chunks = (kColSum > 0 ? kSumRegBytes : kRegBytes) / per_chunk;
+    int chunks = kRegBytes / per_chunk;
     int p = 1;
     while (p * 2 <= chunks && p < 8) p *= 2;
     return p;
