@@ -271,6 +271,8 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     if dest.exists() and not force:
         raise WriteError(f"{dest} already exists; use --force to generate into it (an existing "
                          f"{spec_path.name} and your edits are kept)")
+    if dest.is_dir():  # --force: not over an op of another name (a folder renamed, say)
+        _refuse_another_op(dest, spec_path, str(dest))
     if pretend:
         _refuse_interrupted(dest, f"opgen new {name} --force")
     if spec_path.is_file():

@@ -273,6 +273,23 @@ def test_new_force_refuses_to_keep_a_spec_of_another_kind(tmp_path, capsys):
     _invoke("new", "twin", "--elementwise", "--force", "--dir", str(tmp_path))  # its own kind
 
 
+def test_new_force_refuses_a_folder_holding_another_op(tmp_path, capsys):
+    """A folder of another op (renamed, say) is not turned into this one by ``--force``: that
+    deleted the other op's sources and tests and left its spec and wrapper beside the new op's
+    (``opgen generate --out`` refused the same already)."""
+    _invoke("new", "bar", "--elementwise", "--dir", str(tmp_path))
+    (tmp_path / "bar").rename(tmp_path / "foo")
+    before = tree_snapshot(tmp_path / "foo")
+    for pretend in ([], ["--pretend"]):
+        with pytest.raises(SystemExit) as info:
+            cli.main(["new", "foo", "--elementwise", "--force", "--dir", str(tmp_path), *pretend])
+        assert info.value.code == 2
+        assert capsys.readouterr().err == (
+            f"error: {tmp_path / 'foo'}: holds the op generated from bar.yaml; generating "
+            "foo.yaml there would replace it: give foo.yaml a folder of its own\n")
+    assert tree_snapshot(tmp_path / "foo") == before
+
+
 def test_a_build_from_a_spec_edited_since_generate_warns(tmp_path, monkeypatch):
     """Editing the spec and building without ``opgen generate`` compiles the old sources:
     ``opgen build`` and ``opgen test`` say so before they build."""
