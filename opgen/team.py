@@ -235,8 +235,12 @@ def update(team_dir: Path | str, *, pretend: bool = False, ref: str | None = Non
     dest = Path(team_dir)
     answers = _answers(dest)
     src, old = answers.get("_src_path"), answers.get("_commit")
-    if not isinstance(src, str) or not isinstance(old, str):
+    if not isinstance(src, str) or not isinstance(old, str) or not src.strip() or not old.strip():
         raise TeamError(f"{dest / ANSWERS_FILE}: no _src_path and _commit to update from")
+    remote = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:|git@", src)  # a URL, gh:org/repo, git@host:
+    if not remote and not Path(src).expanduser().is_dir():
+        raise TeamError(f"{dest / ANSWERS_FILE}: _src_path {src}: no such template folder on this "
+                        "machine; point it at the template the repository came from")
     if _same_path(src, store_location()):
         ref = ref or publish(store=src)
         restore_version(old, store=src)
@@ -453,7 +457,7 @@ def _copier(function: str, **kwargs: Any) -> Any:
         lines = (exc.stderr or "").strip().splitlines() or [str(exc.retcode)]
         raise TeamError(f"copier: {' '.join(map(str, exc.argv[:2]))} failed: {lines[-1]}") \
             from None
-    except ValueError as exc:  # e.g. an answer that fails the template's validator
+    except (ValueError, TypeError) as exc:  # e.g. an answer the template's validator refuses
         raise TeamError(f"copier: {' '.join(str(exc).split())}") from None
 
 
@@ -479,9 +483,14 @@ def _answers(dest: Path) -> dict[str, Any]:
 def _check_template(template: str) -> None:
     """Refuse a ``--template`` on this machine that copier would not read as a template (it
     would copy any folder as it is)."""
+    if not template.strip():
+        raise UsageError("--template: an empty path")
     path = Path(template).expanduser()
     if not path.exists():
-        return  # a URL, or a path copier names in its own error
+        if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:|git@", template):
+            return  # a URL (or gh:org/repo): copier fetches it and names it if it fails
+        raise UsageError(f"--template {template}: no such folder; give a copier template (a git "
+                         "repository path or URL) like opgen's templates/team")
     if not path.is_dir():
         raise UsageError(f"--template {template}: not a folder; give a copier template (a git "
                          "repository path or URL) like opgen's templates/team")

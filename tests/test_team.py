@@ -297,6 +297,14 @@ def test_init_from_a_folder_that_is_no_team_template_names_the_folder_given(tmp_
     assert ".opgen-init-" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other-template"]
 
+    missing = tmp_path / "no-such-template"
+    for given, why in ((str(missing), "no such folder"), ("", "an empty path")):
+        result = run_opgen("init", str(team_dir), "--template", given)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        flag = f"--template {given}" if given else "--template"
+        assert result.stderr.startswith(f"error: {flag}: {why}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-template"]
+
 
 def test_publish_tags_each_distinct_content_once(tmp_path):
     template = tmp_path / "template"
@@ -545,6 +553,25 @@ def test_update_outside_a_team_repository_is_one_error(tmp_path):
 def test_a_damaged_answers_file_is_one_error_naming_it(tmp_path, content, why):
     answers = tmp_path / "acme" / ".copier-answers.yml"
     answers.parent.mkdir()
+    answers.write_bytes(content)
+    for args in ((), ("--pretend",)):
+        result = run_opgen("update", str(answers.parent), *args)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+        assert result.stderr.startswith(f"error: {answers}: {why}")
+    assert answers.read_bytes() == content
+
+
+@pytest.mark.parametrize("src, why", [
+    ("''", "no _src_path and _commit to update from"),
+    ("/nonexistent/template", "_src_path /nonexistent/template: no such template folder on this "
+                              "machine"),
+])
+def test_an_answers_file_naming_no_template_is_one_error(tmp_path, src, why):
+    """An empty or missing ``_src_path`` made copier raise a TypeError (a 64-line traceback) or
+    say "Local template must be a directory" without the path."""
+    answers = tmp_path / "acme" / ".copier-answers.yml"
+    answers.parent.mkdir()
+    content = f"_commit: 0.1.0+abc\n_src_path: {src}\nteam_name: acme\n".encode()
     answers.write_bytes(content)
     for args in ((), ("--pretend",)):
         result = run_opgen("update", str(answers.parent), *args)
