@@ -354,6 +354,8 @@ def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = N
     """
     if not wheel and (wheel_dir or wheel_version):
         raise UsageError("--wheel-dir and --wheel-version go with --wheel")
+    if cpu_only and arch is not None:
+        raise UsageError("--arch: a --cpu-only build has no CUDA code; leave one of them out")
     wheels.check_version(wheel_version)  # before a compile, not after
     if wheel_dir is not None:
         _refuse_an_unwritable_folder(Path(wheel_dir), "--wheel-dir")

@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -1037,8 +1038,11 @@ def check_output(path: Path, flag: str) -> None:
     if suffix and (path.exists() or path.is_symlink()) and path.suffix.lower() != suffix:
         raise UsageError(f"{flag} {path}: exists and is not a {suffix} file; {flag} would "
                          f"replace it (name a new file, or one ending in {suffix})")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"{flag} {path}: the folder {folder} is not writable")
+    try:  # a file made and removed: os.access says yes to root, even in /proc
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".probe"):
+            pass
+    except OSError:
+        raise UsageError(f"{flag} {path}: the folder {folder} is not writable") from None
 
 
 def require_matplotlib() -> None:

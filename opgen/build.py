@@ -238,8 +238,12 @@ def refuse_conflicts(op_dir: Path, files: list[Path]) -> None:
 
 
 def parse_arches(text: str | None) -> tuple[int, ...]:
-    if not text:
+    """``--arch``'s compute capabilities, sorted, each once; () for None (the local GPUs')."""
+    if text is None:
         return ()
+    if not text.strip():
+        raise UsageError("--arch: empty; give compute capabilities like 80,90, or leave it out "
+                         "for the local GPUs'")
     try:
         arches = tuple(sorted({int(a.strip().replace("sm_", "")) for a in text.split(",")}))
     except ValueError:

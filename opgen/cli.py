@@ -239,8 +239,11 @@ def doctor(
 
 
 def _sizes(text: str | None) -> list[int] | None:
-    if not text:
+    if text is None:
         return None
+    if not text.strip():
+        raise typer.BadParameter("empty; give sizes like 2^20,2^24, or leave it out",
+                                 param_hint="--sizes")
     sizes = []
     for part in text.split(","):
         part = part.strip()
@@ -525,7 +528,8 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(exc, "ctx", None)
         where = f"{ctx.command_path}: " if ctx is not None else ""
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        err.print(f"error: {where}{message}", markup=False, soft_wrap=True)
+        if message:  # empty where the help was printed instead (`opgen` alone)
+            err.print(f"error: {where}{message}", markup=False, soft_wrap=True)
         sys.exit(getattr(exc, "exit_code", 2) or 2)
     except KeyboardInterrupt:
         err.print("error: interrupted", markup=False)

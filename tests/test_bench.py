@@ -202,6 +202,10 @@ def test_an_output_of_another_shape_is_refused():
      "relu6.yaml: exists and is not a .json file; --json would replace it"),
     (["--plot", str(ROOT / "examples" / "relu6" / "relu6.py")],
      "relu6.py: exists and is not a .png file; --plot would replace it"),
+    (["--sizes", ""], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
+    (["--sizes", " "], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
+    # a folder that takes no file (os.access told root it was writable)
+    (["--json", "/proc/x.json"], "--json /proc/x.json: the folder /proc is not writable"),
 ])
 def test_bad_shapes_and_sizes_exit_2_before_measuring(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -364,3 +364,12 @@ def test_an_empty_path_is_refused_not_read_as_here(tmp_path, monkeypatch, capsys
     assert info.value.code == 2
     assert capsys.readouterr().err == f"error: opgen {where}: an empty path\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_opgen_alone_prints_its_help_and_no_empty_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main([])
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert "Usage: opgen" in captured.out and "generate" in captured.out
+    assert captured.err == ""
