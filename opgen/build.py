@@ -295,6 +295,8 @@ def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] =
         arches = arches or toolchain.detect_arches() or (90,)
     else:
         arches = ()
+    for source in sources:
+        _check_source(source, op_dir)
     top = max(arches) if arches else 0
     # OPGEN_NVCC_FLAGS: extra nvcc flags (e.g. -DOPGEN_UNROLL=8 to tune the launcher); they are
     # part of the cache key like every other flag.
@@ -599,12 +601,30 @@ def _spec_origin(path: Path, line: int, config: BuildConfig) -> str | None:
     return origin
 
 
+def _check_source(source: Path, op_dir: Path) -> None:
+    """Raise :class:`BuildError` naming a source the compile would fail on without naming it: not
+    a readable file (a folder, a loop of links), or not UTF-8 text (Paddle's loader reads it)."""
+    try:
+        source.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BuildError(f"{_relative(source, op_dir)}: not UTF-8 text (byte {exc.start}); "
+                         "fix it, or run `opgen generate` to write it again") from None
+    except OSError as exc:
+        reason = "a folder" if source.is_dir() else (exc.strerror or str(exc)).lower()
+        raise BuildError(f"{_relative(source, op_dir)}: {reason}, not a source file; run "
+                         "`opgen generate` to write it again") from None
+
+
 def _relative(path: Path, root: Path) -> str:
     try:
-        return str(path.resolve().relative_to(Path.cwd()))
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13)
+        resolved = path.parent.resolve() / path.name
+    try:
+        return str(resolved.relative_to(Path.cwd()))
     except ValueError:
         try:
-            return str(path.resolve().relative_to(root.parent))
+            return str(resolved.relative_to(root.parent))
         except ValueError:
             return str(path)
 

@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -880,3 +881,27 @@ def test_load_test_and_build_scan_the_op_for_conflict_markers_once(tmp_path, mon
         call()
         assert len(scans) == 1
     assert api.load_op(op, cpu_only=True)._library is loaded
+
+
+@pytest.mark.parametrize("damage", ["folder", "loop", "latin-1"])
+def test_a_source_that_is_no_utf8_file_is_named_before_the_compile(tmp_path, monkeypatch, damage):
+    """A csrc/<name>.cc that is a folder or a loop of links failed inside Paddle's loader with its
+    traceback, and one that is not UTF-8 with a UnicodeDecodeError: both named no file."""
+    monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
+    monkeypatch.chdir(tmp_path)
+    op = new_op(tmp_path)
+    source = op / "csrc" / "t_op.cc"
+    if damage == "latin-1":
+        source.write_bytes(source.read_bytes() + "// café\n".encode("latin-1"))
+        why = "not UTF-8 text (byte"
+    else:
+        source.unlink()
+        if damage == "folder":
+            source.mkdir()
+            why = "a folder, not a source file"
+        else:
+            source.symlink_to(source)
+            why = "too many levels of symbolic links, not a source file"
+    with pytest.raises(BuildError, match=f"^t_op/csrc/t_op.cc: {re.escape(why)}"):
+        build.configure(op, cpu_only=True)
+    assert not (op / "build").exists()
