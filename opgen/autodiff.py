@@ -215,7 +215,7 @@ def add(a: Expr, b: Expr) -> Expr:
     if _is(b, 0):
         return a
     if a.op == "num" and b.op == "num":
-        return num(a.value + b.value)
+        return _folded("add", a, b, a.value + b.value)
     if b.op == "neg":
         return sub(a, b.args[0])
     if a.op == "neg":
@@ -239,7 +239,7 @@ def sub(a: Expr, b: Expr) -> Expr:
     if _is(a, 0):
         return neg(b)
     if a.op == "num" and b.op == "num":
-        return num(a.value - b.value)
+        return _folded("sub", a, b, a.value - b.value)
     if b.op == "neg":
         return add(a, b.args[0])
     return Expr("sub", (a, b))
@@ -258,7 +258,7 @@ def mul(a: Expr, b: Expr) -> Expr:
     if _is(b, 1):
         return a
     if a.op == "num" and b.op == "num":
-        return num(a.value * b.value)
+        return _folded("mul", a, b, a.value * b.value)
     if _is(a, -1):
         return neg(b)
     if _is(b, -1):
@@ -273,7 +273,8 @@ def mul(a: Expr, b: Expr) -> Expr:
         return where(b.args[0], mul(a, b.args[1]), mul(a, b.args[2]))
     if _is_where(a) and (_cheap(b) or _is(a.args[1], 0) or _is(a.args[2], 0)):
         return where(a.args[0], mul(a.args[1], b), mul(a.args[2], b))
-    if a.op == "num" and b.op in ("mul", "div") and b.args[0].op == "num":
+    if a.op == "num" and b.op in ("mul", "div") and b.args[0].op == "num" \
+            and math.isfinite(a.value * b.args[0].value):
         return Expr(b.op, (num(a.value * b.args[0].value), b.args[1]))
     if b.op == "mul":  # a * (p * q) as a * p * q
         return mul(mul(a, b.args[0]), b.args[1])
@@ -290,7 +291,7 @@ def div(a: Expr, b: Expr) -> Expr:
     if _is(b, 1):
         return a
     if a.op == "num" and b.op == "num" and b.value:
-        return num(a.value / b.value)
+        return _folded("div", a, b, a.value / b.value)
     if a.op == "neg":
         return neg(div(a.args[0], b))
     factors = _factors(a)
@@ -352,6 +353,12 @@ def cmp(a: Expr, op: str, b: Expr) -> Expr:
 
 def both(a: Expr, b: Expr) -> Expr:
     return Expr("and", (a, b))
+
+
+def _folded(op: str, a: Expr, b: Expr, value: float) -> Expr:
+    """``a op b`` of two numbers: the number, where it is finite; else the operation as written
+    (1e200 * 1e200 overflows where the kernel computes it, not here: inf is no expression)."""
+    return num(value) if math.isfinite(value) else Expr(op, (a, b))
 
 
 def _fold(compute: Callable[[], float]) -> Expr | None:
