@@ -209,7 +209,7 @@ def _warn_if_stale(op_dir: Path) -> None:
         err.print(f"warning: {problem}", markup=False, soft_wrap=True)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(context_settings={"allow_extra_args": True})  # pytest's own options after --
 def test(
     ctx: typer.Context,
     op_dir: Annotated[Path, typer.Argument(parser=_path, help="The generated op's folder.")],

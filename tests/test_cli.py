@@ -373,3 +373,21 @@ def test_opgen_alone_prints_its_help_and_no_empty_error(capsys):
     captured = capsys.readouterr()
     assert "Usage: opgen" in captured.out and "generate" in captured.out
     assert captured.err == ""
+
+
+def test_test_refuses_an_unknown_flag_and_passes_what_follows_dashes_to_pytest(monkeypatch,
+                                                                               capsys):
+    """A misspelt flag went on to pytest after the build (and --device stayed all)."""
+    from opgen import api
+
+    calls = []
+    monkeypatch.setattr(api, "test", lambda op_dir, **kw: calls.append(kw) or 0)
+    monkeypatch.setattr(api, "stale_spec", lambda op_dir: None)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["test", "op", "--devcie", "cpu"])
+    assert info.value.code == 2 and calls == []
+    assert capsys.readouterr().err == ("error: opgen test: No such option: --devcie (Possible "
+                                       "options: --device)\n")
+    cli.main(["test", "op", "--device", "cpu", "--", "-q", "-k", "float16 or x"])
+    assert [(c["device"], c["pytest_args"]) for c in calls] == [("cpu", ["-q", "-k",
+                                                                         "float16 or x"])]
