@@ -109,7 +109,16 @@ def _backward(value: Any) -> Any:
                      f"got {_shown(value)}")
 
 
+def _as_written(value: object) -> object:
+    """A spec version as YAML wrote it: ``true`` and ``1.0`` equal 1 in Python, not in a spec."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else value
+
+
 Expression = Annotated[StrictStr, BeforeValidator(_expression_text)]
+#: ``version: 1``, the only version there is.
+SpecVersion = Annotated[Literal[1], BeforeValidator(_as_written)]
 Interval = Annotated[tuple[StrictFloat, StrictFloat], BeforeValidator(_interval)]
 
 
@@ -188,7 +197,7 @@ class OpSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    version: Literal[1] = 1
+    version: SpecVersion = 1
     name: StrictStr
     op_name: StrictStr | None = None
     kind: Literal["elementwise", "rowwise"]
@@ -246,7 +255,8 @@ class Spec:
 
     @property
     def op_name(self) -> str:
-        return self.model.op_name or f"custom_{self.model.name}"
+        op_name = self.model.op_name
+        return op_name if op_name is not None else f"custom_{self.model.name}"
 
     def line(self, *path: str | int) -> int:
         """The 1-based line of the YAML entry at ``path`` (or of its closest parent)."""
@@ -724,7 +734,7 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     problem = _file_name_problem(model.name, model.kind)
     if problem:
         raise fail(("name",), problem)
-    op_name = model.op_name or f"custom_{model.name}"
+    op_name = model.op_name if model.op_name is not None else f"custom_{model.name}"
     problem = op_name_problem(op_name)
     if problem:  # a default op_name comes from `name:`, so the problem is there
         raise fail(("op_name",) if model.op_name is not None else ("name",), problem)

@@ -90,6 +90,7 @@ from ..spec import (
     INT64_RANGE,
     AttrSpec,
     Spec,
+    SpecVersion,
     attr_default,
     line_of,
     schema_message,
@@ -177,7 +178,7 @@ class CustomOpSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    version: Literal[1] = 1
+    version: SpecVersion = 1
     name: StrictStr
     op_name: StrictStr | None = None
     kind: Literal["custom"]
@@ -367,7 +368,7 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
     problem = identifier_problem(model.name, what="op")
     if problem:
         raise fail(("name",), problem)
-    op_name = model.op_name or f"custom_{model.name}"
+    op_name = model.op_name if model.op_name is not None else f"custom_{model.name}"
     problem = op_name_problem(op_name)
     if problem:
         raise fail(("op_name",) if model.op_name is not None else ("name",), problem)
