@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from . import __version__, api
 from . import build as builder
-from .errors import OpgenError, UpdateConflictError
+from .errors import BuildError, OpgenError, UpdateConflictError
 from .writer import Change, Status
 
 if TYPE_CHECKING:
@@ -41,9 +41,20 @@ _STYLE = {Status.CREATE: "green", Status.OVERWRITE: "yellow", Status.IDENTICAL: 
           Status.KEEP_DELETED: "blue", Status.REMOVE: "magenta"}
 
 
+def _printable(value: object, *, lines: bool = False) -> str:
+    """``value`` as one line of text: a line break or a terminal escape in a user's name or path
+    is shown as Python writes it (``\\n``, ``\\x1b``), not sent to the terminal. ``lines``
+    keeps line breaks (a build error's compiler lines and its log's path)."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or (lines and c == "\n") else repr(c)[1:-1]
+                   for c in text)
+
+
 def _e(value: object) -> str:
     """``value`` as text that rich prints literally in a line with markup: ``ops[/x]`` stays."""
-    return escape(str(value))
+    return escape(_printable(value))
 
 
 def _report(changes: list[Change], dest: Path, *, pretend: bool) -> None:
@@ -206,7 +217,7 @@ def _build(config: builder.BuildConfig, *, verbose: bool = False) -> builder.Bui
 def _warn_if_stale(op_dir: Path) -> None:
     problem = api.stale_spec(op_dir)
     if problem is not None:
-        err.print(f"warning: {problem}", markup=False, soft_wrap=True)
+        err.print(f"warning: {_printable(problem)}", markup=False, soft_wrap=True)
 
 
 @app.command(context_settings={"allow_extra_args": True})  # pytest's own options after --
@@ -517,7 +528,8 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(code, int) and code:
             sys.exit(code)
     except OpgenError as exc:
-        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        text = _printable(exc, lines=isinstance(exc, BuildError))
+        err.print(f"error: {text}", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -529,7 +541,7 @@ def main(argv: list[str] | None = None) -> None:
         where = f"{ctx.command_path}: " if ctx is not None else ""
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         if message:  # empty where the help was printed instead (`opgen` alone)
-            err.print(f"error: {where}{message}", markup=False, soft_wrap=True)
+            err.print(f"error: {_printable(where + message)}", markup=False, soft_wrap=True)
         sys.exit(getattr(exc, "exit_code", 2) or 2)
     except KeyboardInterrupt:
         err.print("error: interrupted", markup=False)
@@ -537,7 +549,7 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(1)
     except OSError as exc:  # the machine refused: a full disk, a read-only or forbidden folder
-        err.print(f"error: {_os_error_text(exc)}", markup=False, soft_wrap=True)
+        err.print(f"error: {_printable(_os_error_text(exc))}", markup=False, soft_wrap=True)
         sys.exit(1)
 
 

@@ -391,3 +391,20 @@ def test_test_refuses_an_unknown_flag_and_passes_what_follows_dashes_to_pytest(m
     cli.main(["test", "op", "--device", "cpu", "--", "-q", "-k", "float16 or x"])
     assert [(c["device"], c["pytest_args"]) for c in calls] == [("cpu", ["-q", "-k",
                                                                          "float16 or x"])]
+
+
+@pytest.mark.parametrize(("name", "shown"), [("a\nb", "a\\nb"), ("a\x1b[31mb", "a\\x1b[31mb")])
+def test_a_line_break_or_escape_in_a_name_is_shown_not_sent(tmp_path, capsys, name, shown):
+    """An error is one line: a newline in a name or path made two, and an escape sequence
+    reached the terminal."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(["new", name, "--elementwise", "--dir", str(tmp_path)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err
+    assert err.startswith(f"error: op name '{shown}' contains ")
+    with pytest.raises(SystemExit):
+        cli.main(["generate", str(tmp_path / f"{name}.yaml")])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{shown}.yaml" in err
+    assert list(tmp_path.iterdir()) == []
