@@ -65,6 +65,13 @@ def test_a_custom_spec_loads():
     ('"[*ids.shape, D]"', '"[*ids.shape, E]"', 7,
      "outputs.out.shape: 'E' is not a dim name or an int attr (known: V, D, pad)"),
     ('"[*ids.shape, D]"', '"[*idz.shape, D]"', 7, "outputs.out.shape: 'idz' is not an input"),
+    # a range the dtype cannot hold: the tests' values would wrap around
+    ("{dtype: [int32, int64]}", "{dtype: int8, range: [0, 1000]}", 4,
+     "inputs.ids.range: [0, 1000] holds 999, which int8 does not (int8 holds -128 to 127)"),
+    ("{dtype: [int32, int64]}", "{dtype: [uint8, int32], range: [-5, 3]}", 4,
+     "inputs.ids.range: [-5, 3] holds -5, which uint8 does not (uint8 holds 0 to 255)"),
+    ("{dtype: [int32, int64]}", "{dtype: bool, range: [0, 5]}", 4,
+     "inputs.ids.range: [0, 5] holds 4, which bool does not (bool holds 0 to 1)"),
     ('"[*ids.shape, D]"', '"[ids.shape[0] + 1.5]"', 7, "outputs.out.shape: '1.5' is not allowed"),
     ("shape: [V, D]}", "shape: [V, ..., D]}", 5, "'...' (any leading dims) comes first"),
     ("{dtype: float types, shape", "{dtype: float types, shap", 5,

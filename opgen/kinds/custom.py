@@ -115,6 +115,9 @@ DTYPE_TYPES: dict[str, tuple[str, str, str]] = {
     "float64": ("double", "FLOAT64", "float64"),
 }
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+#: The values each integer dtype holds, for an input's ``range:`` (int64's: INT64_RANGE).
+_INT_LIMITS = {"bool": (0, 1), "int8": (-2**7, 2**7 - 1), "uint8": (0, 2**8 - 1),
+               "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1)}
 #: Words a dtype rule may use for a group of dtypes.
 DTYPE_GROUPS: dict[str, tuple[str, ...]] = {
     "float types": FLOAT_DTYPES,
@@ -461,6 +464,14 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
             # the tests draw from [low, high): nothing to draw
             raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] is "
                        "empty; expected [low, high] with low < high (high excluded)")
+        for dtype in _choices(dtypes, name):
+            smallest, largest = _INT_LIMITS.get(dtype, INT64_RANGE)
+            outside = next((v for v in (low, high - 1 if isinstance(high, int) else None)
+                            if isinstance(v, int) and not smallest <= v <= largest), None)
+            if outside is not None:
+                raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] "
+                           f"holds {outside}, which {dtype} does not ({dtype} holds "
+                           f"{smallest} to {largest})")
         ranges[name] = (bounds[0], bounds[1])
 
     for i, name in enumerate(model.backward or []):
