@@ -1,7 +1,7 @@
 // opgen CUDA helpers every kind's kernels use: the device guard, the device's attributes,
 // programmatic dependent launches, the grid for a grid-stride loop over n items with 64-bit
-// sizes, and a vector's lanes in the math type. Plain CUDA with no Paddle in it, so kernels built on it can be timed on their own
-// (scripts/gpu/ in opgen's repository).
+// sizes, and a vector's lanes in the math type. Plain CUDA with no Paddle in it, so kernels
+// built on it can be timed on their own (scripts/gpu/ in opgen's repository).
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
 #pragma once
 
