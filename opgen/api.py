@@ -304,8 +304,9 @@ def _refuse_a_file_on_the_way(folder: Path, flag: str | None = None) -> None:
             except RuntimeError:  # Python 3.11's word for ELOOP
                 raise UsageError(f"{flag + ': ' if flag else ''}{path}: a loop of symbolic "
                                  "links") from None
-            except OSError:
-                pass  # dangling: writing creates its target, as it did before
+            except OSError:  # dangling: writing would make its target, wherever it points
+                raise UsageError(f"{flag + ': ' if flag else ''}{path}: a link to "
+                                 f"{os.readlink(path)}, which does not exist") from None
         if path.exists():
             if not path.is_dir():
                 raise UsageError(f"{flag + ': ' if flag else ''}{path}: exists and is not a "

@@ -408,3 +408,18 @@ def test_a_line_break_or_escape_in_a_name_is_shown_not_sent(tmp_path, capsys, na
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{shown}.yaml" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_to_write_through_a_dangling_link_is_refused(tmp_path, capsys):
+    """Writing through a link to nothing made its target, wherever it pointed."""
+    link = tmp_path / "ops"
+    link.symlink_to(tmp_path / "elsewhere" / "ops")
+    for args in (["new", "my_op", "--elementwise", "--dir", str(link)],
+                 ["generate", str(RELU6 / "relu6.yaml"), "--out", str(link / "relu6")]):
+        with pytest.raises(SystemExit) as info:
+            cli.main(args)
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert f"{link}: a link to {tmp_path / 'elsewhere' / 'ops'}, which does not exist" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ops"]
