@@ -217,6 +217,19 @@ def test_bad_shapes_and_sizes_exit_2_before_measuring(args, message, capsys):
     assert captured.out == ""
 
 
+def test_bench_on_the_gpu_without_one_is_one_line():
+    """Paddle's import printed its "No ccache found" warning (two lines) before the error."""
+    from opgen.probe import paddle_info
+
+    info = paddle_info()
+    if info is not None and info.gpu_count:
+        pytest.skip("this machine has a GPU")
+    result = run_opgen("bench", str(ROOT / "examples" / "relu6"), "--device", "gpu",
+                       "--repeats", "1")
+    assert (result.returncode, result.stderr) == (2, "error: --device gpu: no GPU visible to "
+                                                     "Paddle\n")
+
+
 #: Two inputs and a backward: what --shapes counts per input. Same shapes until ops broadcast.
 MUL_SPEC = """\
 name: t_muladd
