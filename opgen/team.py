@@ -181,8 +181,11 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
     if template is not None:
         _check_template(template)
     dest = Path(team_dir)
-    if dest.exists() and not dest.is_dir():
-        raise WriteError(f"{dest}: exists and is not a folder")
+    for folder in (dest, *dest.absolute().parents):  # the first that is there must be a folder
+        if folder.exists() or folder.is_symlink():
+            if not folder.is_dir():  # a file, or a link to nothing or in a loop
+                raise WriteError(f"{folder}: exists and is not a folder")
+            break
     if dest.exists() and any(dest.iterdir()):
         hint = (f" (to take a newer template into this one: opgen update {dest})"
                 if (dest / ANSWERS_FILE).is_file() else "")
@@ -191,7 +194,7 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
     opgen = opgen_requirement(requirement) if requirement is not None \
         else default_opgen_requirement()
     data = {"team_name": _team_name(dest) if name is None else name, "opgen_requirement": opgen}
-    if pretend and template is None:
+    if pretend and template is None and ref is None:
         src: str = str(template_dir())  # a plain folder: previewed without touching the store
     elif template is None:
         src = store_location()

@@ -246,6 +246,25 @@ def test_init_pretend_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []  # neither the team repository nor the store
 
 
+def test_init_pretend_refuses_what_the_init_refuses(tmp_path):
+    """--pretend listed the files where the init itself then failed: an unknown --ref, and a
+    folder below a file or behind a loop of links."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    cases = [((str(tmp_path / "acme"), "--ref", "v999"), 1, "copier: "),
+             ((str(tmp_path / "notes.txt" / "acme"),), 1,
+              f"error: {tmp_path / 'notes.txt'}: exists and is not a folder"),
+             ((str(tmp_path / "loop"),), 1, f"error: {tmp_path / 'loop'}: exists and is not a "
+                                            "folder")]
+    for args, code, start in cases:
+        for pretend in ((), ("--pretend",)):
+            result = run_opgen("init", *args, *pretend)
+            assert result.returncode == code and result.stderr.count("\n") == 1, result.stderr
+            assert result.stderr.startswith(start) or start in result.stderr, result.stderr
+            assert "would create" not in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop", "notes.txt"]
+
+
 def test_init_refuses_a_folder_that_is_not_empty(tmp_path):
     (tmp_path / "acme").mkdir()
     (tmp_path / "acme" / "notes.txt").write_text("mine")
