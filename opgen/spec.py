@@ -109,6 +109,12 @@ def _backward(value: Any) -> Any:
                      f"got {_shown(value)}")
 
 
+def op_name_of(model: Any) -> str:
+    """The op a spec model registers: its ``op_name:`` as written (even an empty one, which the
+    checks refuse), else ``custom_<name>``."""
+    return model.op_name if model.op_name is not None else f"custom_{model.name}"
+
+
 def _as_written(value: object) -> object:
     """A spec version as YAML wrote it: ``true`` and ``1.0`` equal 1 in Python, not in a spec."""
     if isinstance(value, bool):
@@ -255,8 +261,7 @@ class Spec:
 
     @property
     def op_name(self) -> str:
-        op_name = self.model.op_name
-        return op_name if op_name is not None else f"custom_{self.model.name}"
+        return op_name_of(self.model)
 
     def line(self, *path: str | int) -> int:
         """The 1-based line of the YAML entry at ``path`` (or of its closest parent)."""
@@ -734,7 +739,7 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     problem = _file_name_problem(model.name, model.kind)
     if problem:
         raise fail(("name",), problem)
-    op_name = model.op_name if model.op_name is not None else f"custom_{model.name}"
+    op_name = op_name_of(model)
     problem = op_name_problem(op_name)
     if problem:  # a default op_name comes from `name:`, so the problem is there
         raise fail(("op_name",) if model.op_name is not None else ("name",), problem)

@@ -93,6 +93,7 @@ from ..spec import (
     SpecVersion,
     attr_default,
     line_of,
+    op_name_of,
     schema_message,
     shown,
     summary_text,
@@ -371,7 +372,7 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
     problem = identifier_problem(model.name, what="op")
     if problem:
         raise fail(("name",), problem)
-    op_name = model.op_name if model.op_name is not None else f"custom_{model.name}"
+    op_name = op_name_of(model)
     problem = op_name_problem(op_name)
     if problem:
         raise fail(("op_name",) if model.op_name is not None else ("name",), problem)
