@@ -626,11 +626,22 @@ def bench_torch_baselines(baseline: str | None, symbols: dict[str, str], input_n
 COMPARISONS = ("copy", "baseline", "naive")
 
 
+def op_spec(op_dir: Path | str) -> Any:
+    """The spec the bench of the op in ``op_dir`` reads (its baseline and dtypes): the
+    folder's ``NAME.yaml`` as it is now."""
+    from . import kinds  # noqa: F401  (registers each kind's spec rules)
+    from .build import op_folder
+    from .spec import load
+
+    op_dir, name = op_folder(op_dir)
+    return load(op_dir / f"{name}.yaml", check_builtins=False)
+
+
 def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
         shapes: list[Case] | None = None, dtypes: list[str] | None = None, repeats: int = 5,
         compare: tuple[str, ...] = COMPARISONS, per_call: bool = True,
         progress: Callable[[str, int, int], None] | None = None,
-        results: Results | None = None) -> Results:
+        results: Results | None = None, spec: Any = None) -> Results:
     """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels, at
     ``sizes`` (element counts, every input and output that long) or at ``shapes`` (cases of
     :func:`parse_shapes`: one shape per input, broadcast), not both. With ``per_call``, then
@@ -641,15 +652,13 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     a caller that passes its own keeps them when a later step fails. A composed baseline the
     framework cannot run for a dtype is skipped (and listed in ``results.skipped``); any other
     failure of a step raises :class:`BenchError` naming the step. ``progress(description, done,
-    total)`` is called before each step.
+    total)`` is called before each step. ``spec`` is :func:`op_spec` of ``op_dir``, if read.
     """
-    from . import kinds  # noqa: F401  (registers each kind's spec rules)
     from .build import op_folder
-    from .spec import load
 
     results = results if results is not None else Results()
     op_dir, name = op_folder(op_dir)
-    spec = load(op_dir / f"{name}.yaml", check_builtins=False)
+    spec = spec if spec is not None else op_spec(op_dir)
     m = spec.model
     if m.kind == "custom":
         raise UsageError(f"{op_dir}: opgen bench times elementwise and rowwise ops; a custom "

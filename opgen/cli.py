@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand
 
 from . import __version__, api
 from . import build as builder
@@ -220,7 +221,26 @@ def _warn_if_stale(op_dir: Path) -> None:
         err.print(f"warning: {_printable(problem)}", markup=False, soft_wrap=True)
 
 
-@app.command(context_settings={"allow_extra_args": True})  # pytest's own options after --
+class _PassThrough(TyperCommand):
+    """A command whose words after ``--`` are passed on (to pytest): click hands them over in
+    ``ctx.args`` mixed with any stray word before ``--``, so their number is kept apart."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        ctx.meta["opgen.passed_on"] = len(args) - args.index("--") - 1 if "--" in args else 0
+        return super().parse_args(ctx, args)
+
+
+def _passed_on(ctx: typer.Context) -> list[str]:
+    """The words after ``--``; a word before it that no parameter took is refused."""
+    count = ctx.meta.get("opgen.passed_on", 0)
+    stray = ctx.args[:len(ctx.args) - count]
+    if stray:
+        raise typer.BadParameter(f"unexpected '{_printable(stray[0])}': one op folder; pytest's "
+                                 "own arguments go after --", param_hint="OP_DIR")
+    return ctx.args[len(ctx.args) - count:]
+
+
+@app.command(cls=_PassThrough, context_settings={"allow_extra_args": True})
 def test(
     ctx: typer.Context,
     op_dir: Annotated[Path, typer.Argument(parser=_path, help="The generated op's folder.")],
@@ -230,8 +250,9 @@ def test(
 
     A failed build stops here with its first error.
     """
+    pytest_args = _passed_on(ctx)
     _warn_if_stale(op_dir)
-    code = api.test(op_dir, device=device, pytest_args=list(ctx.args), build_with=_build)
+    code = api.test(op_dir, device=device, pytest_args=pytest_args, build_with=_build)
     raise typer.Exit(code)
 
 
@@ -289,8 +310,8 @@ def bench(
         "[] is a 0-D tensor.")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", help="float32, float16, "
                                                     "bfloat16 or float64; repeatable.")] = None,
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed batches; the median "
-                                         "is kept.")] = 5,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, max=1000, help="Timed batches; "
+                                         "the median is kept.")] = 5,
     compare: Annotated[str, typer.Option("--compare", help="What to time beside the op: any "
                                          "of copy, baseline, naive, or none.")
                        ] = "copy,baseline,naive",
@@ -323,11 +344,12 @@ def bench(
         bench_lib.require_matplotlib()
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
             "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
+    spec = bench_lib.op_spec(op_dir)  # a broken spec is the error, without the warning below
     _warn_if_stale(op_dir)
     results = bench_lib.Results()
     try:
         _measure(results, op_dir, device=device, sizes=_sizes(sizes), shapes=cases,
-                 dtypes=dtype, repeats=repeats, compare=compare, per_call=per_call)
+                 dtypes=dtype, repeats=repeats, compare=compare, per_call=per_call, spec=spec)
     except (OpgenError, KeyboardInterrupt) as exc:
         if results.rows:  # keep what was measured, and say it is incomplete
             message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
@@ -338,7 +360,7 @@ def bench(
 
 def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | None,
              shapes: list[Case] | None, dtypes: list[str] | None, repeats: int,
-             compare: str, per_call: bool = True) -> None:
+             compare: str, per_call: bool = True, spec: Any = None) -> None:
     """Run the benchmark into ``results`` behind a progress bar on stderr."""
     from rich.progress import (
         BarColumn,
@@ -356,7 +378,7 @@ def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | 
     def run(progress: Any) -> None:
         bench_lib.run(op_dir, device=device, sizes=sizes, shapes=shapes, dtypes=dtypes,
                       repeats=repeats, per_call=per_call, compare=kinds, results=results,
-                      progress=progress)
+                      progress=progress, spec=spec)
 
     if not err.is_terminal:
         # A log (CI, a job on a GPU machine): one line a step, as it starts, so a long build

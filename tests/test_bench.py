@@ -8,6 +8,7 @@ Tiny sizes and one repeat: these check the command's behaviour, not any figure.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,7 @@ def test_an_output_of_another_shape_is_refused():
     (["--plot", str(ROOT / "examples" / "relu6" / "relu6.py")],
      "relu6.py: exists and is not a .png file; --plot would replace it"),
     (["--sizes", ""], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
+    (["--repeats", "1001"], "'--repeats'"),  # 10^11 batches ran on for days
     (["--sizes", " "], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
     # a folder that takes no file (os.access told root it was writable)
     (["--json", "/proc/x.json"], "--json /proc/x.json: the folder /proc is not writable"),
@@ -215,6 +217,18 @@ def test_bad_shapes_and_sizes_exit_2_before_measuring(args, message, capsys):
     errors = [line for line in captured.err.splitlines() if line.strip()]
     assert len(errors) == 1 and message in errors[0], captured.err
     assert captured.out == ""
+
+
+def test_bench_of_an_op_whose_spec_is_broken_is_the_error_alone(tmp_path):
+    """The bench reads the spec (its baseline): a broken one is the error, without the warning
+    that the build would use the op as it was."""
+    op = tmp_path / "relu6"
+    shutil.copytree(ROOT / "examples" / "relu6", op)
+    (op / "relu6.yaml").write_text("name: relu6\nbad: [\n")
+    result = run_opgen("bench", str(op), "--repeats", "1")
+    assert result.returncode == 2
+    assert result.stderr == f"error: {op / 'relu6.yaml'}:3: invalid YAML: expected the node " \
+        "content, but found '<stream end>'\n"
 
 
 def test_bench_on_the_gpu_without_one_is_one_line():

@@ -79,6 +79,7 @@ def test_bench_echoes_odd_paths(tmp_path, odd, monkeypatch):
     rows = [Row("op", "forward", "float32", 4096, 32768, 0.01, 3.3),
             Row("copy", "forward", "float32", 4096, 32768, 0.01, 3.3)]
     monkeypatch.setattr(bench, "run", lambda *a, **k: rows)
+    monkeypatch.setattr(bench, "op_spec", lambda op_dir: None)
     json_path = op_dir / "bench[bold].json"
     printed = _invoke("bench", str(op_dir), "--json", str(json_path))
     assert f"{op_dir.name} on cpu" in printed
@@ -108,7 +109,7 @@ def test_an_error_echoes_an_odd_path(tmp_path, odd, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["generate", str(spec)])
     assert info.value.code == 2
-    assert capsys.readouterr().err == f"error: {spec}:1: no such spec file\n"
+    assert capsys.readouterr().err == f"error: {spec}: no such spec file\n"
 
 
 def test_build_is_one_call_of_the_api(tmp_path, monkeypatch):
@@ -391,6 +392,16 @@ def test_test_refuses_an_unknown_flag_and_passes_what_follows_dashes_to_pytest(m
     cli.main(["test", "op", "--device", "cpu", "--", "-q", "-k", "float16 or x"])
     assert [(c["device"], c["pytest_args"]) for c in calls] == [("cpu", ["-q", "-k",
                                                                          "float16 or x"])]
+    # a second word before -- went to pytest as a test path, after the build
+    for argv in (["test", "op", "extra"], ["test", "op", "extra", "--", "-q"]):
+        with pytest.raises(SystemExit) as info:
+            cli.main(argv)
+        assert info.value.code == 2 and len(calls) == 1
+        assert capsys.readouterr().err == ("error: opgen test: Invalid value for OP_DIR: "
+                                           "unexpected 'extra': one op folder; pytest's own "
+                                           "arguments go after --\n")
+    cli.main(["test", "op", "--", "op", "--"])  # words after -- are pytest's, -- included
+    assert calls[-1]["pytest_args"] == ["op", "--"]
 
 
 @pytest.mark.parametrize(("name", "shown"), [("a\nb", "a\\nb"), ("a\x1b[31mb", "a\\x1b[31mb")])
