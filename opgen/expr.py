@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -224,6 +225,9 @@ def parse_expr(source: str) -> ast.Expression:
         detail = "" if exc.msg == "invalid syntax" else f": {exc.msg}"
         if exc.msg.startswith("too many nested parentheses"):
             raise ExprError(TOO_DEEP, col, _DEPTH_HINT) from None
+        if exc.msg.startswith("Exceeds the limit"):  # Python's int-to-str limit, as a syntax error
+            raise ExprError(f"a number literal longer than {sys.get_int_max_str_digits()} "
+                            "digits", col) from None
         raise ExprError(f"invalid syntax{detail}", col) from None
     except (RecursionError, MemoryError):  # Python's own parser gives up on thousands of levels
         raise ExprError(TOO_DEEP, 0, _DEPTH_HINT) from None

@@ -150,6 +150,9 @@ def test_a_literal_that_overflows_is_refused() -> None:
         emit("1e999 * x")
     with pytest.raises(ExprError, match="overflows"):
         emit("1" + "0" * 400)
+    # past Python's int-to-str limit: opgen's words, not Python's hint to raise the limit
+    with pytest.raises(ExprError, match=r"^a number literal longer than \d+ digits$"):
+        emit("x * " + "9" * 5000)
 
 
 def test_expression_may_span_lines() -> None:
