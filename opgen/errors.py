@@ -23,15 +23,17 @@ class UsageError(OpgenError):
 
 
 class SpecError(OpgenError):
-    """Raised when an op spec is malformed; carries the file and line it points at (exit code 2)."""
+    """Raised when an op spec is malformed; carries the file and line it points at (exit code 2),
+    or no line where the file itself is wrong (missing, unreadable, too large)."""
 
     exit_code = 2
 
-    def __init__(self, path: Path | str, line: int, message: str) -> None:
+    def __init__(self, path: Path | str, line: int | None, message: str) -> None:
         self.path = Path(path)
         self.line = line
         self.message = message
-        super().__init__(f"{self.path}:{line}: {message}")
+        super().__init__(f"{self.path}:{line}: {message}" if line is not None
+                         else f"{self.path}: {message}")
 
 
 class TemplateError(OpgenError):

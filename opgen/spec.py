@@ -17,6 +17,7 @@ import difflib
 import functools
 import importlib
 import math
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -290,9 +291,12 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
         with path.open("rb") as file:
             raw = file.read(MAX_SPEC_BYTES + 1)  # not a regular file: its size said nothing
     except FileNotFoundError:
-        raise SpecError(path, 1, "no such spec file") from None
+        if path.is_symlink():
+            raise SpecError(path, None, f"a link to {os.readlink(path)}, which does not "
+                            "exist") from None
+        raise SpecError(path, None, "no such spec file") from None
     except OSError as exc:
-        raise SpecError(path, 1, f"cannot read spec: {exc}") from None
+        raise SpecError(path, None, f"cannot read spec: {exc.strerror or exc}") from None
     _check_size(len(raw), path)
     try:
         text = raw.decode("utf-8")
@@ -313,7 +317,7 @@ def _newlines(text: str) -> str:
 def _check_size(size: int, path: Path) -> None:
     """Refuse a spec of more than :data:`MAX_SPEC_BYTES`, before anything reads it all."""
     if size > MAX_SPEC_BYTES:
-        raise SpecError(path, 1, f"the spec file is larger than {MAX_SPEC_BYTES // 1024} KiB, "
+        raise SpecError(path, None, f"the spec file is larger than {MAX_SPEC_BYTES // 1024} KiB, "
                         "the limit for a spec")
 
 

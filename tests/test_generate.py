@@ -197,7 +197,7 @@ def test_new_rejects_a_bad_name(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["generate", "examples/relu6/relu6.yaml", "--bogus"], "No such option: --bogus"),
     (["new", "x_op"], "choose one op kind: --elementwise, --rowwise or --custom"),
-    (["generate", "does/not/exist.yaml"], "does/not/exist.yaml:1: no such spec file"),
+    (["generate", "does/not/exist.yaml"], "does/not/exist.yaml: no such spec file"),
     (["build", "does/not/exist"], "does/not/exist: no such op folder"),
     (["test", "examples/relu6", "--device", "tpu"], "--device: expected cpu, gpu or all"),
     (["build", "examples/relu6", "--arch", "ninety"], "--arch: expected compute capabilities"),

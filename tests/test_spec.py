@@ -79,7 +79,16 @@ def test_load_reads_a_file(tmp_path: Path) -> None:
 def test_load_of_a_missing_file() -> None:
     with pytest.raises(SpecError) as info:
         load("no/such/spec.yaml")
-    assert str(info.value) == "no/such/spec.yaml:1: no such spec file"
+    assert str(info.value) == "no/such/spec.yaml: no such spec file"
+
+
+def test_load_of_a_link_to_nothing(tmp_path) -> None:
+    link = tmp_path / "op.yaml"
+    link.symlink_to(tmp_path / "moved" / "op.yaml")
+    with pytest.raises(SpecError) as info:
+        load(link)
+    assert str(info.value) == f"{link}: a link to {tmp_path / 'moved' / 'op.yaml'}, which does " \
+        "not exist"
 
 
 @pytest.mark.parametrize(("written", "value"), [("6", 6.0), ("-2", -2.0), ("0", 0.0)])
