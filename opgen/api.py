@@ -34,6 +34,8 @@ from .writer import (
     locked,
     real_folder,
     recorded_answers,
+    refuse_a_file_on_the_way,
+    refuse_an_unwritable_folder,
     sha256,
 )
 
@@ -100,7 +102,7 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     spec_path = spec_in(Path(spec_path))
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
-    _refuse_a_file_on_the_way(dest, f"--out {dest}" if out is not None else None)
+    refuse_a_file_on_the_way(dest, f"--out {dest}" if out is not None else None)
     _refuse_another_op(dest, spec_path, "--out " + str(dest) if out is not None else str(dest))
     if pretend or check:
         _refuse_interrupted(dest, f"opgen generate {spec_path}")
@@ -267,7 +269,7 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     starting_spec = kinds.get(kind).starting_spec
     dest = Path(directory or ".") / name
     spec_path = dest / f"{name}.yaml"
-    _refuse_a_file_on_the_way(dest, f"--dir {directory}" if directory is not None else None)
+    refuse_a_file_on_the_way(dest, f"--dir {directory}" if directory is not None else None)
     if dest.exists() and not force:
         raise WriteError(f"{dest} already exists; use --force to generate into it (an existing "
                          f"{spec_path.name} and your edits are kept)")
@@ -292,35 +294,6 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     result = _write_op(spec, text.encode(), dest, pretend=pretend,
                        extra={spec_path.name: text.encode()})
     return Result(dest, [Change(spec_path.name, Status.CREATE), *result.changes], result.written)
-
-
-def _refuse_a_file_on_the_way(folder: Path, flag: str | None = None) -> None:
-    """Refuses a ``folder`` to write into that is a file, or lies below one; the error names the
-    ``flag`` that gave it, where one did."""
-    for path in (folder, *folder.parents):
-        if path.is_symlink() and not path.exists():  # dangling, or a loop of links
-            try:
-                path.resolve(strict=True)
-            except RuntimeError:  # Python 3.11's word for ELOOP
-                raise UsageError(f"{flag + ': ' if flag else ''}{path}: a loop of symbolic "
-                                 "links") from None
-            except OSError:  # dangling: writing would make its target, wherever it points
-                raise UsageError(f"{flag + ': ' if flag else ''}{path}: a link to "
-                                 f"{os.readlink(path)}, which does not exist") from None
-        if path.exists():
-            if not path.is_dir():
-                raise UsageError(f"{flag + ': ' if flag else ''}{path}: exists and is not a "
-                                 "folder")
-            return
-
-
-def _refuse_an_unwritable_folder(folder: Path, flag: str) -> None:
-    """A folder to write into that is a file (or lies below one), or that exists and is not
-    writable: refused before minutes of compiling."""
-    _refuse_a_file_on_the_way(folder, flag)
-    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {folder}: {existing} is not writable")
 
 
 def _scaffold_spec(name: str, template: str) -> str:
@@ -359,7 +332,7 @@ def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = N
         raise UsageError("--arch: a --cpu-only build has no CUDA code; leave one of them out")
     wheels.check_version(wheel_version)  # before a compile, not after
     if wheel_dir is not None:
-        _refuse_an_unwritable_folder(Path(wheel_dir), "--wheel-dir")
+        refuse_an_unwritable_folder(Path(wheel_dir), "--wheel-dir")
     config = build.configure(Path(op_dir), cpu_only=cpu_only, arches=build.parse_arches(arch))
     built = build_with(config) if build_with else build.ensure_built(config, verbose=verbose)
     if not wheel:

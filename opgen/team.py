@@ -37,6 +37,7 @@ from filelock import FileLock
 from . import __version__
 from .errors import TeamError, UsageError, WriteError
 from .render import templates_root
+from .writer import refuse_an_unwritable_folder
 
 STORE_ENV = "OPGEN_TEMPLATE_STORE"
 DEFAULT_STORE = "~/.cache/opgen/team-template"
@@ -181,11 +182,7 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
     if template is not None:
         _check_template(template)
     dest = Path(team_dir)
-    for folder in (dest, *dest.absolute().parents):  # the first that is there must be a folder
-        if folder.exists() or folder.is_symlink():
-            if not folder.is_dir():  # a file, or a link to nothing or in a loop
-                raise WriteError(f"{folder}: exists and is not a folder")
-            break
+    refuse_an_unwritable_folder(dest)
     if dest.exists() and any(dest.iterdir()):
         hint = (f" (to take a newer template into this one: opgen update {dest})"
                 if (dest / ANSWERS_FILE).is_file() else "")

@@ -11,6 +11,7 @@ it is re-entrant, so a caller can hold it while it reads the folder, decides wha
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,10 +22,43 @@ import yaml
 from filelock import FileLock, Timeout
 
 from . import journal
-from .errors import WriteError
+from .errors import UsageError, WriteError
 from .render import Plan
 
 ANSWERS_FILE = ".opgen-answers.yml"
+
+
+def refuse_a_file_on_the_way(folder: Path, flag: str | None = None) -> None:
+    """Refuse a ``folder`` to write into that is a file or lies below one, or is reached
+    through a link to nothing (writing would make its target, wherever it points) or a loop of
+    links; the error names the ``flag`` that gave it, where one did."""
+    where = f"{flag}: " if flag else ""
+    for path in (folder, *folder.parents):
+        if path.is_symlink() and not path.exists():  # dangling, or a loop of links
+            try:
+                path.resolve(strict=True)
+            except RuntimeError:  # Python 3.11's word for ELOOP
+                raise UsageError(f"{where}{path}: a loop of symbolic links") from None
+            except OSError:
+                raise UsageError(f"{where}{path}: a link to {os.readlink(path)}, which does "
+                                 "not exist") from None
+        if path.exists():
+            if not path.is_dir():
+                raise UsageError(f"{where}{path}: exists and is not a folder")
+            return
+
+
+def refuse_an_unwritable_folder(folder: Path, flag: str | None = None) -> None:
+    """:func:`refuse_a_file_on_the_way`, then refuse a ``folder`` whose nearest existing folder
+    takes no new entry, tried with one made and removed (``os.access`` says yes to root, even in
+    /proc): refused before minutes of work, not by a temporary folder's name after them."""
+    refuse_a_file_on_the_way(folder, flag)
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".opgen-probe-", dir=existing))
+    except OSError:
+        raise UsageError(f"{flag + ' ' if flag else ''}{folder}: {existing} is not "
+                         "writable") from None
 
 
 class Status(str, Enum):
