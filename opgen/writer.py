@@ -53,7 +53,9 @@ def refuse_an_unwritable_folder(folder: Path, flag: str | None = None) -> None:
     takes no new entry, tried with one made and removed (``os.access`` says yes to root, even in
     /proc): refused before minutes of work, not by a temporary folder's name after them."""
     refuse_a_file_on_the_way(folder, flag)
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is None:  # a relative path from a folder that was deleted
+        raise UsageError(f"{flag + ' ' if flag else ''}{folder}: no folder of it exists")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".opgen-probe-", dir=existing))
     except OSError:
