@@ -1066,6 +1066,11 @@ def _derived_backward(model: OpSpec, forward: _Compiled, path: Path, lines: dict
         return share_terms(shared, reserved)
     except AutodiffError as exc:
         raise SpecError(path, _line_of(lines, ("backward",)), f"backward: {exc}") from None
+    except RecursionError:  # intermediates that read each other hundreds deep
+        raise SpecError(path, _line_of(lines, ("backward",)), "backward: auto: the forward "
+                        "nests too deep to derive (a chain of hundreds of intermediates, each "
+                        "reading the last); write backward: by hand, or shorten the chain") \
+            from None
 
 
 def _compile_baseline(source: str, symbols: dict[str, Type], path: Path,

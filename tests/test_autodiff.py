@@ -358,6 +358,24 @@ def test_a_deep_forward_has_a_backward_the_language_accepts(forward: str,
     _check_against_differences({"out": forward}, domain)
 
 
+def _intermediates(count: int) -> dict[str, str]:
+    """``count`` intermediates, each the last times x, then ``out`` the last of them."""
+    return {"t0": "x", **{f"t{i}": f"t{i - 1} * x" for i in range(1, count)},
+            "out": f"t{count - 1}"}
+
+
+def test_a_chain_of_intermediates_too_deep_to_derive_is_one_error() -> None:
+    """Each intermediate reading the last nests the derivative one level deeper: 500 of them
+    stopped the derivation on a RecursionError (3000 lines of traceback)."""
+    with pytest.raises(SpecError, match="backward: auto: the forward nests too deep to derive"):
+        _spec(_intermediates(500), ["out"])
+    # 300 derive, but their backward is too deep to differentiate again: no double backward,
+    # where a short chain has one
+    assert _spec(_intermediates(3), ["out"]).double_backward is not None
+    spec = _spec(_intermediates(300), ["out"])
+    assert spec.backward is not None and spec.double_backward is None
+
+
 @pytest.mark.parametrize("forward", [
     _chain("min({}, y)", 14),
     _chain("max(min({}, y), x * y)", 10),

@@ -976,7 +976,10 @@ def _check_inplace(model: OpSpec, fail: Fail) -> None:
 def with_double_backward(spec: Spec) -> Spec:
     """``spec`` with its double backward, where one is derived (see
     :func:`_derived_double_backward`)."""
-    double = _derived_double_backward(spec)
+    try:
+        double = _derived_double_backward(spec)
+    except RecursionError:  # a backward nested too deep to differentiate again: the stub stays
+        return spec
     if double is None:
         return spec
     return dataclasses.replace(spec, double_backward=double.emitted,
