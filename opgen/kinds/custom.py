@@ -116,6 +116,10 @@ DTYPE_TYPES: dict[str, tuple[str, str, str]] = {
     "float64": ("double", "FLOAT64", "float64"),
 }
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+#: The most combinations of the inputs' dtypes an op may take: each is a kernel the .cu and .cc
+#: instantiate and a case of every generated test (six inputs of every dtype made 500 MB of
+#: sources).
+MAX_DTYPE_COMBINATIONS = 256
 #: The values each integer dtype holds, for an input's ``range:`` (int64's: INT64_RANGE).
 _INT_LIMITS = {"bool": (0, 1), "int8": (-2**7, 2**7 - 1), "uint8": (0, 2**8 - 1),
                "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1)}
@@ -410,6 +414,15 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
             dtypes[name] = _dtype_rule(tensor.dtype, name, section, model, fail)
 
     _check_optional(model, dtypes, fail)
+    combinations = 1
+    for name in model.inputs:
+        if dtypes[name].same_as is None:
+            combinations *= len(_choices(dtypes, name))
+            if combinations > MAX_DTYPE_COMBINATIONS:
+                raise fail(("inputs", name, "dtype"), f"inputs.{name}.dtype: the inputs' dtypes "
+                           f"combine {combinations} ways up to here, more than the "
+                           f"{MAX_DTYPE_COMBINATIONS} kernels and test cases opgen writes at "
+                           "most; give an input 'same as' another, or fewer dtypes")
     shapes: dict[str, tuple[Dim, ...] | None] = {}
     dims: dict[str, tuple[str, int]] = {}
     for name, tensor in model.inputs.items():
