@@ -1048,6 +1048,9 @@ def check_output(path: Path, flag: str) -> None:
     if suffix and (path.exists() or path.is_symlink()) and path.suffix.lower() != suffix:
         raise UsageError(f"{flag} {path}: exists and is not a {suffix} file; {flag} would "
                          f"replace it (name a new file, or one ending in {suffix})")
+    if flag == "--plot" and path.suffix.lower() != suffix:  # matplotlib: its format, by name
+        raise UsageError(f"{flag} {path}: name a .png file (matplotlib picks the format by the "
+                         "name's ending, and adds .png to a name without one)")
     try:  # a file made and removed: os.access says yes to root, even in /proc
         with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".probe"):
             pass

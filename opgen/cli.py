@@ -340,6 +340,10 @@ def bench(
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path is not None:
             bench_lib.check_output(path, flag)
+    if json_path is not None and plot_path is not None and \
+            json_path.absolute() == plot_path.absolute():
+        raise typer.BadParameter(f"{_printable(plot_path)} is --json's file too; name two "
+                                 "files", param_hint="--plot")
     if plot_path is not None:
         bench_lib.require_matplotlib()
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,

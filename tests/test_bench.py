@@ -205,6 +205,10 @@ def test_an_output_of_another_shape_is_refused():
      "relu6.py: exists and is not a .png file; --plot would replace it"),
     (["--sizes", ""], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
     (["--repeats", "1001"], "'--repeats'"),  # 10^11 batches ran on for days
+    # matplotlib's format is the name's ending: a traceback after the run, or plot.png replaced
+    (["--plot", "plot.txt"], "--plot plot.txt: name a .png file"),
+    (["--plot", "plot"], "--plot plot: name a .png file"),
+    (["--json", "r.png", "--plot", "r.png"], "--plot: r.png is --json's file too"),
     (["--sizes", " "], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
     # a folder that takes no file (os.access told root it was writable)
     (["--json", "/proc/x.json"], "--json /proc/x.json: the folder /proc is not writable"),
