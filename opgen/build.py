@@ -111,10 +111,21 @@ def _compiler_stamps() -> list[list[object]]:
 
 
 def find_op(op_dir: Path) -> str:
-    """The op's name: the folder holds ``csrc/<name>.cc`` (and ``<name>.py``)."""
+    """The op's name: the folder holds ``csrc/<name>.cc`` (and ``<name>.py``); where csrc/
+    holds other .cc files too (a helper source, one left by a renamed op), the one its answers
+    file records with its wrapper beside it."""
     csrc = op_dir / "csrc"
     candidates = sorted(p.stem for p in csrc.glob("*.cc")) if csrc.is_dir() else []
-    if len(candidates) != 1:
+    if len(candidates) > 1:
+        recorded = set(recorded_files(op_dir))
+        ours = [c for c in candidates if f"csrc/{c}.cc" in recorded and f"{c}.py" in recorded
+                and (op_dir / f"{c}.py").is_file()]
+        if len(ours) == 1:
+            return ours[0]
+        raise UsageError(f"{op_dir}: csrc/ holds {', '.join(c + '.cc' for c in candidates)}, "
+                         "and its answers file names none of them as the op's; run `opgen "
+                         "generate` on the op's spec")
+    if not candidates:
         raise UsageError(f"{op_dir}: not a generated op folder (expected one csrc/<name>.cc; "
                          f"run `opgen generate` first)")
     return candidates[0]

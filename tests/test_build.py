@@ -28,7 +28,7 @@ import pytest
 from conftest import GPU_PYTHON, RELU6, run_opgen
 
 from opgen import api, build, probe, wheel
-from opgen.errors import BuildError, MergeError
+from opgen.errors import BuildError, MergeError, UsageError
 from opgen.probe import PaddleInfo
 
 CPU_INFO = PaddleInfo(version="3.3.1", with_cuda=False, cuda_version=None, gpu_count=0,
@@ -905,3 +905,16 @@ def test_a_source_that_is_no_utf8_file_is_named_before_the_compile(tmp_path, mon
     with pytest.raises(BuildError, match=f"^t_op/csrc/t_op.cc: {re.escape(why)}"):
         build.configure(op, cpu_only=True)
     assert not (op / "build").exists()
+
+
+def test_the_op_is_the_recorded_source_where_csrc_holds_others(tmp_path):
+    """A helper .cc beside the op's own (or one an op renamed in place left) made every build,
+    test and bench say "not a generated op folder", which `opgen generate` did not change."""
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("build"))
+    (op / "csrc" / "helper.cc").write_text("// the user's\n")
+    assert build.find_op(op) == "relu6"
+    (op / ".opgen-answers.yml").unlink()  # nothing says which is the op's
+    with pytest.raises(UsageError, match=r"csrc/ holds helper\.cc, relu6\.cc, and its answers "
+                                         "file names none of them as the op's"):
+        build.find_op(op)
