@@ -507,8 +507,11 @@ class _Compiler:
                                 "reductions over the row (sum, mean, and max or min of one "
                                 "argument) are for kind: rowwise")
             if self.varying is not None and func.id in REDUCTIONS:
-                raise ExprError(f"{func.id}() takes 1 argument, got {len(self._call.args)}",
-                                _col(func), f"call it as {func.id}(x): a reduction over the row")
+                given = (f"no keyword arguments, got {self._call.keywords[0].arg}="
+                         if self._call.keywords else
+                         f"1 argument, got {len(self._call.args)}")
+                raise ExprError(f"{func.id}() takes {given}", _col(func),
+                                f"call it as {func.id}(x): a reduction over the row")
             if func.id in self.symbols or func.id in self.unavailable:
                 raise ExprError(f"'{func.id}' is not a function", _col(func), functions)
             raise ExprError(f"unknown function '{func.id}'", _col(func), functions)

@@ -75,6 +75,7 @@ def test_a_per_element_value_over_a_per_row_one_multiplies_by_its_reciprocal(sou
 @pytest.mark.parametrize("source, message", [
     ("sum(x - mean(x))", "mean() inside sum(): a reduction over the row cannot be nested"),
     ("mean(x, x)", "mean() takes 1 argument, got 2"),
+    ("sum(x, axis=0)", "sum() takes no keyword arguments, got axis="),  # was "1 argument, got 1"
     ("sum(x > 0)", "the argument of sum() needs a number, got a condition"),
 ])
 def test_reductions_are_checked(source, message):
