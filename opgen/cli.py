@@ -336,6 +336,11 @@ def bench(
 
     if sizes and shapes:
         raise typer.BadParameter("give --sizes or --shapes, not both", param_hint="--shapes")
+    words = [w.strip() for w in compare.split(",")]
+    if "" in words or ("none" in words and len(words) > 1):
+        raise typer.BadParameter(f"expected none, or any of copy, baseline and naive separated "
+                                 f"by commas; got '{_printable(compare)}'", param_hint="--compare")
+    dtype = list(dict.fromkeys(dtype)) if dtype else dtype  # each timed once
     cases = bench_lib.parse_shapes(shapes) if shapes is not None else None
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path is not None:

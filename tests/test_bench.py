@@ -205,6 +205,8 @@ def test_an_output_of_another_shape_is_refused():
      "relu6.py: exists and is not a .png file; --plot would replace it"),
     (["--sizes", ""], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
     (["--repeats", "1001"], "'--repeats'"),  # 10^11 batches ran on for days
+    (["--compare", "none,copy"], "--compare: expected none, or any of copy, baseline and naive"),
+    (["--compare", ""], "--compare: expected none, or any of copy, baseline and naive"),
     # matplotlib's format is the name's ending: a traceback after the run, or plot.png replaced
     (["--plot", "plot.txt"], "--plot plot.txt: name a .png file"),
     (["--plot", "plot"], "--plot plot: name a .png file"),

@@ -87,6 +87,17 @@ def test_bench_echoes_odd_paths(tmp_path, odd, monkeypatch):
     assert json_path.is_file()
 
 
+def test_bench_times_a_repeated_dtype_once(tmp_path, monkeypatch):
+    from opgen import bench
+
+    seen = []
+    monkeypatch.setattr(bench, "run", lambda *a, **k: seen.append(k["dtypes"]) or [])
+    monkeypatch.setattr(bench, "op_spec", lambda op_dir: None)
+    _invoke("bench", str(tmp_path), "--dtype", "float16", "--dtype", "float32", "--dtype",
+            "float16")
+    assert seen == [["float16", "float32"]]
+
+
 @pytest.mark.parametrize("odd", ODD)
 def test_init_and_update_echo_odd_paths(tmp_path, odd, monkeypatch):
     from opgen import team
