@@ -157,7 +157,9 @@ def spec_in(path: Path) -> Path:
     if len(specs) == 1:
         return specs[0]
     found = ", ".join(p.name for p in specs) if specs else "none"
-    raise UsageError(f"{path}: a folder; name its spec (YAML files there: {found})")
+    yml = [p.name for p in sorted(path.glob("*.yml")) if p.is_file() and p.name != ANSWERS_FILE]
+    hint = f"; {', '.join(yml)}: a spec's name ends in .yaml" if yml and not specs else ""
+    raise UsageError(f"{path}: a folder; name its spec (YAML files there: {found}{hint})")
 
 
 def _write_op(spec: Spec, spec_bytes: bytes, dest: Path, *, pretend: bool,

@@ -163,6 +163,14 @@ def test_generate_refuses_a_folder_without_one_spec(tmp_path, capsys):
     assert capsys.readouterr().err == (f"error: {tmp_path}: a folder; name its spec "
                                        "(YAML files there: a.yaml, b.yaml)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.yaml"]
+    only_yml = tmp_path / "yml"
+    only_yml.mkdir()
+    (only_yml / "op.yml").write_text("name: op\n")
+    (only_yml / ".opgen-answers.yml").write_text("spec: gone.yaml\n")  # not listed
+    with pytest.raises(SystemExit):
+        cli.main(["generate", str(only_yml)])
+    assert capsys.readouterr().err == (f"error: {only_yml}: a folder; name its spec (YAML files "
+                                       "there: none; op.yml: a spec's name ends in .yaml)\n")
 
 
 # -- the file system's refusals: one line each, nothing written ---------------------------------
