@@ -782,6 +782,9 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise fail(("domain", name), f"domain.{name}: need finite low < high, "
                        f"got [{low:g}, {high:g}]")
+        if not math.isfinite(high - low):  # numpy's uniform() cannot draw from it
+            raise fail(("domain", name), f"domain.{name}: [{low:g}, {high:g}] is wider than a "
+                       "double holds (high - low overflows)")
 
     _kind_check(model.kind)(model, fail)  # amp:, inplace: each kind's own rules
 
