@@ -22,7 +22,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -1051,11 +1050,10 @@ def check_output(path: Path, flag: str) -> None:
     if flag == "--plot" and path.suffix.lower() != suffix:  # matplotlib: its format, by name
         raise UsageError(f"{flag} {path}: name a .png file (matplotlib picks the format by the "
                          "name's ending, and adds .png to a name without one)")
-    try:  # a file made and removed: os.access says yes to root, even in /proc
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".probe"):
-            pass
-    except OSError:
-        raise UsageError(f"{flag} {path}: the folder {folder} is not writable") from None
+    from .writer import takes_an_entry
+
+    if not takes_an_entry(folder):
+        raise UsageError(f"{flag} {path}: the folder {folder} is not writable")
 
 
 def require_matplotlib() -> None:

@@ -340,6 +340,7 @@ def bench(
     if "" in words or ("none" in words and len(words) > 1):
         raise typer.BadParameter(f"expected none, or any of copy, baseline and naive separated "
                                  f"by commas; got '{_printable(compare)}'", param_hint="--compare")
+    kinds = tuple(w for w in words if w != "none")
     dtype = list(dict.fromkeys(dtype)) if dtype else dtype  # each timed once
     cases = bench_lib.parse_shapes(shapes) if shapes is not None else None
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
@@ -358,7 +359,7 @@ def bench(
     results = bench_lib.Results()
     try:
         _measure(results, op_dir, device=device, sizes=_sizes(sizes), shapes=cases,
-                 dtypes=dtype, repeats=repeats, compare=compare, per_call=per_call, spec=spec)
+                 dtypes=dtype, repeats=repeats, compare=kinds, per_call=per_call, spec=spec)
     except (OpgenError, KeyboardInterrupt) as exc:
         if results.rows:  # keep what was measured, and say it is incomplete
             message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
@@ -369,7 +370,7 @@ def bench(
 
 def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | None,
              shapes: list[Case] | None, dtypes: list[str] | None, repeats: int,
-             compare: str, per_call: bool = True, spec: Any = None) -> None:
+             compare: tuple[str, ...], per_call: bool = True, spec: Any = None) -> None:
     """Run the benchmark into ``results`` behind a progress bar on stderr."""
     from rich.progress import (
         BarColumn,
@@ -382,11 +383,9 @@ def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | 
 
     from . import bench as bench_lib
 
-    kinds = tuple(k.strip() for k in compare.split(",") if k.strip() not in ("", "none"))
-
     def run(progress: Any) -> None:
         bench_lib.run(op_dir, device=device, sizes=sizes, shapes=shapes, dtypes=dtypes,
-                      repeats=repeats, per_call=per_call, compare=kinds, results=results,
+                      repeats=repeats, per_call=per_call, compare=compare, results=results,
                       progress=progress, spec=spec)
 
     if not err.is_terminal:

@@ -48,19 +48,25 @@ def refuse_a_file_on_the_way(folder: Path, flag: str | None = None) -> None:
             return
 
 
+def takes_an_entry(folder: Path) -> bool:
+    """Whether ``folder`` lets this process make an entry in it, tried with one made and removed:
+    ``os.access`` says yes to root, even in /proc."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".opgen-probe-", dir=folder))
+    except OSError:
+        return False
+    return True
+
+
 def refuse_an_unwritable_folder(folder: Path, flag: str | None = None) -> None:
     """:func:`refuse_a_file_on_the_way`, then refuse a ``folder`` whose nearest existing folder
-    takes no new entry, tried with one made and removed (``os.access`` says yes to root, even in
-    /proc): refused before minutes of work, not by a temporary folder's name after them."""
+    takes no new entry (:func:`takes_an_entry`): refused before minutes of work, not by a
+    temporary folder's name after them."""
     refuse_a_file_on_the_way(folder, flag)
-    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if existing is None:  # a relative path from a folder that was deleted
-        raise UsageError(f"{flag + ' ' if flag else ''}{folder}: no folder of it exists")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".opgen-probe-", dir=existing))
-    except OSError:
-        raise UsageError(f"{flag + ' ' if flag else ''}{folder}: {existing} is not "
-                         "writable") from None
+    # "." exists even where the working folder was deleted, so some folder of it always does
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not takes_an_entry(existing):
+        raise UsageError(f"{flag + ' ' if flag else ''}{folder}: {existing} is not writable")
 
 
 class Status(str, Enum):
