@@ -103,6 +103,9 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
     refuse_a_file_on_the_way(dest, f"--out {dest}" if out is not None else None)
+    if real_folder(dest) == real_folder(dest).parent:  # its lock file would go beside it
+        raise UsageError(f"{'--out ' if out is not None else ''}{dest}: a filesystem root; an op "
+                         "needs a folder of its own")
     _refuse_another_op(dest, spec_path, "--out " + str(dest) if out is not None else str(dest))
     if pretend or check:
         _refuse_interrupted(dest, f"opgen generate {spec_path}")
@@ -178,9 +181,30 @@ def _write_op(spec: Spec, spec_bytes: bytes, dest: Path, *, pretend: bool,
     _refuse_foreign_files(dest, generated, protect)
     with nullcontext() if pretend else locked(dest):
         update = merge.plan_update(dest, generated, bookkeeping, protect=protect)
+        update = _spec_copy_as_is(update, dest, spec.path, generated)
         if not pretend:
             apply(Plan(update.files), dest, extra=extra, remove=update.remove)
     return Result(dest, update.changes, written=not pretend)
+
+
+def _spec_copy_as_is(update: merge.Update, dest: Path, spec_path: Path,
+                     generated: dict[str, bytes]) -> merge.Update:
+    """The copy of the spec an ``--out`` folder carries is the spec, never a merge: an edited
+    copy is refused (generating from the other spec would leave the op unlike the spec beside
+    it, and ``--check`` failing from both), and a deleted one comes back."""
+    rel = spec_path.name
+    if rel not in generated:
+        return update
+    changes = []
+    for change in update.changes:
+        if change.path == rel and change.status in (Status.KEEP, Status.MERGED, Status.CONFLICT):
+            raise UsageError(f"{dest / rel}: edited since opgen copied {spec_path} there; "
+                             f"generate from it (`opgen generate {dest / rel}`), or delete it "
+                             f"to take {spec_path} again")
+        if change.path == rel and change.status is Status.KEEP_DELETED:
+            change = Change(rel, Status.CREATE)
+        changes.append(change)
+    return merge.Update({**update.files, rel: generated[rel]}, update.remove, changes)
 
 
 def _refuse_foreign_files(dest: Path, generated: dict[str, bytes], protect: list[str]) -> None:

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
@@ -214,8 +215,12 @@ def _check_inside(rel: str) -> None:
 
 
 def _stage(dest: Path, rel: str, data: bytes) -> None:
-    """Write the new version of ``dest/rel`` beside it."""
-    _write(staged(dest, rel), data)
+    """Write the new version of ``dest/rel`` beside it, with the old version's permissions (a
+    file the user made read-only or executable stays so)."""
+    new, path = staged(dest, rel), dest / rel
+    _write(new, data)
+    if path.is_file() and not path.is_symlink():
+        os.chmod(new, stat.S_IMODE(path.stat().st_mode))
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -95,6 +95,9 @@ def plan_update(dest: Path, generated: dict[str, bytes], bookkeeping: dict[str, 
         target = dest / rel
         ours = target.read_bytes() if target.is_file() else None
         theirs = generated.get(rel)
+        if ours is None and theirs is not None and target.exists():  # not deleted: replaced
+            what = "a folder" if target.is_dir() else "not a regular file"
+            raise MergeError(f"{target}: is {what}, where opgen writes a file; move it away")
         if ours is None and theirs is None:
             continue  # generated last time, gone now, and no longer generated
         try:

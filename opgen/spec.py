@@ -174,6 +174,12 @@ def _attr_default(value: Any, kind: str, *, float32_use: str = "") -> bool | int
             raise ValueError(f"{_shown(value)} overflows float32{float32_use}")
         return as_float
     if kind == "str" and isinstance(value, str):
+        if "\0" in value:  # Paddle's attr is a C string at the C++ end of the call
+            raise ValueError("a str attr cannot hold a NUL character ('\\0')")
+        lone = next((c for c in value if "\ud800" <= c <= "\udfff"), None)
+        if lone is not None:
+            raise ValueError(f"{ascii(lone)[1:-1]} is half of a UTF-16 pair, not a character: "
+                             "a str attr reaches C++ as UTF-8")
         return value
     hint = ""
     if kind != "str" and isinstance(value, str) and _reads_as(value, kind):
@@ -507,10 +513,21 @@ def _yaml_problem(exc: yaml.MarkedYAMLError) -> tuple[int, str]:
         return context_line, f"{opened} is never closed{found}"
     if exc.context == "while scanning a simple key":  # a line without its ':'
         return context_line, "expected 'key: value', found no ':'"
+    if problem.startswith("found character '\\t'") and _after_text(exc.problem_mark):
+        return problem_line, "a tab character after text: YAML separates with spaces (or quote " \
+            "the value)"
     for start, message in _YAML_PROBLEMS.items():
         if problem.startswith(start):
             return problem_line, message
     return problem_line, problem
+
+
+def _after_text(mark: yaml.Mark | None) -> bool:
+    """Whether ``mark`` has more than whitespace before it on its line."""
+    if mark is None or not isinstance(mark.buffer, str):
+        return False
+    start = mark.buffer.rfind("\n", 0, mark.pointer) + 1
+    return bool(mark.buffer[start:mark.pointer].strip())
 
 
 def _record_lines(node: yaml.Node, where: Path_, lines: dict[Path_, int], path: Path,
@@ -545,6 +562,30 @@ def _record_lines(node: yaml.Node, where: Path_, lines: dict[Path_, int], path: 
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _record_lines(item, (*where, i), lines, path, visited)
+    elif isinstance(node, yaml.ScalarNode) and node.style is None:
+        _refuse_yaml11_numbers(node, where, path)
+
+
+# Numbers YAML 1.1 (PyYAML) reads in a way YAML 1.2, Python and most readers do not.
+_OCTAL = re.compile(r"[-+]?0[0-9_]+")
+_BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+
+
+def _refuse_yaml11_numbers(node: yaml.ScalarNode, where: Path_, path: Path) -> None:
+    """Refuse ``010`` (octal 8 to YAML 1.1) and ``1:30`` (base 60: 90), which a spec's reader
+    would take for ten and for text: the spec says which it means."""
+    if node.tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+        return
+    text = node.value
+    field = f"{_dotted(where)}: " if where else ""
+    if _BASE_60.fullmatch(text):
+        raise SpecError(path, node.start_mark.line + 1, f"{field}YAML reads {text} as a base-60 "
+                        "number; quote it if it is text, or write the number")
+    if node.tag == "tag:yaml.org,2002:int" and _OCTAL.fullmatch(text):
+        decimal = text.lstrip("+-").lstrip("0_") or "0"
+        sign = "-" if text.startswith("-") else ""
+        raise SpecError(path, node.start_mark.line + 1, f"{field}YAML reads {text} as an octal "
+                        f"number; write {sign}{decimal} for the decimal one")
 
 
 def _line_of(lines: dict[Path_, int], where: tuple[str | int, ...]) -> int:
@@ -581,7 +622,9 @@ def _shown(value: Any) -> str:
         return "a date"
     if isinstance(value, bytes):  # !!binary
         return "binary data"
-    return repr(value)
+    if isinstance(value, int) and abs(value) >= 10 ** 60:  # digits beyond a message's width
+        return f"a number of {len(str(abs(value)))} digits"
+    return _shortened(repr(value))
 
 
 # -- step 2: the schema -------------------------------------------------------------------------
@@ -654,6 +697,11 @@ def _schema_message(err: ErrorDetails, loc: Path_) -> str:
         if got is None:
             return f"{prefix}no {noun} given; expected one of {choices}"
         return f"{prefix}unknown {noun} {_shown(got)}; expected one of {choices}"
+    if kind == "int_parsing_size" or (kind == "float_type" and isinstance(got, int)
+                                       and not isinstance(got, bool)):
+        if loc == ("version",):
+            return f"{prefix}unknown spec version (a number past 64 bits); expected 1"
+        return f"{prefix}{_shown(got)} is too large"  # past 4300 digits, or past a double
     if kind == "too_short" and ctx.get("min_length") == 1:
         return f"{prefix}must not be empty"
     if kind in ("value_error", "assertion_error") and "error" in ctx:

@@ -146,6 +146,15 @@ def test_an_out_folder_that_is_a_loop_of_links_is_one_error_line(tmp_path):
     assert result.stderr.count("\n") == 1 and "a loop of symbolic links" in result.stderr
 
 
+def test_a_filesystem_root_is_no_op_folder(tmp_path):
+    """`--out /` was taken: the op's files went into / and its lock file was `/..opgen.lock`."""
+    for out in ("/", str(tmp_path / ".." / ".." / ".." / ".." / ".." / "..")):
+        result = run_opgen("generate", str(RELU6 / "relu6.yaml"), "--out", out, "--pretend")
+        assert result.returncode == 2
+        assert result.stderr.count("\n") == 1 and "a filesystem root; an op needs a folder of " \
+            "its own" in result.stderr, result.stderr
+
+
 @pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs Linux's /proc")
 def test_a_lock_file_that_cannot_be_made_is_said_at_once():
     """Where the lock file cannot be created (/proc takes no files), opgen says so at once; it

@@ -9,7 +9,7 @@ import pytest
 from conftest import RELU6, run_opgen, tree_snapshot
 
 from opgen import api, merge
-from opgen.errors import MergeError, WriteError
+from opgen.errors import MergeError, UsageError, WriteError
 from opgen.merge import BASE_DIR
 from opgen.render import render_op
 from opgen.spec import load
@@ -124,6 +124,29 @@ def test_a_deleted_file_stays_deleted(op):
     assert statuses(api.generate(op / "relu6.yaml"))["README.md"] is Status.KEEP_DELETED
 
 
+def test_a_folder_in_place_of_a_generated_file_is_refused_not_kept_deleted(op):
+    (op / "README.md").unlink()
+    (op / "README.md").mkdir()
+    add_slope(op / "relu6.yaml")
+    before = tree_snapshot(op)
+    with pytest.raises(MergeError, match="README.md: is a folder, where opgen writes a file"):
+        api.generate(op / "relu6.yaml")
+    assert tree_snapshot(op) == before
+
+
+def test_a_regenerated_file_keeps_its_permissions(op):
+    """A generated file made read-only (or executable) by its user stays so; the new version
+    used to come back 0644."""
+    (op / "relu6.py").chmod(0o444)
+    (op / "test_relu6.py").chmod(0o755)
+    add_slope(op / "relu6.yaml")
+    changed = statuses(api.generate(op / "relu6.yaml"))
+    assert changed["relu6.py"] is Status.OVERWRITE and changed["test_relu6.py"] is Status.OVERWRITE
+    assert "slope" in (op / "relu6.py").read_text()
+    assert (op / "relu6.py").stat().st_mode & 0o777 == 0o444
+    assert (op / "test_relu6.py").stat().st_mode & 0o777 == 0o755
+
+
 def test_pretend_shows_every_outcome_and_writes_nothing(op):
     edit(op / "csrc" / "relu6.h", FORWARD_BODY, HAND_TUNED)  # merged
     edit(op / "csrc" / "relu6.h", BACKWARD_BODY, MY_BACKWARD)  # ... with a conflict
@@ -197,6 +220,23 @@ def test_regenerating_from_the_copied_spec_keeps_it(tmp_path):
     assert (out / "relu6.yaml").read_bytes() == (RELU6 / "relu6.yaml").read_bytes()
     assert "relu6.yaml" not in statuses(result)
     assert not (out / BASE_DIR / "relu6.yaml").exists()
+
+
+def test_an_edited_copy_of_the_spec_is_refused_and_a_deleted_one_comes_back(tmp_path):
+    """Generating from the outer spec over an edited copy kept the copy (a merge of the spec!),
+    leaving the op unlike the spec beside it and `--check` failing from both."""
+    out = tmp_path / "out"
+    api.generate(RELU6 / "relu6.yaml", out)
+    edit(out / "relu6.yaml", "default: 6.0", "default: 5.0")
+    before = tree_snapshot(out)
+    with pytest.raises(UsageError, match=r"relu6.yaml: edited since opgen copied .*relu6.yaml "
+                                         r"there; generate from it"):
+        api.generate(RELU6 / "relu6.yaml", out)
+    assert tree_snapshot(out) == before
+    (out / "relu6.yaml").unlink()
+    assert statuses(api.generate(RELU6 / "relu6.yaml", out))["relu6.yaml"] is Status.CREATE
+    assert (out / "relu6.yaml").read_bytes() == (RELU6 / "relu6.yaml").read_bytes()
+    api.generate(RELU6 / "relu6.yaml", out, check=True)
 
 
 def test_a_damaged_answers_file_is_one_error_line(op):
