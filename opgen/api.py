@@ -102,7 +102,11 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     spec_path = spec_in(Path(spec_path))
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
-    refuse_a_file_on_the_way(dest, f"--out {dest}" if out is not None else None)
+    flag = f"--out {dest}" if out is not None else None
+    if pretend or check:  # they only read
+        refuse_a_file_on_the_way(dest, flag)
+    else:
+        refuse_an_unwritable_folder(dest, flag)
     if real_folder(dest) == real_folder(dest).parent:  # its lock file would go beside it
         raise UsageError(f"{'--out ' if out is not None else ''}{dest}: a filesystem root; an op "
                          "needs a folder of its own")
@@ -198,13 +202,38 @@ def _spec_copy_as_is(update: merge.Update, dest: Path, spec_path: Path,
     changes = []
     for change in update.changes:
         if change.path == rel and change.status in (Status.KEEP, Status.MERGED, Status.CONFLICT):
-            raise UsageError(f"{dest / rel}: edited since opgen copied {spec_path} there; "
-                             f"generate from it (`opgen generate {dest / rel}`), or delete it "
-                             f"to take {spec_path} again")
+            problem = _spec_copy_problem(dest, rel, spec_path, generated[rel])
+            if problem:
+                raise UsageError(problem)
+            change = Change(rel, Status.OVERWRITE)
         if change.path == rel and change.status is Status.KEEP_DELETED:
             change = Change(rel, Status.CREATE)
         changes.append(change)
     return merge.Update({**update.files, rel: generated[rel]}, update.remove, changes)
+
+
+def _spec_copy_problem(dest: Path, rel: str, spec_path: Path, theirs: bytes) -> str | None:
+    """Why the spec ``dest/rel`` may not be replaced by ``theirs``, ``spec_path``'s copy, or
+    None where it says what the last copy or this one says (line endings aside)."""
+    copy = dest / rel
+    try:
+        ours = copy.read_bytes()
+    except OSError:
+        return None  # gone, or a folder: the writer says so
+    recorded = merge.load_base(dest)
+    if rel not in recorded:  # the op there was generated from it, in place
+        return (f"{copy}: the spec the op there was generated from, and not {spec_path}'s copy; "
+                f"generate from it (`opgen generate {copy}`), or move it away to generate "
+                f"{spec_path} there")
+    if any(text is not None and _same_text(ours, text) for text in (recorded[rel], theirs)):
+        return None
+    return (f"{copy}: edited since opgen copied {spec_path} there; generate from it (`opgen "
+            f"generate {copy}`), or delete it to take {spec_path} again")
+
+
+def _same_text(a: bytes, b: bytes) -> bool:
+    """Equal but for line endings (an editor's CRLF)."""
+    return a.replace(b"\r\n", b"\n") == b.replace(b"\r\n", b"\n")
 
 
 def _refuse_foreign_files(dest: Path, generated: dict[str, bytes], protect: list[str]) -> None:
@@ -271,8 +300,14 @@ def _check_regenerated(generated: dict[str, bytes], bookkeeping: dict[str, bytes
     stale = [c for c in compare(Plan(bookkeeping), dest) if c.status is not Status.IDENTICAL]
     unresolved = [rel for rel in sorted(generated) if (dest / rel).is_file()
                   and merge.has_conflict_markers((dest / rel).read_bytes())]
-    if stale or unresolved:
+    copy = dest / spec_path.name  # the spec's copy, where the op is generated --out
+    copy_differs = spec_path.name in generated and not (
+        copy.is_file() and _same_text(copy.read_bytes(), generated[spec_path.name]))
+    if stale or unresolved or copy_differs:
         problems = []
+        if copy_differs:
+            problems.append(f"its {spec_path.name} is not {spec_path}'s copy: generate from "
+                            "one of the two")
         if stale:
             problems.append(f"not regenerated since {spec_path.name} (or opgen) changed: run "
                             f"`opgen generate {spec_path}`")
@@ -295,7 +330,11 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     starting_spec = kinds.get(kind).starting_spec
     dest = Path(directory or ".") / name
     spec_path = dest / f"{name}.yaml"
-    refuse_a_file_on_the_way(dest, f"--dir {directory}" if directory is not None else None)
+    flag = f"--dir {directory}" if directory is not None else None
+    if pretend:
+        refuse_a_file_on_the_way(dest, flag)
+    else:
+        refuse_an_unwritable_folder(dest, flag)
     if dest.exists() and not force:
         raise WriteError(f"{dest} already exists; use --force to generate into it (an existing "
                          f"{spec_path.name} and your edits are kept)")
@@ -358,7 +397,7 @@ def build_op(op_dir: Path | str, *, cpu_only: bool = False, arch: str | None = N
         raise UsageError("--arch: a --cpu-only build has no CUDA code; leave one of them out")
     wheels.check_version(wheel_version)  # before a compile, not after
     if wheel_dir is not None:
-        refuse_an_unwritable_folder(Path(wheel_dir), "--wheel-dir")
+        refuse_an_unwritable_folder(Path(wheel_dir), f"--wheel-dir {wheel_dir}")
     config = build.configure(Path(op_dir), cpu_only=cpu_only, arches=build.parse_arches(arch))
     built = build_with(config) if build_with else build.ensure_built(config, verbose=verbose)
     if not wheel:

@@ -122,9 +122,10 @@ def find_op(op_dir: Path) -> str:
                 and (op_dir / f"{c}.py").is_file()]
         if len(ours) == 1:
             return ours[0]
+        why = ("its answers file names none of them, with its wrapper beside it, as the op's"
+               if recorded else f"no {ANSWERS_FILE} there says which is the op's")
         raise UsageError(f"{op_dir}: csrc/ holds {', '.join(c + '.cc' for c in candidates)}, "
-                         "and its answers file names none of them as the op's; run `opgen "
-                         "generate` on the op's spec")
+                         f"and {why}; run `opgen generate` on the op's spec")
     if not candidates:
         raise UsageError(f"{op_dir}: not a generated op folder (expected one csrc/<name>.cc; "
                          f"run `opgen generate` first)")

@@ -232,12 +232,13 @@ class _PassThrough(TyperCommand):
 
 def _passed_on(ctx: typer.Context) -> list[str]:
     """The words after ``--``; a word before it that no parameter took is refused."""
-    count = ctx.meta.get("opgen.passed_on", 0)
-    stray = ctx.args[:len(ctx.args) - count]
-    if stray:
-        raise typer.BadParameter(f"unexpected '{_printable(stray[0])}': one op folder; pytest's "
-                                 "own arguments go after --", param_hint="OP_DIR")
-    return ctx.args[len(ctx.args) - count:]
+    # OP_DIR itself may come after -- (`opgen test -- my_op -q`): then every extra word is
+    # pytest's
+    first = max(0, len(ctx.args) - ctx.meta.get("opgen.passed_on", 0))
+    if first:
+        raise typer.BadParameter(f"unexpected '{_printable(ctx.args[0])}': one op folder; "
+                                 "pytest's own arguments go after --", param_hint="OP_DIR")
+    return ctx.args
 
 
 @app.command(cls=_PassThrough, context_settings={"allow_extra_args": True})
@@ -347,7 +348,7 @@ def bench(
         if path is not None:
             bench_lib.check_output(path, flag)
     if json_path is not None and plot_path is not None and \
-            json_path.absolute() == plot_path.absolute():
+            json_path.resolve() == plot_path.resolve():
         raise typer.BadParameter(f"{_printable(plot_path)} is --json's file too; name two "
                                  "files", param_hint="--plot")
     if plot_path is not None:

@@ -22,6 +22,7 @@ new one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -217,17 +218,24 @@ def _check_inside(rel: str) -> None:
 def _stage(dest: Path, rel: str, data: bytes) -> None:
     """Write the new version of ``dest/rel`` beside it, with the old version's permissions (a
     file the user made read-only or executable stays so)."""
-    new, path = staged(dest, rel), dest / rel
-    _write(new, data)
+    path = dest / rel
+    mode = None
     if path.is_file() and not path.is_symlink():
-        os.chmod(new, stat.S_IMODE(path.stat().st_mode))
+        # never set-user-ID or set-group-ID: the new file is owned by whoever runs opgen
+        mode = stat.S_IMODE(path.stat().st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
+    _write(staged(dest, rel), data, mode)
 
 
-def _write(path: Path, data: bytes) -> None:
-    """Write a fresh file (a new inode: never through a link into an old one), fsynced."""
+def _write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write a fresh file (a new inode: never through a link into an old one), fsynced; with
+    ``mode`` its permissions are set before its bytes are written, where the filesystem keeps
+    permissions at all (vfat, some network mounts: not, and the file is written as it comes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _discard(path)
     with open(path, "wb") as fh:
+        if mode is not None and mode != stat.S_IMODE(os.fstat(fh.fileno()).st_mode):
+            with contextlib.suppress(OSError):
+                os.fchmod(fh.fileno(), mode)
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())

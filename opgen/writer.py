@@ -31,7 +31,7 @@ ANSWERS_FILE = ".opgen-answers.yml"
 def refuse_a_file_on_the_way(folder: Path, flag: str | None = None) -> None:
     """Refuse a ``folder`` to write into that is a file or lies below one, or is reached
     through a link to nothing (writing would make its target, wherever it points) or a loop of
-    links; the error names the ``flag`` that gave it, where one did."""
+    links; the error starts with ``flag``, the option and value that gave it, where one did."""
     where = f"{flag}: " if flag else ""
     for path in (folder, *folder.parents):
         if path.is_symlink() and not path.exists():  # dangling, or a loop of links
@@ -66,7 +66,7 @@ def refuse_an_unwritable_folder(folder: Path, flag: str | None = None) -> None:
     # "." exists even where the working folder was deleted, so some folder of it always does
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not takes_an_entry(existing):
-        raise UsageError(f"{flag + ' ' if flag else ''}{folder}: {existing} is not writable")
+        raise UsageError(f"{flag or folder}: {existing} is not writable")
 
 
 class Status(str, Enum):

@@ -211,6 +211,8 @@ def test_an_output_of_another_shape_is_refused():
     (["--plot", "plot.txt"], "--plot plot.txt: name a .png file"),
     (["--plot", "plot"], "--plot plot: name a .png file"),
     (["--json", "r.png", "--plot", "r.png"], "--plot: r.png is --json's file too"),
+    (["--json", str(ROOT / "examples" / ".." / "r.png"), "--plot", str(ROOT / "r.png")],
+     "r.png is --json's file too"),
     (["--sizes", " "], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
     # a folder that takes no file (os.access told root it was writable)
     (["--json", "/proc/x.json"], "--json /proc/x.json: the folder /proc is not writable"),

@@ -914,7 +914,12 @@ def test_the_op_is_the_recorded_source_where_csrc_holds_others(tmp_path):
     shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("build"))
     (op / "csrc" / "helper.cc").write_text("// the user's\n")
     assert build.find_op(op) == "relu6"
-    (op / ".opgen-answers.yml").unlink()  # nothing says which is the op's
+    (op / "relu6.py").rename(op / "relu6_wrapper.py")  # the recorded .cc has no wrapper beside it
     with pytest.raises(UsageError, match=r"csrc/ holds helper\.cc, relu6\.cc, and its answers "
-                                         "file names none of them as the op's"):
+                                         "file names none of them, with its wrapper beside it, "
+                                         "as the op's"):
+        build.find_op(op)
+    (op / ".opgen-answers.yml").unlink()  # nothing says which is the op's
+    with pytest.raises(UsageError, match=r"csrc/ holds helper\.cc, relu6\.cc, and no "
+                                         r"\.opgen-answers\.yml there says which is the op's"):
         build.find_op(op)

@@ -421,6 +421,8 @@ def test_test_refuses_an_unknown_flag_and_passes_what_follows_dashes_to_pytest(m
                                            "arguments go after --\n")
     cli.main(["test", "op", "--", "op", "--"])  # words after -- are pytest's, -- included
     assert calls[-1]["pytest_args"] == ["op", "--"]
+    cli.main(["test", "--", "op", "-q", "-k", "x"])  # OP_DIR itself after --: the rest is pytest's
+    assert calls[-1]["pytest_args"] == ["-q", "-k", "x"]
 
 
 @pytest.mark.parametrize(("name", "shown"), [("a\nb", "a\\nb"), ("a\x1b[31mb", "a\\x1b[31mb")])

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import RELU6, run_opgen, tree_snapshot
 
-from opgen import api, merge
-from opgen.errors import MergeError, UsageError, WriteError
+from opgen import api, journal, merge
+from opgen.errors import DriftError, MergeError, UsageError, WriteError
 from opgen.merge import BASE_DIR
 from opgen.render import render_op
 from opgen.spec import load
@@ -147,6 +147,27 @@ def test_a_regenerated_file_keeps_its_permissions(op):
     assert (op / "test_relu6.py").stat().st_mode & 0o777 == 0o755
 
 
+def test_permissions_are_kept_without_set_id_bits_and_where_the_filesystem_has_none(
+        op, monkeypatch):
+    """A set-user-ID bit would make the new file (owned by whoever regenerates) set-user-ID as
+    them; a filesystem without permissions (vfat) refuses chmod, which must not fail the
+    regenerate."""
+    (op / "test_relu6.py").chmod(0o4755)
+    add_slope(op / "relu6.yaml")
+    api.generate(op / "relu6.yaml")
+    assert (op / "test_relu6.py").stat().st_mode & 0o7777 == 0o755
+
+    def refused(fd, mode):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(journal.os, "fchmod", refused)
+    (op / "relu6.py").chmod(0o444)
+    edit(op / "relu6.yaml", "slope: {type: float, default: 1.0}", "slope: {type: float, "
+         "default: 2.5}")
+    changed = statuses(api.generate(op / "relu6.yaml"))
+    assert changed["relu6.py"] is Status.OVERWRITE and "2.5" in (op / "relu6.py").read_text()
+
+
 def test_pretend_shows_every_outcome_and_writes_nothing(op):
     edit(op / "csrc" / "relu6.h", FORWARD_BODY, HAND_TUNED)  # merged
     edit(op / "csrc" / "relu6.h", BACKWARD_BODY, MY_BACKWARD)  # ... with a conflict
@@ -237,6 +258,28 @@ def test_an_edited_copy_of_the_spec_is_refused_and_a_deleted_one_comes_back(tmp_
     assert statuses(api.generate(RELU6 / "relu6.yaml", out))["relu6.yaml"] is Status.CREATE
     assert (out / "relu6.yaml").read_bytes() == (RELU6 / "relu6.yaml").read_bytes()
     api.generate(RELU6 / "relu6.yaml", out, check=True)
+    # --check --allow-edits allows edits of generated files, not of the spec's copy
+    edit(out / "relu6.yaml", "default: 6.0", "default: 5.0")
+    with pytest.raises(DriftError, match="its relu6.yaml is not .*relu6.yaml's copy"):
+        api.generate(RELU6 / "relu6.yaml", out, check=True, allow_edits=True)
+    # line endings are no edit: the copy is taken again
+    (out / "relu6.yaml").write_bytes((RELU6 / "relu6.yaml").read_bytes().replace(b"\n", b"\r\n"))
+    api.generate(RELU6 / "relu6.yaml", out, check=True, allow_edits=True)
+    assert statuses(api.generate(RELU6 / "relu6.yaml", out))["relu6.yaml"] is Status.OVERWRITE
+    api.generate(RELU6 / "relu6.yaml", out, check=True)
+
+
+def test_a_spec_an_op_was_generated_from_in_place_is_not_a_copy_to_replace(tmp_path):
+    out = tmp_path / "op"
+    out.mkdir()
+    shutil.copy(RELU6 / "relu6.yaml", out)
+    api.generate(out / "relu6.yaml")
+    edit(out / "relu6.yaml", "default: 6.0", "default: 5.0")
+    before = tree_snapshot(out)
+    with pytest.raises(UsageError, match=r"relu6.yaml: the spec the op there was generated "
+                                         r"from, and not .*relu6.yaml's copy"):
+        api.generate(RELU6 / "relu6.yaml", out)
+    assert tree_snapshot(out) == before
 
 
 def test_a_damaged_answers_file_is_one_error_line(op):
