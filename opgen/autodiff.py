@@ -895,7 +895,8 @@ def inline_locals(section: Mapping[str, str], locals_: Iterable[str]) -> dict[st
 
 #: The reductions over the row of a rowwise forward (one argument).
 REDUCTIONS = ("sum", "mean", "max", "min")
-#: The backward's local holding the row length, for the gradient of a mean.
+#: The backward's local holding the row length, for the gradient of a mean (another name where
+#: the spec uses this one).
 ROW_LENGTH = "row_length"
 
 
@@ -918,7 +919,7 @@ def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
     """
     parsed = {name: parse(text) for name, text in forward.items()}
     taken = set(parsed) | set(inputs) | {f"grad_{n}" for n in [*inputs, *outputs]} | \
-        {ROW_LENGTH, *reserved}
+        set(reserved)
     entries: dict[str, Expr] = {}
     synthetic: dict[str, Expr] = {}
 
@@ -928,6 +929,8 @@ def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
             name, k = f"{base}{k}", k + 1
         taken.add(name)
         return name
+
+    length = fresh(ROW_LENGTH)  # row_length1 where the spec has a row_length of its own
 
     def hoist(e: Expr, owner: str) -> Expr:
         if _is_reduction(e):
@@ -973,7 +976,7 @@ def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
             if _is(p, 0):
                 continue
             if e is not u and e.name == "mean":
-                p, uses_length = div(p, var(ROW_LENGTH)), True
+                p, uses_length = div(p, var(length)), True
             elif e is not u and e.name in ("max", "min"):
                 p = where(cmp(u, "==", var(name)), p, ZERO)
             term = mul(gradient, p)
@@ -987,7 +990,7 @@ def rowwise_backward_of(forward: Mapping[str, str], inputs: Sequence[str],
         section[i] = _sum(incoming[i])
     head = dict(synthetic)
     if uses_length:
-        head = {ROW_LENGTH: call("sum", ONE), **head}
+        head = {length: call("sum", ONE), **head}
     result = {**head, **{k: section[k] for k in section if k not in inputs},
               **{i: section[i] for i in inputs}}
     taken.update(names_read for e in result.values() for names_read in names(e))

@@ -367,6 +367,34 @@ def test_backward_auto_sums_per_row_gradients_over_the_row():
     assert sum("row.mean(" in line for line in body) == 1
 
 
+@pytest.mark.parametrize("where", ["intermediate", "output", "attr", "input"])
+def test_backward_auto_names_the_row_length_apart_from_the_specs_row_length(where):
+    """The derived mean's row length was a local `row_length` whatever the spec named so: an
+    intermediate or attr of that name was silently replaced by the row length in the backward
+    (an output's lambda parameter shadowed it the other way), and an input so named failed."""
+    text = RMS_NORM.split("backward:")[0] + "backward: auto\n"
+    if where in ("intermediate", "output"):
+        text = text.replace("  rstd: rsqrt(mean(x * x) + eps)",
+                            "  row_length: mean(x * x)\n  rstd: rsqrt(row_length + eps)")
+    if where == "output":
+        text = text.replace("outputs: [out]", "outputs: [out, row_length]")
+    if where == "attr":
+        text = text.replace("  eps: {type: float, default: 1.0e-6}",
+                            "  eps: {type: float, default: 1.0e-6}\n"
+                            "  row_length: {type: float, default: 2.0}")
+        text = text.replace("  out: x * rstd * weight", "  out: x * rstd * weight * row_length")
+    if where == "input":
+        text = text.replace("{x: element, weight: column}",
+                            "{row_length: element, weight: column}")
+        text = text.replace("mean(x * x)", "mean(row_length * row_length)")
+        text = text.replace("out: x * rstd", "out: row_length * rstd")
+    backward = spec_of(text).backward_source
+    assert backward["row_length1"] == "sum(1)"
+    assert backward.get("row_length") != "sum(1)"
+    gradient = backward["row_length" if where == "input" else "x"]
+    assert gradient.endswith("/ row_length1"), gradient
+
+
 def test_backward_auto_flows_through_an_output_that_later_expressions_read():
     text = (ROWWISE_EXAMPLES["add_rms_norm"] / "add_rms_norm.yaml").read_text()
     spec = loads(text.split("\nbackward:")[0] + "\nbackward: auto\n", "add_rms_norm.yaml",
