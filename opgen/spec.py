@@ -785,9 +785,6 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     problem = identifier_problem(model.name, what="op")
     if problem:
         raise fail(("name",), problem)
-    if model.name in sys.stdlib_module_names or model.name in ("numpy", "torch", "opgen"):
-        raise fail(("name",), f"op name '{model.name}' would shadow the Python module "
-                   f"'{model.name}'")
     problem = _file_name_problem(model.name, model.kind)
     if problem:
         raise fail(("name",), problem)
@@ -903,10 +900,18 @@ def _register_kinds() -> None:
         importlib.import_module("opgen.kinds")
 
 
+#: Modules besides the standard library's that an op's files import, and so that its
+#: ``<name>.py`` must not shadow.
+IMPORTED_MODULES = ("numpy", "paddle", "pytest", "torch", "opgen")
+
+
 def _file_name_problem(name: str, kind: str) -> str | None:
-    """Why the op ``name`` of ``kind`` cannot be generated, or None: a file its templates name
+    """Why the op ``name`` of ``kind`` cannot be generated, or None: its ``<name>.py`` would
+    shadow a module its files import (the standard library's too), or a file its templates name
     after it (``{{name}}.py``) would be one they name otherwise (``setup.py``; ``reference.py``
     for kind: custom), or pytest's ``conftest.py``."""
+    if name in sys.stdlib_module_names or name in IMPORTED_MODULES:
+        return f"op name '{name}' would shadow the Python module '{name}'"
     named, fixed = _op_files(kind)
     for pattern in named:
         file = pattern.replace("{{name}}", name)

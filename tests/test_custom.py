@@ -110,6 +110,9 @@ def test_the_inputs_dtypes_combine_at_most_256_ways():
      "attr name 'ids_dtype' is reserved: the generated C++ names ids's dtype 'ids_dtype'"),
     ("  out: {dtype: same", "  table_shape: {dtype: same", 7,
      "output name 'table_shape' is reserved: the generated C++ names table's shape"),
+    # lookup.py would shadow a module the op's own files import, as for the other kinds
+    ("name: lookup", "name: os", 1, "op name 'os' would shadow the Python module 'os'"),
+    ("name: lookup", "name: numpy", 1, "op name 'numpy' would shadow the Python module 'numpy'"),
 ])
 def test_spec_errors_name_the_line(old, new, line, message):
     assert old in SPEC
@@ -117,6 +120,17 @@ def test_spec_errors_name_the_line(old, new, line, message):
         _load(SPEC.replace(old, new))
     assert info.value.line == line, str(info.value)
     assert message in str(info.value)
+
+
+def test_inputs_that_camel_case_alike_get_distinct_type_parameters():
+    """`a1` and `a_1` both made `A1T`: `template <typename A1T, typename A1T>` does not
+    compile."""
+    spec = _load("name: tcol\nkind: custom\ninputs:\n  a1: {dtype: float types}\n"
+                 "  a_1: {dtype: [int32, int64]}\n  a__1: {dtype: [int32, int64]}\noutputs:\n"
+                 "  out: {dtype: same as a1, shape: \"[*a1.shape]\"}\n")
+    files = render_op(spec).files
+    assert b"template <typename A1T, typename A1T2, typename A1T3>" in files["csrc/tcol_cpu.h"]
+    assert b"using A1T2 = typename decltype(a_1_type)::type;" in files["csrc/tcol.cc"]
 
 
 def test_elementwise_specs_are_untouched_by_the_custom_schema():

@@ -1148,8 +1148,18 @@ def _alternatives(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
-def _cpp_type_name(name: str) -> str:
-    return camel_case(name) + "T"
+def _cpp_type_names(names: list[str], taken: set[str]) -> dict[str, str]:
+    """Each input's template parameter (``ids`` -> ``IdsT``), distinct where two inputs
+    camel-case alike (``a1`` and ``a_1``: ``A1T`` and ``A1T2``) or one is a name in ``taken``."""
+    params: dict[str, str] = {}
+    used = set(taken)
+    for name in names:
+        param, k = camel_case(name) + "T", 2
+        while param in used:
+            param, k = f"{camel_case(name)}T{k}", k + 1
+        used.add(param)
+        params[name] = param
+    return params
 
 
 def _tensor(name: str, spec: TensorSpec, rule: DtypeRule, custom: Custom,
@@ -1991,9 +2001,8 @@ def build_context(spec: Any) -> Context:
     m: CustomOpSpec = spec.model
     custom: Custom = spec.kind_data
     camel = camel_case(m.name)
-    params: dict[str, str] = {n: _cpp_type_name(n) for n in m.inputs
-                              if custom.dtypes[n].same_as is None
-                              and len(custom.dtypes[n].choices) > 1}
+    params = _cpp_type_names([n for n in m.inputs if custom.dtypes[n].same_as is None
+                              and len(custom.dtypes[n].choices) > 1], set(custom.dims))
     inputs = {n: _tensor(n, t, custom.dtypes[n], custom, params, False)
               for n, t in m.inputs.items()}
     outputs = {n: _tensor(n, t, custom.dtypes[n], custom, params, True)
