@@ -73,6 +73,15 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COSTLY = re.compile(r"\bopgen::(exp|expm1|exp2|log|log1p|log2|tanh|sigmoid|erf|pow|sin|cos|tan|"
                      r"atan|softplus)\b")
 
+#: The most per-element statements a functor's lambdas may hold in all: each lambda computes the
+#: per-element values it reads, so a long chain of intermediates between many reductions grows
+#: the functor as the square of its length (1500 made a 351 MB header in 6 minutes).
+MAX_LAMBDA_STATEMENTS = 5000
+
+
+class _TooLarge(Exception):
+    """A functor past :data:`MAX_LAMBDA_STATEMENTS`; said as a spec error by build_context."""
+
 
 @dataclass(frozen=True)
 class Tensor:
@@ -179,6 +188,7 @@ class _Emitter:
     pending: list[tuple[str, str, Emitted]] = dataclasses.field(default_factory=list)  # to reduce
     deferred: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # after pending
     reduce_width: int = 1        # the most values one call reduces
+    statements_in_lambdas: int = 0  # per-element statements written into lambdas so far
 
     def __post_init__(self) -> None:
         self.taken = set(self.entries) | {t.name for t in self.tensors} | self.attrs
@@ -300,6 +310,9 @@ class _Emitter:
             elif name not in needed:
                 needed.add(name)
                 stack += [n for n in self.inner_reads[name] if n in self.inner]
+        self.statements_in_lambdas += len(needed)
+        if self.statements_in_lambdas > MAX_LAMBDA_STATEMENTS:
+            raise _TooLarge
         for name in needed | kept:
             self.readers[name] = self.readers.get(name, 0) + 1
         for name in sorted(kept - set(self.kept), key=list(self.inner).index):
@@ -522,32 +535,21 @@ def build_context(spec: Spec) -> Context:
     camel = camel_case(m.name)
     attrs = [attr(n, a) for n, a in m.attrs.items()]
     in_roles, out_roles = spec.input_roles, spec.output_roles
-    forward = _functor("Forward", spec.forward, spec.forward_source,
-                       [Tensor(n, in_roles[n]) for n in m.inputs],
-                       [(o, out_roles[o]) for o in m.outputs], {}, attrs)
-    backward = None
-    output_grads: list[str] = []
-    paddle_inputs: list[str] = []
-    kept: list[str] = []
-    call: list[str] = []
-    device = ""
-    grad_infer: dict[str, str] | None = None
-    if spec.backward is not None:
-        used = set().union(*(e.names for e in spec.backward.values()))
-        outs = [o for o in m.outputs if o in used]
-        output_grads = [o for o in m.outputs if f"grad_{o}" in used] or [m.outputs[0]]
-        stat = {"element": "element", "row": "stat"}
-        tensors = [Tensor(n, in_roles[n]) for n in m.inputs]
-        tensors += [Tensor(o, stat[out_roles[o]]) for o in outs]
-        tensors += [Tensor(f"grad_{o}", stat[out_roles[o]]) for o in output_grads]
-        grad_role = {"element": "element", "column": "column", "row": "row"}
-        backward = _functor("Backward", spec.backward, spec.backward_source, tensors,
-                            [(n, grad_role[in_roles[n]]) for n in m.inputs],
-                            {n: f"grad_{n}" for n in m.inputs}, attrs,
-                            likes=list(range(len(m.inputs))))
-        kept, call, device, grad_infer = _gradient_op(camel, backward, list(m.inputs))
-        paddle_inputs = [f'"{n}"' for n in m.inputs + outs if n in kept] + \
-            [f'paddle::Grad("{o}")' for o in output_grads]
+    section = "forward"
+    try:
+        forward = _functor("Forward", spec.forward, spec.forward_source,
+                           [Tensor(n, in_roles[n]) for n in m.inputs],
+                           [(o, out_roles[o]) for o in m.outputs], {}, attrs)
+        section = "backward"
+        backward_parts = _backward(spec, camel, attrs) if spec.backward is not None else None
+    except _TooLarge:
+        raise SpecError(spec.path, spec.line(section), (
+            f"{section}: its functor's lambdas would compute more than {MAX_LAMBDA_STATEMENTS:,} "
+            "per-element values (each reduction's lambda computes the per-element values it "
+            "reads, and they read a long chain of intermediates): use fewer reductions or "
+            "intermediates")) from None
+    backward, output_grads, paddle_inputs, kept, call, device, grad_infer = \
+        backward_parts or (None, [], [], [], [], "", None)
     functions = set().union(*(e.functions for e in spec.forward.values()))
     if spec.backward:
         functions |= set().union(*(e.functions for e in spec.backward.values()))
@@ -614,6 +616,29 @@ def build_context(spec: Spec) -> Context:
 #: Columns for a function's head before the " {" or ";" that follows it (wrap_call counts a line
 #: without the space it breaks after).
 _HEAD_WIDTH = 97
+
+
+def _backward(spec: Spec, camel: str, attrs: list[Attr]) -> tuple[
+        Functor, list[str], list[str], list[str], list[str], str, dict[str, str] | None]:
+    """The backward functor, the outputs whose gradients it reads, the gradient op's Paddle
+    inputs, and what :func:`_gradient_op` makes of it (kept inputs, call, device, InferShape)."""
+    m, in_roles, out_roles = spec.model, spec.input_roles, spec.output_roles
+    used = set().union(*(e.names for e in spec.backward.values()))
+    outs = [o for o in m.outputs if o in used]
+    output_grads = [o for o in m.outputs if f"grad_{o}" in used] or [m.outputs[0]]
+    stat = {"element": "element", "row": "stat"}
+    tensors = [Tensor(n, in_roles[n]) for n in m.inputs]
+    tensors += [Tensor(o, stat[out_roles[o]]) for o in outs]
+    tensors += [Tensor(f"grad_{o}", stat[out_roles[o]]) for o in output_grads]
+    grad_role = {"element": "element", "column": "column", "row": "row"}
+    backward = _functor("Backward", spec.backward, spec.backward_source, tensors,
+                        [(n, grad_role[in_roles[n]]) for n in m.inputs],
+                        {n: f"grad_{n}" for n in m.inputs}, attrs,
+                        likes=list(range(len(m.inputs))))
+    kept, call, device, grad_infer = _gradient_op(camel, backward, list(m.inputs))
+    paddle_inputs = [f'"{n}"' for n in m.inputs + outs if n in kept] + \
+        [f'paddle::Grad("{o}")' for o in output_grads]
+    return backward, output_grads, paddle_inputs, kept, call, device, grad_infer
 
 
 def _gradient_op(camel: str, backward: Functor,
