@@ -304,6 +304,24 @@ def test_new_custom_builds_and_passes_its_tests_unchanged(tmp_path):
     assert " passed" in result.stdout and " failed" not in result.stdout
 
 
+@pytest.mark.build
+def test_a_forward_only_custom_op_passes_its_to_static_and_saved_model_tests(tmp_path):
+    """Without backward: no gradient op is registered; eager marks the outputs stop_gradient,
+    and a to_static program that trains failed to build ("has no grad op") until the wrapper
+    marked them in static graphs too."""
+    assert run_opgen("new", "fwd", "--custom", "--dir", str(tmp_path)).returncode == 0
+    spec = tmp_path / "fwd" / "fwd.yaml"
+    text = spec.read_text()
+    assert "\nbackward: [x]" in text
+    spec.write_text(text.replace("\nbackward: [x]", "\n# backward: [x]"))
+    api.generate(spec)
+    assert "out.stop_gradient = True" in (spec.parent / "fwd.py").read_text()
+    result = run_opgen("test", str(spec.parent), "--device", "cpu", "--", "-q", "-p",
+                       "no:warnings", "-k", "static or saved or forward")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+
+
 def test_a_missing_reference_fails_the_tests_saying_so(tmp_path):
     spec = tmp_path / "lookup" / "lookup.yaml"
     spec.parent.mkdir()

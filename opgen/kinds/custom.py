@@ -1749,6 +1749,21 @@ def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dic
     return text
 
 
+def _static_call(op_name: str, listed: str, outputs: int, backward: bool) -> str:
+    """The wrapper's call in a static graph: the op's outputs; a forward-only op's marked
+    stop_gradient, as eager marks them (a to_static program that trains otherwise fails to build:
+    Paddle finds no gradient op for it)."""
+    if backward:
+        return wrap_code(f"return _ops().{op_name}({listed}, *attrs)", indent=8)
+    one = outputs == 1
+    lines = [wrap_code(f"{'out' if one else 'outs'} = _ops().{op_name}({listed}, *attrs)",
+                     indent=8),
+             "# forward-only: no gradient flows back through the op, as in eager mode"]
+    lines += ["out.stop_gradient = True", "return out"] if one else \
+        ["for out in outs:", "    out.stop_gradient = True", "return outs"]
+    return ("\n" + " " * 8).join(lines)
+
+
 def _wrapper_text(spec: Any, inputs: dict[str, Tensor], outputs: dict[str, Tensor],
                   attrs: list[Attr], shape_attrs: list[Attr], out_shapes: list[OutShape],
                   dynamic: dict[str, OutShape]) -> dict[str, Any]:
@@ -1825,7 +1840,7 @@ def _wrapper_text(spec: Any, inputs: dict[str, Tensor], outputs: dict[str, Tenso
         "negative": py_string_call(
             "raise ValueError(", f"{name}: {{output}}'s shape {{spec_shape}}: a dim is "
             "{negative} for these inputs; a size is at least 0", indent=12),
-        "static_call": wrap_code(f"return _ops().{spec.op_name}({listed}, *attrs)", indent=8),
+        "static_call": _static_call(spec.op_name, listed, len(m.outputs), bool(m.backward)),
         "not_eager_comment": comment_text(
             "Only what is not an eager tensor (a parameter" + (", None" if optional else "") +
             " or not a tensor at all) is checked here.", indent=4, prefix="# "),
