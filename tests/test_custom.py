@@ -110,6 +110,14 @@ def test_the_inputs_dtypes_combine_at_most_256_ways():
      "attr name 'ids_dtype' is reserved: the generated C++ names ids's dtype 'ids_dtype'"),
     ("  out: {dtype: same", "  table_shape: {dtype: same", 7,
      "output name 'table_shape' is reserved: the generated C++ names table's shape"),
+    # a range over dims, empty at the tests' sizes: numpy's draw failed in every test
+    ("{dtype: [int32, int64]}", "{dtype: [int32, int64], range: [V, D]}", 4,
+     "inputs.ids.range: [V, D] is empty at the tests' sizes (V = 5, D = 3; sizes: sets them, "
+     "7 where it does not)"),
+    ("{dtype: [int32, int64]}", "{dtype: [int32, int64], range: [6, V]}", 4,
+     "inputs.ids.range: [6, V] is empty at the tests' sizes (V = 5;"),
+    ("{dtype: [int32, int64]}", "{dtype: bool, range: [0, V]}", 4,
+     "inputs.ids.range: [0, V] holds 4, which bool does not"),
     # lookup.py would shadow a module the op's own files import, as for the other kinds
     ("name: lookup", "name: os", 1, "op name 'os' would shadow the Python module 'os'"),
     ("name: lookup", "name: numpy", 1, "op name 'numpy' would shadow the Python module 'numpy'"),

@@ -478,10 +478,17 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
             # the tests draw from [low, high): nothing to draw
             raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] is "
                        "empty; expected [low, high] with low < high (high excluded)")
+        # a dim bound at the size the tests give it (sizes:, else 7)
+        at = {b: b if isinstance(b, int) else model.sizes.get(b, 7) for b in (low, high)}
+        if at[low] >= at[high]:
+            sized = ", ".join(f"{b} = {at[b]}" for b in (low, high) if isinstance(b, str))
+            raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] is "
+                       f"empty at the tests' sizes ({sized}; sizes: sets them, 7 where it does "
+                       "not); expected low < high (high excluded)")
         for dtype in _choices(dtypes, name):
             smallest, largest = _INT_LIMITS.get(dtype, INT64_RANGE)
-            outside = next((v for v in (low, high - 1 if isinstance(high, int) else None)
-                            if isinstance(v, int) and not smallest <= v <= largest), None)
+            outside = next((v for v in (at[low], at[high] - 1)
+                            if not smallest <= v <= largest), None)
             if outside is not None:
                 raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] "
                            f"holds {outside}, which {dtype} does not ({dtype} holds "
