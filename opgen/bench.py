@@ -672,6 +672,9 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     dtypes = dtypes or [d for d in ("float32", "float16", "bfloat16") if d in m.dtypes] or \
         list(m.dtypes)
     for d in dtypes:
+        if "," in d:
+            raise UsageError(f"--dtype {d}: one dtype a flag; repeat it (--dtype "
+                             f"{d.split(',')[0].strip()} --dtype ...)")
         if d not in m.dtypes:
             raise UsageError(f"--dtype {d}: {name} is built for {', '.join(m.dtypes)}")
     if sizes and shapes:
@@ -682,6 +685,9 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
                              "e.g. --shapes 16384x1024,4096x4096 (rows x row length)")
         cases = [row_case(case, spec) for case in shapes or
                  [Case.of((s,)) for s in DEFAULT_ROW_SHAPES[device]]]
+        if "naive" in compare and compare != COMPARISONS:  # asked for, not the default
+            raise UsageError(f"--compare naive: {name} is a rowwise op, which has no naive "
+                             "kernel to compare with; choose copy or baseline")
         compare = tuple(c for c in compare if c != "naive")  # no naive copy of a rowwise op
         per_call = False  # its per-call section times elementwise calls of one shape
     else:

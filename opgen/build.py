@@ -137,6 +137,8 @@ def op_folder(op_dir: Path | str) -> tuple[Path, str]:
     conflict marker left in it (:func:`refuse_unresolved`); else the error, naming the folder as
     the caller gave it. Every build, load, test and bench of an op starts here."""
     given = Path(op_dir)
+    if given.is_file():  # the spec, most likely
+        raise UsageError(f"{given}: a file; name the op's folder ({given.parent})")
     if not given.is_dir():
         raise UsageError(f"{given}: no such op folder")
     folder, name = given.resolve(), find_op(given)

@@ -204,7 +204,9 @@ def test_an_output_of_another_shape_is_refused():
     (["--plot", str(ROOT / "examples" / "relu6" / "relu6.py")],
      "relu6.py: exists and is not a .png file; --plot would replace it"),
     (["--sizes", ""], "--sizes: empty; give sizes like 2^20,2^24, or leave it out"),
-    (["--repeats", "1001"], "'--repeats'"),  # 10^11 batches ran on for days
+    (["--repeats", "1001"], "--repeats: 1001: timed batches are 1 to 1000"),  # 10^11 ran days
+    (["--repeats", "0"], "--repeats: 0: timed batches are 1 to 1000"),
+    (["--dtype", "float32,float16"], "--dtype float32,float16: one dtype a flag; repeat it"),
     (["--compare", "none,copy"], "--compare: expected none, or any of copy, baseline and naive"),
     (["--compare", ""], "--compare: expected none, or any of copy, baseline and naive"),
     # matplotlib's format is the name's ending: a traceback after the run, or plot.png replaced
@@ -224,6 +226,22 @@ def test_bad_shapes_and_sizes_exit_2_before_measuring(args, message, capsys):
     captured = capsys.readouterr()
     errors = [line for line in captured.err.splitlines() if line.strip()]
     assert len(errors) == 1 and message in errors[0], captured.err
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    # a rowwise op has no naive kernel: asked for, it was dropped silently and the build began
+    (["--compare", "naive"], "--compare naive: softmax is a rowwise op, which has no naive "
+                             "kernel to compare with; choose copy or baseline"),
+    (["--compare", "copy,naive"], "--compare naive: softmax is a rowwise op"),
+    (["--sizes", "1024"], "--sizes: softmax is a rowwise op; give its rows with --shapes"),
+])
+def test_a_rowwise_ops_bad_flags_exit_2_before_building(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", str(ROOT / "examples" / "softmax"), "--repeats", "1", *args])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and message in captured.err, captured.err
     assert captured.out == ""
 
 

@@ -341,6 +341,8 @@ def test_wrapper_installed_without_sources_uses_the_installed_library(tmp_path, 
 
 @pytest.mark.parametrize("args, message", [
     (["build", "no/such/op"], "no/such/op: no such op folder"),
+    (["build", "examples/relu6/relu6.yaml"],
+     "examples/relu6/relu6.yaml: a file; name the op's folder (examples/relu6)"),
     (["build", "examples/relu6", "--arch", "sm_x"], "--arch: expected compute capabilities"),
     (["build", "examples/relu6", "--arch", "12"], "is not a CUDA compute capability"),
     (["build", "examples/relu6", "--arch", ""], "--arch: empty; give compute capabilities"),
