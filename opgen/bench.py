@@ -137,19 +137,25 @@ def broadcast_shape(shapes: tuple[Shape, ...] | list[Shape]) -> Shape:
 
 
 _SHAPES_EXAMPLE = "16384x1024:1024,64x1x512:1x256x512"
+_ROW_SHAPES = ("{op} is a rowwise op: give one shape per case, its per-element inputs' (rows x "
+               "row length, e.g. 16384x1024)")
 
 
-def parse_shapes(text: str) -> list[Case]:
+def parse_shapes(text: str, rowwise_op: str | None = None) -> list[Case]:
     """The cases of ``--shapes``: separated by commas, one shape per input separated by colons,
     dims by ``x`` (``16384x1024:1024``); a dim may be written ``2^k``, and ``[]`` or ``scalar``
-    is a 0-D tensor. :class:`UsageError`, one line naming the culprit, for anything else."""
+    is a 0-D tensor; for the rowwise op ``rowwise_op``, one shape per case. :class:`UsageError`,
+    one line naming the culprit, for anything else."""
     cases = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             raise UsageError(f"--shapes {text}: an empty case; expected cases like "
                              f"{_SHAPES_EXAMPLE}")
-        cases.append(Case.of(tuple(_parse_shape(s.strip(), part) for s in part.split(":"))))
+        shapes = tuple(_parse_shape(s.strip(), part) for s in part.split(":"))
+        if rowwise_op is not None and (len(shapes) != 1 or not shapes[0]):
+            raise UsageError(f"--shapes {part}: {_ROW_SHAPES.format(op=rowwise_op)}")
+        cases.append(Case.of(shapes))
     return cases
 
 
@@ -725,8 +731,7 @@ def row_case(case: Case, spec: Any) -> Case:
     """A rowwise op's case from ``--shapes``: one shape, the per-element inputs' ``[*, C]``;
     each input then takes its role's shape (per-column ``[C]``, per-row ``[*, 1]``)."""
     if case.shapes is None or len(case.shapes) != 1 or not case.shapes[0]:
-        raise UsageError(f"--shapes {case.label}: {spec.name} is a rowwise op: give one shape "
-                         "per case, its per-element inputs' (rows x row length, e.g. 16384x1024)")
+        raise UsageError(f"--shapes {case.label}: {_ROW_SHAPES.format(op=spec.name)}")
     shape = case.shapes[0]
     by_role = {"element": shape, "column": shape[-1:], "row": (*shape[:-1], 1)}
     return Case.of(tuple(by_role[spec.input_roles[n]] for n in spec.model.inputs))

@@ -345,7 +345,6 @@ def bench(
                                  f"by commas; got '{_printable(compare)}'", param_hint="--compare")
     kinds = tuple(w for w in words if w != "none")
     dtype = list(dict.fromkeys(dtype)) if dtype else dtype  # each timed once
-    cases = bench_lib.parse_shapes(shapes) if shapes is not None else None
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path is not None:
             bench_lib.check_output(path, flag)
@@ -358,6 +357,8 @@ def bench(
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
             "host": platform.node(), "command": "opgen " + " ".join(sys.argv[1:])}
     spec = bench_lib.op_spec(op_dir)  # a broken spec is the error, without the warning below
+    rowwise = spec.name if spec.model.kind == "rowwise" else None
+    cases = bench_lib.parse_shapes(shapes, rowwise) if shapes is not None else None
     _warn_if_stale(op_dir)
     results = bench_lib.Results()
     try:

@@ -235,6 +235,10 @@ def test_bad_shapes_and_sizes_exit_2_before_measuring(args, message, capsys):
                              "kernel to compare with; choose copy or baseline"),
     (["--compare", "copy,naive"], "--compare naive: softmax is a rowwise op"),
     (["--sizes", "1024"], "--sizes: softmax is a rowwise op; give its rows with --shapes"),
+    # said so, not "16x32 and 31 do not broadcast" (while 16x32:1:1 got this message)
+    (["--shapes", "16x32:31:32"], "--shapes 16x32:31:32: softmax is a rowwise op: give one "
+                                  "shape per case"),
+    (["--shapes", "8x8,16x32:1:1"], "--shapes 16x32:1:1: softmax is a rowwise op"),
 ])
 def test_a_rowwise_ops_bad_flags_exit_2_before_building(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
