@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from opgen import cli
 from opgen.bench import Row
+from opgen.spec import load
 from opgen.team import TeamResult
 
 RUNNER = CliRunner()
@@ -79,7 +80,7 @@ def test_bench_echoes_odd_paths(tmp_path, odd, monkeypatch):
     rows = [Row("op", "forward", "float32", 4096, 32768, 0.01, 3.3),
             Row("copy", "forward", "float32", 4096, 32768, 0.01, 3.3)]
     monkeypatch.setattr(bench, "run", lambda *a, **k: rows)
-    monkeypatch.setattr(bench, "op_spec", lambda op_dir: None)
+    monkeypatch.setattr(bench, "op_spec", lambda op_dir: load(RELU6 / "relu6.yaml"))
     json_path = op_dir / "bench[bold].json"
     printed = _invoke("bench", str(op_dir), "--json", str(json_path))
     assert f"{op_dir.name} on cpu" in printed
@@ -92,7 +93,7 @@ def test_bench_times_a_repeated_dtype_once(tmp_path, monkeypatch):
 
     seen = []
     monkeypatch.setattr(bench, "run", lambda *a, **k: seen.append(k["dtypes"]) or [])
-    monkeypatch.setattr(bench, "op_spec", lambda op_dir: None)
+    monkeypatch.setattr(bench, "op_spec", lambda op_dir: load(RELU6 / "relu6.yaml"))
     _invoke("bench", str(tmp_path), "--dtype", "float16", "--dtype", "float32", "--dtype",
             "float16")
     assert seen == [["float16", "float32"]]
