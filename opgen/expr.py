@@ -470,6 +470,11 @@ class _Compiler:
         fn = self.functions_table[name]
         if len(node.args) != len(fn.args):
             want = len(fn.args)
+            if self.varying is not None and name in REDUCTIONS:  # max(x) reduces the row
+                raise ExprError(f"{name}() takes 1 or 2 arguments, got {len(node.args)}",
+                                _col(node), f"call it as {name}(x), the row's "
+                                f"{'maximum' if name == 'max' else 'minimum'}, or "
+                                f"{name}({_signature_of(name, fn)}) of two values")
             raise ExprError(f"{name}() takes {want} argument{'s' if want != 1 else ''}, "
                             f"got {len(node.args)}", _col(node),
                             f"call it as {name}({_signature_of(name, fn)})")

@@ -390,6 +390,13 @@ def _roles(data: dict[str, Any], section: str, path: Path,
     wrong role, in an elementwise one as roles it cannot have, which :func:`_check` says of valid
     roles there too, once the schema is checked."""
     value = data.get(section)
+    if data.get("kind") == "rowwise" and value is not None and \
+            not isinstance(value, (list, dict)):  # the schema would offer the list alone
+        example = "[x, weight] or {x: element, weight: column}" if section == "inputs" else \
+            "[out] or {out: element, rstd: row}"
+        raise SpecError(path, _line_of(lines, (section,)), f"{section}: expected a list of "
+                        f"{section[:-1]} names or a mapping of each to its role, e.g. "
+                        f"{example}; got {_shown(value)}")
     if not isinstance(value, dict):
         return None
     allowed = ROLES[section]
@@ -493,6 +500,11 @@ _YAML_PROBLEMS: dict[str, str] = {
     "but found another document": "a spec is one YAML document; found a second one",
 }
 
+# PyYAML's tokens as a spec's writer sees them.
+_YAML_TOKENS = {"'<alias>'": "'*' (YAML's alias mark: quote a value that holds it)",
+                "'<anchor>'": "'&' (YAML's anchor mark: quote a value that holds it)",
+                "'<tag>'": "'!' (YAML's tag mark: quote a value that holds it)"}
+
 # Errors whose cause is where something was opened, not where PyYAML gave up looking for its end.
 _OPENED = {
     "while parsing a flow sequence": "'['",
@@ -519,6 +531,8 @@ def _yaml_problem(exc: yaml.MarkedYAMLError) -> tuple[int, str]:
     for start, message in _YAML_PROBLEMS.items():
         if problem.startswith(start):
             return problem_line, message
+    for token, mark in _YAML_TOKENS.items():  # PyYAML's names of its tokens
+        problem = problem.replace(token, mark)
     return problem_line, problem
 
 
@@ -1028,6 +1042,11 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
         if key in taken and what == "output":  # a forward's other keys are intermediates
             raise SpecError(path, line(key), f"{title}: '{key}' is already {taken[key]}; name "
                             "this intermediate differently")
+        if key in taken and what == "input":  # meant as an intermediate, or an output's
+            # gradient
+            raise SpecError(path, line(key), f"{title}: '{key}' is {taken[key]}, not an input "
+                            f"(inputs: {', '.join(targets)}); an intermediate takes a name of "
+                            "its own")
         if key in taken or key in symbols or key in unavailable:
             raise not_a_target(key)
         if outer is not None and key in outer.sources:

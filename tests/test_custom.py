@@ -118,6 +118,9 @@ def test_the_inputs_dtypes_combine_at_most_256_ways():
      "inputs.ids.range: [6, V] is empty at the tests' sizes (V = 5;"),
     ("{dtype: [int32, int64]}", "{dtype: bool, range: [0, V]}", 4,
      "inputs.ids.range: [0, V] holds 4, which bool does not"),
+    # a dim the tests (DIMS) and the output shapes name: refused where it is declared
+    ("shape: [V, D]}", "shape: [V, class]}", 5, "dim name 'class' is a Python keyword"),
+    ("shape: [V, D]}", "shape: [V, int]}", 5, "dim name 'int' is a C++ keyword"),
     # lookup.py would shadow a module the op's own files import, as for the other kinds
     ("name: lookup", "name: os", 1, "op name 'os' would shadow the Python module 'os'"),
     ("name: lookup", "name: numpy", 1, "op name 'numpy' would shadow the Python module 'numpy'"),

@@ -77,6 +77,9 @@ def test_a_per_element_value_over_a_per_row_one_multiplies_by_its_reciprocal(sou
     ("mean(x, x)", "mean() takes 1 argument, got 2"),
     ("sum(x, axis=0)", "sum() takes no keyword arguments, got axis="),  # was "1 argument, got 1"
     ("sum(x > 0)", "the argument of sum() needs a number, got a condition"),
+    # max() of none or three is neither the row's max nor max(a, b): both forms are offered
+    ("max()", "max() takes 1 or 2 arguments, got 0"),
+    ("min(x, x, x)", "min() takes 1 or 2 arguments, got 3"),
 ])
 def test_reductions_are_checked(source, message):
     with pytest.raises(ExprError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -97,6 +100,17 @@ def test_roles_and_output_roles():
         "  rstd: rsqrt", "  rstd: rsqrt"))
     assert spec.input_roles == {"x": "element", "weight": "column"}
     assert spec.output_roles == {"out": "element", "rstd": "row"}
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("inputs: {x: element, weight: column}", "inputs: x",
+     "inputs: expected a list of input names or a mapping of each to its role"),
+    ("outputs: [out]", "outputs: out",
+     "outputs: expected a list of output names or a mapping of each to its role"),
+])
+def test_a_section_of_names_written_as_one_name_is_offered_both_forms(old, new, message):
+    with pytest.raises(SpecError, match=message):
+        spec_of(RMS_NORM.replace(old, new))
 
 
 def test_a_list_of_inputs_makes_them_all_per_element():
@@ -409,6 +423,16 @@ def test_a_functor_whose_lambdas_would_recompute_a_long_chain_is_a_spec_error():
                                          "than 5,000 per-element values")
     short = text.replace("a129", "a40").split("  a41:")[0] + "  out: a40\n"
     assert build_context(loads(short, "chain.yaml", check_builtins=False)).forward.body
+
+
+@pytest.mark.parametrize(("key", "what"), [("out", "an output"), ("eps", "an attr")])
+def test_a_backward_intermediate_named_like_an_output_or_attr_says_what_the_name_is(key, what):
+    text = RMS_NORM.replace("  dxw: grad_out * weight", f"  {key}: grad_out * weight")
+    text = text.replace("(dxw - x", f"({key} - x").replace("mean(dxw * x)", f"mean({key} * x)")
+    with pytest.raises(SpecError, match=f"backward: '{key}' is {what}, not an input "
+                                        r"\(inputs: x, weight\); an intermediate takes a name "
+                                        "of its own"):
+        spec_of(text)
 
 
 def test_backward_auto_flows_through_an_output_that_later_expressions_read():

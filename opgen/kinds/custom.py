@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
+import keyword
 import re
 import textwrap
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ from ..codegen import (
 from ..errors import SpecError
 from ..expr import MAX_DEPTH, too_deep
 from ..names import (
+    CPP_KEYWORDS,
     camel_case,
     derived_name_problem,
     free_op_name,
@@ -693,6 +695,9 @@ def _shape_constraint(value: Any, name: str, dims: dict[str, tuple[str, int]],
             if not _DIM_NAME.match(item):
                 raise fail(where, f"{field}: '{item}' is not a dim: a size, a name such as D "
                            "or n_heads, or '...' (any leading dims)")
+            if keyword.iskeyword(item) or item in CPP_KEYWORDS:  # the tests' and the C++'s
+                raise fail(where, f"{field}: dim name '{item}' is a "
+                           f"{'Python' if keyword.iskeyword(item) else 'C++'} keyword")
             if item in model.inputs or item in model.outputs or item in model.attrs:
                 raise fail(where, f"{field}: dim name '{item}' is already an input, output "
                            "or attr")
