@@ -103,9 +103,9 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
     flag = f"--out {dest}" if out is not None else None
-    if pretend or check:  # they only read
+    if pretend or check or dest.is_dir():  # they only read; an op there may need no write
         refuse_a_file_on_the_way(dest, flag)
-    else:
+    else:  # a new folder: where it goes must take it
         refuse_an_unwritable_folder(dest, flag)
     if real_folder(dest) == real_folder(dest).parent:  # its lock file would go beside it
         raise UsageError(f"{'--out ' if out is not None else ''}{dest}: a filesystem root; an op "
@@ -331,7 +331,7 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     dest = Path(directory or ".") / name
     spec_path = dest / f"{name}.yaml"
     flag = f"--dir {directory}" if directory is not None else None
-    if pretend:
+    if pretend or dest.is_dir():
         refuse_a_file_on_the_way(dest, flag)
     else:
         refuse_an_unwritable_folder(dest, flag)

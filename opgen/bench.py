@@ -644,10 +644,11 @@ def op_spec(op_dir: Path | str) -> Any:
 
 def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = None,
         shapes: list[Case] | None = None, dtypes: list[str] | None = None, repeats: int = 5,
-        compare: tuple[str, ...] = COMPARISONS, per_call: bool = True,
+        compare: tuple[str, ...] | None = None, per_call: bool = True,
         progress: Callable[[str, int, int], None] | None = None,
         results: Results | None = None, spec: Any = None) -> Results:
-    """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels, at
+    """Benchmark the op in ``op_dir`` on ``device`` against the ``compare`` kernels (None: every
+    one that applies to the op's kind; a rowwise op has no naive one), at
     ``sizes`` (element counts, every input and output that long) or at ``shapes`` (cases of
     :func:`parse_shapes`: one shape per input, broadcast), not both. With ``per_call``, then
     what one call costs at :data:`PER_CALL_SIZES` (float32): the op, its raw API and the built-in
@@ -671,6 +672,7 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
                          "scripts/gpu/embedding_op.py)")
     if device not in ("cpu", "gpu"):
         raise UsageError(f"--device: expected cpu or gpu, got '{device}'")
+    asked, compare = compare is not None, COMPARISONS if compare is None else compare
     unknown = set(compare) - set(COMPARISONS)
     if unknown:
         raise UsageError(f"--compare: unknown {', '.join(sorted(unknown))}; choose from "
@@ -691,7 +693,7 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
                              "e.g. --shapes 16384x1024,4096x4096 (rows x row length)")
         cases = [row_case(case, spec) for case in shapes or
                  [Case.of((s,)) for s in DEFAULT_ROW_SHAPES[device]]]
-        if "naive" in compare and compare != COMPARISONS:  # asked for, not the default
+        if asked and "naive" in compare:  # the default has it, for the other kinds
             raise UsageError(f"--compare naive: {name} is a rowwise op, which has no naive "
                              "kernel to compare with; choose copy or baseline")
         compare = tuple(c for c in compare if c != "naive")  # no naive copy of a rowwise op

@@ -313,9 +313,10 @@ def bench(
                                                     "bfloat16 or float64; repeatable.")] = None,
     repeats: Annotated[int, typer.Option("--repeats", help="Timed batches, 1 to 1000; the "
                                          "median is kept.")] = 5,
-    compare: Annotated[str, typer.Option("--compare", help="What to time beside the op: any "
-                                         "of copy, baseline, naive, or none.")
-                       ] = "copy,baseline,naive",
+    compare: Annotated[str | None, typer.Option("--compare", help="What to time beside the "
+                                                "op: any of copy, baseline, naive, or none; by "
+                                                "default, those that apply to the op.",
+                                                show_default=False)] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the rows and "
                                                    "ratios as JSON.", parser=_path)] = None,
     plot_path: Annotated[Path | None, typer.Option("--plot", help="Draw GB/s against size "
@@ -339,11 +340,14 @@ def bench(
         raise typer.BadParameter("give --sizes or --shapes, not both", param_hint="--shapes")
     if not 1 <= repeats <= 1000:  # 10^11 batches ran on for days
         raise typer.BadParameter(f"{repeats}: timed batches are 1 to 1000", param_hint="--repeats")
-    words = [w.strip() for w in compare.split(",")]
-    if "" in words or ("none" in words and len(words) > 1):
-        raise typer.BadParameter(f"expected none, or any of copy, baseline and naive separated "
-                                 f"by commas; got '{_printable(compare)}'", param_hint="--compare")
-    kinds = tuple(w for w in words if w != "none")
+    kinds = None  # the default: what applies to the op's kind
+    if compare is not None:
+        words = [w.strip() for w in compare.split(",")]
+        if "" in words or ("none" in words and len(words) > 1):
+            raise typer.BadParameter(f"expected none, or any of copy, baseline and naive "
+                                     f"separated by commas; got '{_printable(compare)}'",
+                                     param_hint="--compare")
+        kinds = tuple(w for w in words if w != "none")
     dtype = list(dict.fromkeys(dtype)) if dtype else dtype  # each timed once
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path is not None:
@@ -374,7 +378,8 @@ def bench(
 
 def _measure(results: Results, op_dir: Path, *, device: str, sizes: list[int] | None,
              shapes: list[Case] | None, dtypes: list[str] | None, repeats: int,
-             compare: tuple[str, ...], per_call: bool = True, spec: Any = None) -> None:
+             compare: tuple[str, ...] | None, per_call: bool = True,
+             spec: Any = None) -> None:
     """Run the benchmark into ``results`` behind a progress bar on stderr."""
     from rich.progress import (
         BarColumn,

@@ -66,7 +66,8 @@ def refuse_an_unwritable_folder(folder: Path, flag: str | None = None) -> None:
     # "." exists even where the working folder was deleted, so some folder of it always does
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not takes_an_entry(existing):
-        raise UsageError(f"{flag or folder}: {existing} is not writable")
+        what = "not writable" if existing == folder else f"{existing} is not writable"
+        raise UsageError(f"{flag or folder}: {what}")
 
 
 class Status(str, Enum):

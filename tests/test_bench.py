@@ -234,6 +234,7 @@ def test_bad_shapes_and_sizes_exit_2_before_measuring(args, message, capsys):
     (["--compare", "naive"], "--compare naive: softmax is a rowwise op, which has no naive "
                              "kernel to compare with; choose copy or baseline"),
     (["--compare", "copy,naive"], "--compare naive: softmax is a rowwise op"),
+    (["--compare", "copy,baseline,naive"], "--compare naive: softmax is a rowwise op"),
     (["--sizes", "1024"], "--sizes: softmax is a rowwise op; give its rows with --shapes"),
     # said so, not "16x32 and 31 do not broadcast" (while 16x32:1:1 got this message)
     (["--shapes", "16x32:31:32"], "--shapes 16x32:31:32: softmax is a rowwise op: give one "

@@ -117,7 +117,7 @@ def test_the_inputs_dtypes_combine_at_most_256_ways():
     ("{dtype: [int32, int64]}", "{dtype: [int32, int64], range: [6, V]}", 4,
      "inputs.ids.range: [6, V] is empty at the tests' sizes (V = 5;"),
     ("{dtype: [int32, int64]}", "{dtype: bool, range: [0, V]}", 4,
-     "inputs.ids.range: [0, V] holds 4, which bool does not"),
+     "inputs.ids.range: [0, V] holds 4 at the tests' sizes (V = 5), which bool does not"),
     # a dim the tests (DIMS) and the output shapes name: refused where it is declared
     ("shape: [V, D]}", "shape: [V, class]}", 5, "dim name 'class' is a Python keyword"),
     ("shape: [V, D]}", "shape: [V, int]}", 5, "dim name 'int' is a C++ keyword"),

@@ -11,7 +11,7 @@ import pytest
 from conftest import BIAS_GELU, RELU6, run_opgen, tree_snapshot
 
 from opgen import api, journal, writer
-from opgen.errors import DriftError, WriteError
+from opgen.errors import DriftError, UsageError, WriteError
 
 RENDERED = ["README.md", "csrc/opgen/broadcast.cuh", "csrc/opgen/broadcast.h",
             "csrc/opgen/cpu.h", "csrc/opgen/cuda.cuh", "csrc/opgen/divider.h",
@@ -168,6 +168,19 @@ def test_a_folder_that_takes_no_files_is_refused_before_any_work():
     result = run_opgen("generate", str(RELU6 / "relu6.yaml"), "--out", "/proc/opgen-test",
                        "--pretend")
     assert result.returncode == 0 and "would    create" in result.stdout
+
+
+def test_an_existing_op_folder_is_not_probed_for_writing(tmp_path, monkeypatch):
+    """An up-to-date op in a read-only folder regenerates as identical (nothing to write); the
+    probe is for a folder generate would make."""
+    op = tmp_path / "relu6"
+    shutil.copytree(RELU6, op, ignore=shutil.ignore_patterns("build"))
+    monkeypatch.setattr(writer, "takes_an_entry", lambda folder: False)
+    result = api.generate(op / "relu6.yaml")
+    assert {c.status for c in result.changes} == {writer.Status.IDENTICAL}
+    with pytest.raises(UsageError, match=f"--out {tmp_path / 'new'}: {tmp_path} is not "
+                                         "writable"):
+        api.generate(op / "relu6.yaml", tmp_path / "new")
 
 
 @pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs Linux's /proc")

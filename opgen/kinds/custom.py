@@ -492,9 +492,11 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
             outside = next((v for v in (at[low], at[high] - 1)
                             if not smallest <= v <= largest), None)
             if outside is not None:
+                sized = ", ".join(f"{b} = {at[b]}" for b in (low, high) if isinstance(b, str))
                 raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] "
-                           f"holds {outside}, which {dtype} does not ({dtype} holds "
-                           f"{smallest} to {largest})")
+                           f"holds {outside}" + (f" at the tests' sizes ({sized})" if sized
+                                                 else "") +
+                           f", which {dtype} does not ({dtype} holds {smallest} to {largest})")
         ranges[name] = (bounds[0], bounds[1])
 
     for i, name in enumerate(model.backward or []):
