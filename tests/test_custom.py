@@ -789,6 +789,17 @@ INPLACE_RUN = textwrap.dedent("""
         assert "the backward of shift reads its inputs" in str(exc), exc
     else:
         raise AssertionError("shift_ took an input that requires a gradient")
+    paddle.enable_static()  # the same refusal in a static graph, where Paddle built the program
+    with paddle.static.program_guard(paddle.static.Program()):
+        sx = paddle.static.data("x", [2, 6], "float32")
+        sx.stop_gradient = False
+        try:
+            shift_(sx, paddle.static.data("bias", [6], "float32"))
+        except RuntimeError as exc:
+            assert "the backward of shift reads its inputs" in str(exc), exc
+        else:
+            raise AssertionError("shift_ took a static input that requires a gradient")
+    paddle.disable_static()
     print("ok")
 """)
 INPLACE_KERNEL = """\
