@@ -34,7 +34,7 @@ from .writer import (
     locked,
     real_folder,
     recorded_answers,
-    refuse_a_file_on_the_way,
+    refuse_an_op_folder,
     refuse_an_unwritable_folder,
     sha256,
 )
@@ -103,13 +103,9 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent
     flag = f"--out {dest}" if out is not None else None
-    if pretend or check or dest.is_dir():  # they only read; an op there may need no write
-        refuse_a_file_on_the_way(dest, flag)
-    else:  # a new folder: where it goes must take it
-        refuse_an_unwritable_folder(dest, flag)
+    refuse_an_op_folder(dest, flag, writes=not (pretend or check))
     if real_folder(dest) == real_folder(dest).parent:  # its lock file would go beside it
-        raise UsageError(f"{'--out ' if out is not None else ''}{dest}: a filesystem root; an op "
-                         "needs a folder of its own")
+        raise UsageError(f"{flag or dest}: a filesystem root; an op needs a folder of its own")
     _refuse_another_op(dest, spec_path, "--out " + str(dest) if out is not None else str(dest))
     if pretend or check:
         _refuse_interrupted(dest, f"opgen generate {spec_path}")
@@ -330,11 +326,8 @@ def new(name: str, *, kind: str = "elementwise", directory: Path | str | None = 
     starting_spec = kinds.get(kind).starting_spec
     dest = Path(directory or ".") / name
     spec_path = dest / f"{name}.yaml"
-    flag = f"--dir {directory}" if directory is not None else None
-    if pretend or dest.is_dir():
-        refuse_a_file_on_the_way(dest, flag)
-    else:
-        refuse_an_unwritable_folder(dest, flag)
+    refuse_an_op_folder(dest, f"--dir {directory}" if directory is not None else None,
+                        writes=not pretend)
     if dest.exists() and not force:
         raise WriteError(f"{dest} already exists; use --force to generate into it (an existing "
                          f"{spec_path.name} and your edits are kept)")

@@ -70,6 +70,17 @@ def refuse_an_unwritable_folder(folder: Path, flag: str | None = None) -> None:
         raise UsageError(f"{flag or folder}: {what}")
 
 
+def refuse_an_op_folder(folder: Path, flag: str | None, *, writes: bool) -> None:
+    """Refuse what cannot become the op folder ``folder``: for a command that ``writes``, a
+    folder to make where none can be made (:func:`refuse_an_unwritable_folder`); else, and for an
+    existing folder (whose op may need no write; the writer says when one fails), a file on the
+    way (:func:`refuse_a_file_on_the_way`)."""
+    if writes and not folder.is_dir():
+        refuse_an_unwritable_folder(folder, flag)
+    else:
+        refuse_a_file_on_the_way(folder, flag)
+
+
 class Status(str, Enum):
     """What happens to one file of an op; the value is what the CLI prints."""
 
