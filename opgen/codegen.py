@@ -700,10 +700,12 @@ def py_def(name: str, params: list[str], returns: str) -> str:
 
 
 def static_variables(op: str, inputs: list[str], dtypes: list[str] | None = None,
-                     first: str | None = None) -> dict[str, Any]:
+                     first: str | None = None, optional: list[str] | None = None
+                     ) -> dict[str, Any]:
     """What ``templates/partials/wrapper_static_variables.py.jinja`` prints that names the op or
     its inputs, wrapped: the loop over the inputs (``loop``), its refusal of an eager tensor
-    (``eager``) and of anything else that is not a variable (``not_variable``); with ``dtypes``,
+    (``eager``) and of anything else that is not a variable (``not_variable``), with the
+    ``optional`` inputs' None let through (``skip_none``); with ``dtypes``,
     the loop's refusal of a dtype (``unsupported``, from column 12) and, by input, the refusal of
     one that is not ``first``'s (``dtype_differs``, from 8)."""
     pairs = ", ".join(f'("{i}", {i})' for i in inputs) + ("," if len(inputs) == 1 else "")
@@ -717,6 +719,11 @@ def static_variables(op: str, inputs: list[str], dtypes: list[str] | None = None
             "static variable; in static mode (paddle.enable_static()) pass one "
             "(paddle.static.data, an op's output)", indent=12),
     }
+    text["skip_none"] = ""
+    if optional:
+        which = f'== "{optional[0]}"' if len(optional) == 1 else \
+            "in (" + ", ".join(f'"{n}"' for n in optional) + ")"
+        text["skip_none"] = wrap_code(f"if variable is None and name {which}:", indent=8)
     if dtypes:
         text["unsupported"] = py_string_call(
             "raise TypeError(", f"{op}: {{name}} is {{_dtype_name(variable)}}; {op} supports "

@@ -799,6 +799,12 @@ INPLACE_RUN = textwrap.dedent("""
             assert "the backward of shift reads its inputs" in str(exc), exc
         else:
             raise AssertionError("shift_ took a static input that requires a gradient")
+    program = paddle.static.Program()  # an optional input left out in a static graph (it was
+    with paddle.static.program_guard(program):  # refused as "NoneType, not a static variable")
+        out = shift(paddle.static.data("x", [2, 6], "float32"), None)
+    got = paddle.static.Executor(paddle.CPUPlace()).run(
+        program, feed={"x": np.arange(12.0, dtype="float32").reshape(2, 6)}, fetch_list=[out])
+    np.testing.assert_array_equal(got[0], np.arange(12.0).reshape(2, 6))
     paddle.disable_static()
     print("ok")
 """)

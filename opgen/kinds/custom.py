@@ -2323,7 +2323,8 @@ def build_context(spec: Any) -> Context:
         wrong_rank=_wrong_rank(m.name, custom, inputs),
         inplace=_inplace(spec, camel, attrs, out_shapes, signatures),
         deploy_scaled=deploy_scaled,
-        static_variables=static_variables(m.name, list(m.inputs)),
+        static_variables=static_variables(m.name, list(m.inputs), optional=[
+            n for n, t in m.inputs.items() if t.optional]),
         deploy_model=deploy_model(list(m.inputs), deploy_scaled),
         cpp=_cpp_text(spec, custom, inputs, outputs, attrs, dynamic, params, paddle_h_for) | (
             double_backward_stub(camel, list(outputs), list(m.backward or []),
