@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
@@ -239,6 +240,13 @@ def _write(path: Path, data: bytes, mode: int | None = None) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def check_targets(dest: Path, rels: Iterable[str]) -> None:
+    """Refuse writes that would replace a folder or need a folder where a file is, naming the
+    paths under ``dest`` as the caller has it (:func:`update` checks again, in the real folder)."""
+    for rel in rels:
+        _check_target(dest, rel)
 
 
 def _check_target(dest: Path, rel: str) -> None:

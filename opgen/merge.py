@@ -95,9 +95,8 @@ def plan_update(dest: Path, generated: dict[str, bytes], bookkeeping: dict[str, 
         target = dest / rel
         ours = target.read_bytes() if target.is_file() else None
         theirs = generated.get(rel)
-        if ours is None and theirs is not None and target.exists():  # not deleted: replaced
-            what = "a folder" if target.is_dir() else "not a regular file"
-            raise MergeError(f"{target}: is {what}, where opgen writes a file; move it away")
+        if ours is None and theirs is not None:  # deleted, or replaced by something else
+            _refuse_replaced(dest, target)
         if ours is None and theirs is None:
             continue  # generated last time, gone now, and no longer generated
         try:
@@ -128,6 +127,19 @@ def plan_update(dest: Path, generated: dict[str, bytes], bookkeeping: dict[str, 
                   Status.IDENTICAL if on_disk.read_bytes() == answers else Status.OVERWRITE)
         changes.append(Change(ANSWERS_FILE, status))
     return Update(files, remove, changes)
+
+
+def _refuse_replaced(dest: Path, target: Path) -> None:
+    """Refuse a generated file that is now a folder (or a FIFO), or that a file stands on the
+    way to (``csrc`` a file): not a file the user deleted, and nothing opgen can write."""
+    if target.exists():
+        what = "a folder" if target.is_dir() else "not a regular file"
+        raise MergeError(f"{target}: is {what}, where opgen writes a file; move it away")
+    for parent in target.parents:
+        if parent == dest:
+            return
+        if parent.exists() and not parent.is_dir():
+            raise MergeError(f"{parent}: is a file, where opgen needs a folder; move it away")
 
 
 def decide(generated_before: bool, base: bytes | None, ours: bytes | None,

@@ -134,6 +134,17 @@ def test_a_folder_in_place_of_a_generated_file_is_refused_not_kept_deleted(op):
     assert tree_snapshot(op) == before
 
 
+def test_a_file_where_a_generated_folder_goes_is_refused_not_kept_deleted(op):
+    """csrc/ made a file: every source under it was reported keep-deleted."""
+    shutil.rmtree(op / "csrc")
+    (op / "csrc").write_text("not a folder\n")
+    add_slope(op / "relu6.yaml")
+    before = tree_snapshot(op)
+    with pytest.raises(MergeError, match="csrc: is a file, where opgen needs a folder"):
+        api.generate(op / "relu6.yaml")
+    assert tree_snapshot(op) == before
+
+
 def test_a_regenerated_file_keeps_its_permissions(op):
     """A generated file made read-only (or executable) by its user stays so; the new version
     used to come back 0644."""
