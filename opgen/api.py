@@ -104,7 +104,8 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     dest = Path(out) if out is not None else spec_path.parent
     flag = f"--out {dest}" if out is not None else None
     refuse_an_op_folder(dest, flag, writes=not (pretend or check))
-    if real_folder(dest) == real_folder(dest).parent:  # its lock file would go beside it
+    real = real_folder(dest)
+    if real == real.parent:  # its lock file would go beside it
         raise UsageError(f"{flag or dest}: a filesystem root; an op needs a folder of its own")
     _refuse_another_op(dest, spec_path, "--out " + str(dest) if out is not None else str(dest))
     if pretend or check:

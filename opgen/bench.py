@@ -137,8 +137,13 @@ def broadcast_shape(shapes: tuple[Shape, ...] | list[Shape]) -> Shape:
 
 
 _SHAPES_EXAMPLE = "16384x1024:1024,64x1x512:1x256x512"
-_ROW_SHAPES = ("{op} is a rowwise op: give one shape per case, its per-element inputs' (rows x "
-               "row length, e.g. 16384x1024)")
+
+
+def _refuse_row_shapes(shapes: tuple[Shape, ...] | None, label: str | None, op: str) -> None:
+    """A rowwise op's case is one shape of at least one dim: its per-element inputs'."""
+    if shapes is None or len(shapes) != 1 or not shapes[0]:
+        raise UsageError(f"--shapes {label}: {op} is a rowwise op: give one shape per case, its "
+                         "per-element inputs' (rows x row length, e.g. 16384x1024)")
 
 
 def parse_shapes(text: str, rowwise_op: str | None = None) -> list[Case]:
@@ -153,8 +158,8 @@ def parse_shapes(text: str, rowwise_op: str | None = None) -> list[Case]:
             raise UsageError(f"--shapes {text}: an empty case; expected cases like "
                              f"{_SHAPES_EXAMPLE}")
         shapes = tuple(_parse_shape(s.strip(), part) for s in part.split(":"))
-        if rowwise_op is not None and (len(shapes) != 1 or not shapes[0]):
-            raise UsageError(f"--shapes {part}: {_ROW_SHAPES.format(op=rowwise_op)}")
+        if rowwise_op is not None:  # before Case.of, whose broadcast error would come first
+            _refuse_row_shapes(shapes, part, rowwise_op)
         cases.append(Case.of(shapes))
     return cases
 
@@ -732,8 +737,7 @@ DEFAULT_ROW_SHAPES: dict[str, list[Shape]] = {
 def row_case(case: Case, spec: Any) -> Case:
     """A rowwise op's case from ``--shapes``: one shape, the per-element inputs' ``[*, C]``;
     each input then takes its role's shape (per-column ``[C]``, per-row ``[*, 1]``)."""
-    if case.shapes is None or len(case.shapes) != 1 or not case.shapes[0]:
-        raise UsageError(f"--shapes {case.label}: {_ROW_SHAPES.format(op=spec.name)}")
+    _refuse_row_shapes(case.shapes, case.label, spec.name)
     shape = case.shapes[0]
     by_role = {"element": shape, "column": shape[-1:], "row": (*shape[:-1], 1)}
     return Case.of(tuple(by_role[spec.input_roles[n]] for n in spec.model.inputs))

@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
@@ -80,13 +79,15 @@ def pending(dest: Path) -> Path | None:
     return journal if journal.exists() else None
 
 
-def update(dest: Path, writes: dict[str, bytes], deletes: list[str]) -> None:
+def update(dest: Path, writes: dict[str, bytes], deletes: list[str], *,
+           shown: Path | None = None) -> None:
     """Write ``writes`` (relative path -> bytes) into ``dest`` and delete ``deletes``: every
-    change, or none of them when this raises. The caller holds the op's lock."""
+    change, or none of them when this raises. The caller holds the op's lock. ``shown``: the
+    folder as the user named it (``dest`` with links resolved), for errors."""
     steps = [Step(rel, sha256(data), _exists(dest / rel)) for rel, data in writes.items()]
     steps += [Step(rel, None, True) for rel in deletes]
     for rel in writes:
-        _check_target(dest, rel)
+        _check_target(shown or dest, rel)
     journal = Journal(steps, _missing_dirs(dest, [*writes, JOURNAL]))
     try:
         _save(dest, journal)
@@ -240,13 +241,6 @@ def _write(path: Path, data: bytes, mode: int | None = None) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def check_targets(dest: Path, rels: Iterable[str]) -> None:
-    """Refuse writes that would replace a folder or need a folder where a file is, naming the
-    paths under ``dest`` as the caller has it (:func:`update` checks again, in the real folder)."""
-    for rel in rels:
-        _check_target(dest, rel)
 
 
 def _check_target(dest: Path, rel: str) -> None:

@@ -182,6 +182,5 @@ def apply(plan: Plan, dest: Path, *, extra: dict[str, bytes] | None = None,
         deletes = sorted(rel for rel in set(remove) - set(files)
                          if (real / rel).is_file() or (real / rel).is_symlink())
         if writes or deletes:
-            journal.check_targets(Path(dest), writes)  # its paths as the caller gave them
-            journal.update(real, writes, deletes)
+            journal.update(real, writes, deletes, shown=Path(dest))
     return changes

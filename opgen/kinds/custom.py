@@ -482,8 +482,8 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
                        "empty; expected [low, high] with low < high (high excluded)")
         # a dim bound at the size the tests give it (sizes:, else 7)
         at = {b: b if isinstance(b, int) else model.sizes.get(b, 7) for b in (low, high)}
+        sized = ", ".join(f"{b} = {at[b]}" for b in (low, high) if isinstance(b, str))
         if at[low] >= at[high]:
-            sized = ", ".join(f"{b} = {at[b]}" for b in (low, high) if isinstance(b, str))
             raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] is "
                        f"empty at the tests' sizes ({sized}; sizes: sets them, 7 where it does "
                        "not); expected low < high (high excluded)")
@@ -492,7 +492,6 @@ def _check(model: CustomOpSpec, fail: Any, *, check_builtins: bool) -> Custom:
             outside = next((v for v in (at[low], at[high] - 1)
                             if not smallest <= v <= largest), None)
             if outside is not None:
-                sized = ", ".join(f"{b} = {at[b]}" for b in (low, high) if isinstance(b, str))
                 raise fail(("inputs", name, "range"), f"inputs.{name}.range: [{low}, {high}] "
                            f"holds {outside}" + (f" at the tests' sizes ({sized})" if sized
                                                  else "") +
