@@ -135,6 +135,23 @@ namespace rowwise {
 #ifndef OPGEN_ROW_CLUSTER_THREADS
 #define OPGEN_ROW_CLUSTER_THREADS 512
 #endif
+// 1: with column sums, a 16-bit row longer than 512 lanes' chunks takes a cluster of blocks of
+// one chunk each where a cluster of up to OPGEN_ROW_MAX_CLUSTER blocks holds it, before a block
+// of 1024 threads or a cluster of more chunks: fewer registers a thread, so two blocks an SM.
+// Measured faster on an H100 for rms_norm's 16-bit backwards at 1024 x 32768 (+0.15 of a copy)
+// and 2048 x 16384 (+0.10); float32 rows do not take it (layer_norm's at 2048 x 16384 lost
+// 0.05-0.08; opgen's docs/benchmarks.md, round 28); 0: as before.
+#ifndef OPGEN_ROW_CLUSTER_CHUNKS
+#define OPGEN_ROW_CLUSTER_CHUNKS 1
+#endif
+// The kernel that adds the column sums' partials gives each column 32 slices of them (a block
+// of 32 x 32 threads) where there are at least this many partials, 8 (32 x 8) otherwise: fewer
+// loads one after another a thread for the many partials of short rows (+0.01 to +0.02 of a copy
+// in the norms' backwards at 256 and 128 columns on an H100), and no idle threads for a cluster
+// schedule's few (opgen's docs/benchmarks.md, round 28). 0: always 8.
+#ifndef OPGEN_ROW_WIDE_SUM_PARTIALS
+#define OPGEN_ROW_WIDE_SUM_PARTIALS 128
+#endif
 // The most blocks of a cluster that share a row too long for one block's registers (2, 4 or 8;
 // 1: no clusters, such rows take the loop). Clusters need sm_90 and are used where the device
 // and the kernel's build have them.
@@ -189,6 +206,8 @@ constexpr int kSumThreads = OPGEN_ROW_SUM_THREADS;
 constexpr int kWideSumThreads =
     OPGEN_ROW_WIDE_SUM_THREADS > 0 ? OPGEN_ROW_WIDE_SUM_THREADS : OPGEN_ROW_SUM_THREADS;
 constexpr int kClusterThreads = OPGEN_ROW_CLUSTER_THREADS;
+constexpr bool kClusterChunks = OPGEN_ROW_CLUSTER_CHUNKS != 0;
+constexpr int64_t kWideSumPartials = OPGEN_ROW_WIDE_SUM_PARTIALS;
 constexpr bool kHalfBlocks = OPGEN_ROW_HALF_BLOCKS != 0;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
@@ -1218,16 +1237,16 @@ __global__ void __launch_bounds__(kThreads) LoopKernel(F f, P p, typename P::Acc
   }
 }
 
-// col_sum[k][j] = the blocks' partials[b][k][j] added over b: a 32-column tile per block, 8
-// slices of the partials per column (slice y: b = y, y + 8, ...), each summed in order with
-// eight loads in flight, then the slices in order.
-template <typename T, int kColSum>
-__global__ void __launch_bounds__(256)
+// col_sum[k][j] = the blocks' partials[b][k][j] added over b: a 32-column tile per block,
+// kSlices slices of the partials per column (slice y: b = y, y + kSlices, ...), each summed in
+// order with up to eight loads in flight, then the slices in order.
+template <typename T, int kColSum, int kSlices>
+__global__ void __launch_bounds__(32 * kSlices)
     SumPartialsKernel(const OpMathT<T>* partials, int64_t blocks, int64_t cols,
                       Array<T*, kColSum> col_sum) {
   using Acc = OpMathT<T>;
-  constexpr int kSlices = 8;
-  constexpr int kBatch = 8;
+  static_assert(kSlices == 8 || kSlices == 32, "slices of 8 or 32");
+  constexpr int kBatch = kSlices == 8 ? 8 : 4;
   __shared__ Acc slices[kSlices][32];
   const int64_t i = int64_t{blockIdx.x} * 32 + threadIdx.x;  // k * cols + j
   const int64_t width = int64_t{kColSum} * cols;
@@ -1252,6 +1271,25 @@ __global__ void __launch_bounds__(256)
   for (int y = 1; y < kSlices; ++y) total += slices[y][threadIdx.x];
   const int64_t k = i / cols;
   col_sum[int(k)][i - k * cols] = static_cast<T>(total);
+}
+
+// Adds the `count` blocks' partials into p.col_sum on `stream` (SumPartialsKernel, kSlices
+// slices a column), as a programmatic dependent launch where OPGEN_ROW_PDL says so.
+template <typename T, int kColSum, int kSlices, class P>
+cudaError_t SumPartials(const P& p, const OpMathT<T>* partials, int64_t count,
+                        cudaStream_t stream) {
+  const dim3 tiles(static_cast<unsigned>(CeilDiv(int64_t{kColSum} * p.cols, 32)));
+  const dim3 threads(32, kSlices);
+  constexpr auto kSum = SumPartialsKernel<T, kColSum, kSlices>;
+  if constexpr (kDependentSums) {
+    int device = 0;
+    cudaGetDevice(&device);
+    cuda::LaunchDependent<kSum>(tiles, threads, device, stream, partials, count, p.cols,
+                                p.col_sum);
+  } else {
+    kSum<<<tiles, threads, 0, stream>>>(partials, count, p.cols, p.col_sum);
+  }
+  return cudaGetLastError();
 }
 
 // The current device's (the op's device guard made it current).
@@ -1560,6 +1598,17 @@ struct Schedules {
           return on_register(RegisterConfig<kVec, kMaxChunks, 512, 512>{});
         }
       }
+      // 16-bit rows with column sums: clusters of one chunk a thread (OPGEN_ROW_CLUSTER_CHUNKS).
+      if constexpr (kClusterChunks && kColSum > 0 && sizeof(T) == 2 && kChunks > 1 &&
+                    kMaxCluster >= 4) {
+        constexpr int kT = kClusterThreads;
+        using Quad1 = RegisterConfig<kVec, 1, kT, kT, 4>;
+        using Octet1 = RegisterConfig<kVec, 1, kT, kT, 8>;
+        if (vectors <= int64_t{4 * kT} && Runs<Quad1>()) return on_register(Quad1{});
+        if constexpr (kMaxCluster >= 8) {
+          if (vectors <= int64_t{8 * kT} && Runs<Octet1>()) return on_register(Octet1{});
+        }
+      }
       if (vectors <= int64_t{1024} * kChunks) {
         return on_register(RegisterConfig<kVec, kChunks, 1024, 1024>{});
       }
@@ -1654,18 +1703,9 @@ cudaError_t Run(const F& f, const Pointers<T, kIn, kOut, kRowOut, kColSum>& p, v
   if (status != cudaSuccess) return status;
   if constexpr (kColSum > 0) {
     if (p.cols > 0) {
-      const dim3 tiles(static_cast<unsigned>(detail::CeilDiv(int64_t{kColSum} * p.cols, 32)));
-      constexpr auto kSum = detail::SumPartialsKernel<T, kColSum>;
-      const AccT* sums = partials;
-      if constexpr (kDependentSums) {
-        int device = 0;
-        cudaGetDevice(&device);
-        cuda::LaunchDependent<kSum>(tiles, dim3(32, 8), device, stream, sums, launch.partials,
-                                    p.cols, p.col_sum);
-      } else {
-        kSum<<<tiles, dim3(32, 8), 0, stream>>>(sums, launch.partials, p.cols, p.col_sum);
-      }
-      return cudaGetLastError();
+      const bool wide = kWideSumPartials > 0 && launch.partials >= kWideSumPartials;
+      return wide ? detail::SumPartials<T, kColSum, 32>(p, partials, launch.partials, stream)
+                  : detail::SumPartials<T, kColSum, 8>(p, partials, launch.partials, stream);
     }
   }
   return cudaSuccess;
