@@ -137,10 +137,11 @@ namespace rowwise {
 #endif
 // 1: with column sums, a 16-bit row longer than 512 lanes' chunks takes a cluster of blocks of
 // one chunk each where a cluster of up to OPGEN_ROW_MAX_CLUSTER blocks holds it, before a block
-// of 1024 threads or a cluster of more chunks: fewer registers a thread, so two blocks an SM.
-// Measured faster on an H100 for rms_norm's 16-bit backwards at 1024 x 32768 (+0.15 of a copy)
-// and 2048 x 16384 (+0.10); float32 rows do not take it (layer_norm's at 2048 x 16384 lost
-// 0.05-0.08; opgen's docs/benchmarks.md, round 28); 0: as before.
+// of 1024 threads or a cluster of more chunks (fewer registers a thread: rms_norm's row of 32768
+// columns in eight blocks of one chunk, not four of two, 72 registers a thread and one block an
+// SM). Measured faster on an H100 in rms_norm's 16-bit backwards at 1024 x 32768 (+0.16 to +0.21
+// of a copy) and 2048 x 16384 (+0.09 to +0.11); float32 rows do not take it (layer_norm's at
+// 2048 x 16384 lost 0.05-0.08; opgen's docs/benchmarks.md, round 28); 0: as before.
 #ifndef OPGEN_ROW_CLUSTER_CHUNKS
 #define OPGEN_ROW_CLUSTER_CHUNKS 1
 #endif
