@@ -3,7 +3,7 @@
 // hand-written functors of scripts/gpu/rowwise_ops.h (what scripts/gpu/rowwise_bench.cu times),
 // in one run: scripts/gpu/rowwise_examples.sh builds and runs it. It tells a slow generated op
 // apart from a slow launcher, and both from the cost of the call through Paddle (opgen bench).
-//   rowwise_examples [--plan] [--quick]
+//   rowwise_examples [--plan] [--quick] [--op OP] [--dtype DTYPE] [--shape ROWSxCOLS]
 // For each op, direction (forward, backward), dtype (float32, bfloat16, float16) and anchor shape
 // of issue 13: the schedule the launcher picks, then ms and GB/s of the generated functor, of
 // the hand-written one (where there is one) and of a cudaMemcpyAsync of the same bytes, with CUDA
@@ -11,7 +11,9 @@
 // the ratios to the copy; gen/hand; and the largest difference between the two functors'
 // per-element outputs on the same inputs (relative to the largest output). GB/s count the
 // per-element tensors read and written ([cols] and [rows] tensors left out, as rowwise_bench.cu
-// does). --plan prints the schedules only (no GPU needed); --quick times one shape per dtype.
+// does). --plan prints the schedules only (no GPU needed); --quick times one shape per dtype;
+// --op (softmax, ..., a backward as softmax_grad), --dtype and --shape keep one op, dtype or
+// shape (scripts/gpu/rowwise_ncu.sh profiles one case of this binary as of rowwise_bench's).
 // Exits 1 when a generated and a hand-written functor disagree beyond the dtype's tolerance.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -360,11 +362,15 @@ double MaxDiff(const double* a, const double* b, std::size_t n) {
 }
 
 int g_failures = 0;
+std::string g_op, g_dtype, g_shape;  // --op, --dtype, --shape: empty keeps every one
 
 // One generated functor (and its hand-written counterpart, HandF void when there is none).
 template <typename T, class GenF, class GenIo, class HandF, class HandIo>
 void Case(const char* op, const char* dir, int64_t rows, int64_t cols, double copy_gbs,
           const GenF& gen, const HandF* hand, bool plan_only) {
+  if (!g_op.empty() && g_op != std::string(op) + (std::strcmp(dir, "backward") ? "" : "_grad")) {
+    return;
+  }
   char shape[32];
   std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)cols);
   if (plan_only) {
@@ -447,9 +453,13 @@ void Shape(int64_t rows, int64_t cols, bool plan_only) {
 
 template <typename T>
 void All(bool plan_only, bool quick) {
+  if (!g_dtype.empty() && g_dtype != Dtype<T>::kName) return;
   const int64_t shapes[][2] = {{4096, 4096}, {16384, 1024}, {65536, 256}, {1024, 32768},
                                {262144, 128}};
   for (const auto& s : shapes) {
+    if (!g_shape.empty() && g_shape != std::to_string(s[0]) + "x" + std::to_string(s[1])) {
+      continue;
+    }
     Shape<T>(s[0], s[1], plan_only);
     if (quick) break;
   }
@@ -460,6 +470,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--plan")) plan_only = true;
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (i + 1 < argc && !std::strcmp(argv[i], "--op")) g_op = argv[++i];
+    if (i + 1 < argc && !std::strcmp(argv[i], "--dtype")) g_dtype = argv[++i];
+    if (i + 1 < argc && !std::strcmp(argv[i], "--shape")) g_shape = argv[++i];
   }
   if (!plan_only) {
     cudaDeviceProp prop;

@@ -4,6 +4,8 @@
 # LoopKernel, after two warm-up launches; a backward's SumPartialsKernel too), with the sections
 # that say what bounds it (throughput, occupancy, warp stalls, memory). Output under $OUT.
 #   bash scripts/gpu/rowwise_ncu.sh /tmp/rowwise/v1 "softmax 4096x4096 bfloat16" ...
+# The generated examples' binary (scripts/gpu/rowwise_examples.sh, /tmp/rowwise-examples/v1)
+# takes the same triples: its generated functor's launches come before the hand-written one's.
 set -uo pipefail
 OUT=${OUT:-/tmp/opgen-out}
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
