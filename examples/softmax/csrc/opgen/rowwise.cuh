@@ -137,19 +137,19 @@ namespace rowwise {
 #endif
 // 1: with column sums, a 16-bit row longer than 512 lanes' chunks takes a cluster of blocks of
 // one chunk each where a cluster of up to OPGEN_ROW_MAX_CLUSTER blocks holds it, before a block
-// of 1024 threads or a cluster of more chunks (fewer registers a thread: rms_norm's row of 32768
-// columns in eight blocks of one chunk, not four of two, 72 registers a thread and one block an
-// SM). Measured faster on an H100 in rms_norm's 16-bit backwards at 1024 x 32768 (+0.16 to +0.21
-// of a copy) and 2048 x 16384 (+0.09 to +0.11); float32 rows do not take it (layer_norm's at
-// 2048 x 16384 lost 0.05-0.08; opgen's docs/benchmarks.md, round 28); 0: as before.
+// of 1024 threads or a cluster of more chunks: fewer registers a thread (rms_norm's row of 32768
+// columns in eight blocks of one chunk, not four of two, which held one block an SM). Measured
+// faster on an H100 in rms_norm's 16-bit backwards at 1024 x 32768 and 2048 x 16384; float32
+// rows do not take it (layer_norm's lost at 2048 x 16384; opgen's docs/benchmarks.md, round 28);
+// 0: as before.
 #ifndef OPGEN_ROW_CLUSTER_CHUNKS
 #define OPGEN_ROW_CLUSTER_CHUNKS 1
 #endif
 // The kernel that adds the column sums' partials gives each column 32 slices of them (a block
 // of 32 x 32 threads) where there are at least this many partials, 8 (32 x 8) otherwise: fewer
-// loads one after another a thread for the many partials of short rows (+0.01 to +0.02 of a copy
-// in the norms' backwards at 256 and 128 columns on an H100), and no idle threads for a cluster
-// schedule's few (opgen's docs/benchmarks.md, round 28). 0: always 8.
+// loads one after another a thread for the many partials of short rows (faster on an H100 in
+// the norms' backwards at 256 and 128 columns), and no idle threads for a cluster schedule's few
+// (opgen's docs/benchmarks.md, round 28). 0: always 8.
 #ifndef OPGEN_ROW_WIDE_SUM_PARTIALS
 #define OPGEN_ROW_WIDE_SUM_PARTIALS 128
 #endif
