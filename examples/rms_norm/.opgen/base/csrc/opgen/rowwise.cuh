@@ -120,6 +120,15 @@ namespace rowwise {
 #ifndef OPGEN_ROW_HALF_BLOCKS
 #define OPGEN_ROW_HALF_BLOCKS 1
 #endif
+// 1: 16-bit rows with column sums that share a block in rows of at least 512 lanes, each thread
+// loading at most two vectors a row (one chunk of one or two per-element inputs), stage their
+// next rows in shared memory (cp.async) while they reduce and write the current ones: such
+// threads have too few loads in flight. Measured faster on an H100 for layer_norm's 16-bit
+// backward at 4096 columns, and slower where threads load three vectors (add_rms_norm's) or the
+// rows are shorter (opgen's docs/benchmarks.md, round 29); 0: no staging.
+#ifndef OPGEN_ROW_STAGE_GROUPS
+#define OPGEN_ROW_STAGE_GROUPS 1
+#endif
 // 1: on devices of compute capability 9.0 and later, the kernel that adds the column sums'
 // partials is a programmatic dependent launch: scheduled while the row kernel drains, it waits
 // for it on the device instead of being launched after it ends. Measured faster on an H100 in
@@ -210,6 +219,7 @@ constexpr int kClusterThreads = OPGEN_ROW_CLUSTER_THREADS;
 constexpr bool kClusterChunks = OPGEN_ROW_CLUSTER_CHUNKS != 0;
 constexpr int64_t kWideSumPartials = OPGEN_ROW_WIDE_SUM_PARTIALS;
 constexpr bool kHalfBlocks = OPGEN_ROW_HALF_BLOCKS != 0;
+constexpr bool kStageGroups = OPGEN_ROW_STAGE_GROUPS != 0;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
@@ -428,6 +438,18 @@ constexpr bool kPrefetches =
     Cfg::kVec * sizeof(typename P::Storage) == 16 &&
     (Cfg::kThreads == kMaxBlockThreads || Cfg::kCluster > 1 ||
      (kPrefetchSums && P::kColumnSums > 0));
+
+// The vectors of shared memory that one group of kLanes threads stages a row in.
+template <class Cfg, class... Roles>
+constexpr int kStagedVectors = CountElem<Roles...>() * Cfg::kChunks * Cfg::kLanes;
+
+// Whether the rows that share a block of register schedule Cfg stage their next rows
+// (OPGEN_ROW_STAGE_GROUPS): each group of kLanes threads its own slice of shared memory.
+template <class Cfg, class P, class... Roles>
+constexpr bool kStagesGroups =
+    kStageGroups && Cfg::kGroups > 1 && Cfg::kCluster == 1 && Cfg::kLanes >= 512 &&
+    P::kColumnSums > 0 && sizeof(typename P::Storage) == 2 &&
+    Cfg::kVec * sizeof(typename P::Storage) == 16 && Cfg::kChunks * CountElem<Roles...>() <= 2;
 
 // Minimum blocks per multiprocessor stated to ptxas (0: none): one for clusters of 512-thread
 // blocks, so their threads may take up to 128 registers; other kernels keep ptxas's default
@@ -980,6 +1002,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
       if (next < p.rows) Row::Stage(p, next, lane, staged);
       f(r);
     }
+  } else if constexpr (kStagesGroups<Cfg, P, Roles...>) {
+    // Each group stages its next row while it reduces and writes this one; every group takes
+    // every step (the reductions' barriers are the block's), a group past the end a dead row.
+    extern __shared__ __align__(16) unsigned char staged_bytes[];
+    auto* staged = reinterpret_cast<typename Row::V*>(staged_bytes) +
+                   group * kStagedVectors<Cfg, Roles...>;
+    const int64_t step = units * Cfg::kGroups;
+    int64_t row = unit * Cfg::kGroups + group;
+    if (row < p.rows) Row::Stage(p, row, lane, staged);
+    for (int64_t first = unit * Cfg::kGroups; first < p.rows; first += step, row += step) {
+      CopyAsyncWait();
+      Row r(p, row, lane, row < p.rows, reduction, sums, staged);
+      if (row + step < p.rows) Row::Stage(p, row + step, lane, staged);
+      f(r);
+    }
+    __syncthreads();  // the column sums below take the same shared memory
   } else {
     for (int64_t first = unit * Cfg::kGroups; first < p.rows; first += units * Cfg::kGroups) {
       const int64_t row = first + group;
@@ -1438,7 +1476,13 @@ struct Schedules {
       return std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
     }
     if (kColSum > 0 && Cfg::kGroups > 1) {
-      return std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
+      const std::size_t sums = std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
+      if (kStagesGroups<Cfg, P, Roles...>) {
+        const std::size_t rows =
+            std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * Cfg::kGroups * sizeof(T);
+        return rows > sums ? rows : sums;
+      }
+      return sums;
     }
     return 0;
   }
