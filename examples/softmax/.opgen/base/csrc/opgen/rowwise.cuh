@@ -126,6 +126,12 @@ namespace rowwise {
 // threads have too few loads in flight. Measured faster on an H100 for layer_norm's 16-bit
 // backward at 4096 columns, and slower where threads load three vectors (add_rms_norm's) or the
 // rows are shorter (opgen's docs/benchmarks.md, round 29); 0: no staging.
+// 1: where a register schedule stages its next row (OPGEN_ROW_PREFETCH, OPGEN_ROW_STAGE_GROUPS),
+// each thread also loads that row's per-row inputs (layer_norm's saved mean and rstd) into
+// registers then, so a row does not start by waiting on them; 0: each row loads them first.
+#ifndef OPGEN_ROW_PREFETCH_ROW_VALUES
+#define OPGEN_ROW_PREFETCH_ROW_VALUES 1
+#endif
 #ifndef OPGEN_ROW_STAGE_GROUPS
 #define OPGEN_ROW_STAGE_GROUPS 1
 #endif
@@ -220,6 +226,7 @@ constexpr bool kClusterChunks = OPGEN_ROW_CLUSTER_CHUNKS != 0;
 constexpr int64_t kWideSumPartials = OPGEN_ROW_WIDE_SUM_PARTIALS;
 constexpr bool kHalfBlocks = OPGEN_ROW_HALF_BLOCKS != 0;
 constexpr bool kStageGroups = OPGEN_ROW_STAGE_GROUPS != 0;
+constexpr bool kPrefetchRowValues = OPGEN_ROW_PREFETCH_ROW_VALUES != 0;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
@@ -672,12 +679,34 @@ class RegisterRow {
   using V = Vec<T, kVec>;
   using Sums = ColumnSums<Acc, P::kColumnSums, kChunks * kVec>;
 
-  // `staged`: the row's element inputs already in shared memory (see Stage), or null.
+  // The per-row inputs of one row (the other roles' slots go unused).
+  struct RowValues {
+    Acc v[kIn];
+  };
+
+  // `staged`: the row's element inputs already in shared memory (see Stage), or null;
+  // `values`: its per-row inputs already loaded (see LoadRowValues), or null.
   __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live,
                                          Reduction<Acc, kWidth>& reduction, Sums& sums,
-                                         const V* staged = nullptr)
+                                         const V* staged = nullptr,
+                                         const RowValues* values = nullptr)
       : p_(p), row_(row), lane_(lane), live_(live), reduction_(reduction), sums_(sums) {
     Load(staged, std::make_index_sequence<kIn>{});
+    if (values != nullptr) {
+#pragma unroll
+      for (int i = 0; i < kIn; ++i) row_value_[i] = values->v[i];
+    } else {
+      const RowValues loaded = LoadRowValues(p, row, live);
+#pragma unroll
+      for (int i = 0; i < kIn; ++i) row_value_[i] = loaded.v[i];
+    }
+  }
+
+  // Row `row`'s per-row inputs (zeros for a dead row or an absent input).
+  __device__ __forceinline__ static RowValues LoadRowValues(const P& p, int64_t row, bool live) {
+    RowValues values;
+    LoadRowValuesOf(p, row, live, values, std::make_index_sequence<kIn>{});
+    return values;
   }
 
   // Starts copying row `row`'s element inputs to `staged` ([element input][chunk][lane]), each
@@ -856,13 +885,26 @@ class RegisterRow {
           data_[I][c] = *reinterpret_cast<const V*>(base + Column(c));
         }
       }
-    } else if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
-      (void)staged;
-      using S = typename Stored<Role, T>::type;
-      row_value_[I] = (ptr != nullptr && live_) ? static_cast<Acc>(static_cast<const S*>(ptr)[row_])
-                                                : Acc(0);
     } else {
       (void)staged;
+    }
+  }
+
+  template <std::size_t... I>
+  __device__ __forceinline__ static void LoadRowValuesOf(const P& p, int64_t row, bool live,
+                                                         RowValues& values,
+                                                         std::index_sequence<I...>) {
+    ((values.v[I] = RowValueOf<int(I)>(p, row, live)), ...);
+  }
+  template <int I>
+  __device__ __forceinline__ static Acc RowValueOf(const P& p, int64_t row, bool live) {
+    using Role = RoleAt<I, Roles...>;
+    if constexpr (std::is_same_v<Role, RowIn> || std::is_same_v<Role, RowStat>) {
+      using S = typename Stored<Role, T>::type;
+      const void* ptr = p.in[I];
+      return (ptr != nullptr && live) ? static_cast<Acc>(static_cast<const S*>(ptr)[row]) : Acc(0);
+    } else {
+      return Acc(0);
     }
   }
 
@@ -993,13 +1035,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
     // reduced and written.
     extern __shared__ __align__(16) unsigned char staged_bytes[];
     auto* staged = reinterpret_cast<typename Row::V*>(staged_bytes);
+    typename Row::RowValues values;  // the staged row's per-row inputs
     int64_t row = unit;
-    if (row < p.rows) Row::Stage(p, row, lane, staged);
+    if (row < p.rows) {
+      Row::Stage(p, row, lane, staged);
+      if constexpr (kPrefetchRowValues) values = Row::LoadRowValues(p, row, true);
+    }
     for (; row < p.rows; row += units) {
       CopyAsyncWait();
-      Row r(p, row, lane, true, reduction, sums, staged);
+      Row r(p, row, lane, true, reduction, sums, staged, kPrefetchRowValues ? &values : nullptr);
       const int64_t next = row + units;
-      if (next < p.rows) Row::Stage(p, next, lane, staged);
+      if (next < p.rows) {
+        Row::Stage(p, next, lane, staged);
+        if constexpr (kPrefetchRowValues) values = Row::LoadRowValues(p, next, true);
+      }
       f(r);
     }
   } else if constexpr (kStagesGroups<Cfg, P, Roles...>) {
@@ -1010,11 +1059,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
                    group * kStagedVectors<Cfg, Roles...>;
     const int64_t step = units * Cfg::kGroups;
     int64_t row = unit * Cfg::kGroups + group;
+    typename Row::RowValues values;  // the staged row's per-row inputs (zeros past the end)
+    if constexpr (kPrefetchRowValues) values = Row::LoadRowValues(p, row, row < p.rows);
     if (row < p.rows) Row::Stage(p, row, lane, staged);
     for (int64_t first = unit * Cfg::kGroups; first < p.rows; first += step, row += step) {
       CopyAsyncWait();
-      Row r(p, row, lane, row < p.rows, reduction, sums, staged);
-      if (row + step < p.rows) Row::Stage(p, row + step, lane, staged);
+      Row r(p, row, lane, row < p.rows, reduction, sums, staged,
+            kPrefetchRowValues ? &values : nullptr);
+      const int64_t next = row + step;
+      if (next < p.rows) Row::Stage(p, next, lane, staged);
+      if constexpr (kPrefetchRowValues) values = Row::LoadRowValues(p, next, next < p.rows);
       f(r);
     }
     __syncthreads();  // the column sums below take the same shared memory
