@@ -128,7 +128,9 @@ namespace rowwise {
 // rows are shorter (opgen's docs/benchmarks.md, round 29); 0: no staging.
 // 1: where a register schedule stages its next row (OPGEN_ROW_PREFETCH, OPGEN_ROW_STAGE_GROUPS),
 // each thread also loads that row's per-row inputs (layer_norm's saved mean and rstd) into
-// registers then, so a row does not start by waiting on them; 0: each row loads them first.
+// registers then, so a row does not start by waiting on them (measured faster for layer_norm's
+// backwards at 32768 columns on an H100; opgen's docs/benchmarks.md, round 29); 0: each row
+// loads them first.
 #ifndef OPGEN_ROW_PREFETCH_ROW_VALUES
 #define OPGEN_ROW_PREFETCH_ROW_VALUES 1
 #endif
