@@ -126,6 +126,9 @@ namespace rowwise {
 // threads have too few loads in flight. Measured faster on an H100 for layer_norm's 16-bit
 // backward at 4096 columns, and slower where threads load three vectors (add_rms_norm's) or the
 // rows are shorter (opgen's docs/benchmarks.md, round 29); 0: no staging.
+#ifndef OPGEN_ROW_STAGE_GROUPS
+#define OPGEN_ROW_STAGE_GROUPS 1
+#endif
 // 1: where a register schedule stages its next row (OPGEN_ROW_PREFETCH, OPGEN_ROW_STAGE_GROUPS),
 // each thread also loads that row's per-row inputs (layer_norm's saved mean and rstd) into
 // registers then, so a row does not start by waiting on them (measured faster for layer_norm's
@@ -133,9 +136,6 @@ namespace rowwise {
 // loads them first.
 #ifndef OPGEN_ROW_PREFETCH_ROW_VALUES
 #define OPGEN_ROW_PREFETCH_ROW_VALUES 1
-#endif
-#ifndef OPGEN_ROW_STAGE_GROUPS
-#define OPGEN_ROW_STAGE_GROUPS 1
 #endif
 // 1: on devices of compute capability 9.0 and later, the kernel that adds the column sums'
 // partials is a programmatic dependent launch: scheduled while the row kernel drains, it waits
@@ -1524,23 +1524,17 @@ struct Schedules {
     return p;
   }
 
-  // The dynamic shared memory of a block of register schedule Cfg: the staged next row, or the
-  // groups' column sums.
+  // The dynamic shared memory of a block of register schedule Cfg: the staged next rows (one a
+  // group), the groups' column sums, or the larger where the sums reuse the staged rows' space.
   template <class Cfg>
   static constexpr std::size_t SharedBytes() {
-    if (kPrefetches<Cfg, P>) {
-      return std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * sizeof(T);
-    }
-    if (kColSum > 0 && Cfg::kGroups > 1) {
-      const std::size_t sums = std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc);
-      if (kStagesGroups<Cfg, P, Roles...>) {
-        const std::size_t rows =
-            std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * Cfg::kGroups * sizeof(T);
-        return rows > sums ? rows : sums;
-      }
-      return sums;
-    }
-    return 0;
+    const std::size_t staged =
+        kPrefetches<Cfg, P> || kStagesGroups<Cfg, P, Roles...>
+            ? std::size_t(CountElem<Roles...>()) * Cfg::kCapacity * Cfg::kGroups * sizeof(T)
+            : 0;
+    const std::size_t sums =
+        kColSum > 0 && Cfg::kGroups > 1 ? std::size_t(kColSum) * Cfg::kCapacity * sizeof(Acc) : 0;
+    return staged > sums ? staged : sums;
   }
 
   template <class Cfg>
