@@ -1,8 +1,8 @@
 """The CPU kernels' math and loops without Paddle (issue 15): tests/cpp/cpu_kernels.cc built with
 the flags opgen builds ops with. The fast float tanh against tanh rounded to float, the fast float
-exp against numpy's; min, max and clamp against numpy's NaN and signed-zero rules; and the
-gradient of a broadcast input, summed in blocks over threads, the same bits whatever the thread
-count."""
+exp against numpy's, sigmoid against the sigmoid rounded to float; min, max and clamp against
+numpy's NaN and signed-zero rules; and the gradient of a broadcast input, summed in blocks over
+threads, the same bits whatever the thread count."""
 
 from __future__ import annotations
 
@@ -70,6 +70,29 @@ def test_fast_exp_is_within_1_25_ulp_of_exp(driver: Path) -> None:
     worst = int(np.argmax(ulps))
     assert ulps[worst] <= 1.25, (x[finite][worst], ulps[worst])
     assert e[x == -np.inf][0] == 0 and e[x == -150][0] == 0 and (e[x == 0] == 1).all()
+
+
+def test_sigmoid_is_within_2_ulp_and_16_bit_forms_are_the_accurate_ones_on_the_host(
+        driver: Path) -> None:
+    """opgen::sigmoid(float) (through opgen::exp: vectorized, not a libm call per element) over
+    every 4099th float in [-104, 104]; opgen::lowp's tanh and sigmoid, which the GPU computes
+    faster for 16-bit dtypes, are the accurate functions bit for bit on the host (lowp::tanh
+    once called libm's tanhf per element there: 16-bit tanh ops ran 7-12x slower)."""
+    got = ask(driver, "sigmoid", "4099")
+    assert got["samples"] > 500_000, got
+    assert got["worst_ulp"] <= 2, got
+    assert got["lowp_differ"] == 0, got
+    assert (got["inf"], got["minus_inf"], got["nan"]) == (1.0, 0.0, True), got
+
+
+def test_every_float16_loads_as_numpys_float(driver: Path) -> None:
+    """opgen::Float16Value, the CPU loops' branch-free float16 -> float, against numpy's
+    conversion over all 65536 float16s: the same bits (subnormals, infinities, NaNs with their
+    payloads and signs)."""
+    got = np.array(ask(driver, "halves")["bits"], dtype=np.uint32)
+    want = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32).view(np.uint32)
+    differ = np.flatnonzero(got != want)
+    assert differ.size == 0, [(hex(h), hex(got[h]), hex(want[h])) for h in differ[:5]]
 
 
 @pytest.mark.parametrize("a, b", [("nan", "1"), ("1", "nan"), ("-0", "0"), ("0", "-0"),

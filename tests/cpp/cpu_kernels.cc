@@ -3,6 +3,12 @@
 //                        over every STRIDE-th float in [-12, 12], and the special values
 //   exp STRIDE           opgen::exp(float) of every STRIDE-th float in [-104, 89], and of -inf, inf,
 //                        NaN, +-0 and the ends of the range: the floats' bits and the results'
+//   sigmoid STRIDE       the worst ulp distance of opgen::sigmoid(float) from the sigmoid rounded to
+//                        float (an absolute error of 2^-126 where that is subnormal), over every
+//                        STRIDE-th float in [-104, 104], and how many of those
+//                        floats the 16-bit forms (opgen::lowp's tanh and sigmoid, which on the
+//                        host are the accurate ones) give other bits than the accurate forms
+//   halves               opgen::Float16Value of every float16 (its bits 0 to 65535): the floats' bits
 //   minmax A B           opgen::min, max and clamp of two floats, and their _uniform forms (bits
 //                        printed, to see -0 and NaN)
 //   gradsums ROWS COLS   a backward over [ROWS, COLS] with a [COLS] bias: the bias gradient's bits
@@ -82,6 +88,41 @@ int main(int argc, char** argv) {
     std::printf("{\"x\": [%s], \"exp\": [%s]}\n", x_bits.c_str(), exp_bits.c_str());
     return 0;
   }
+  if (mode == "sigmoid" && argc == 3) {
+    const uint32_t stride = static_cast<uint32_t>(std::atol(argv[2]));
+    int64_t worst = 0, lowp_differ = 0, samples = 0;
+    float at = 0;
+    for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += stride) {
+      float x;
+      const uint32_t bits = static_cast<uint32_t>(b);
+      std::memcpy(&x, &bits, sizeof x);
+      if (!(std::fabs(x) <= 104.0f)) continue;
+      ++samples;
+      const float want = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(x))));
+      const float got = opgen::sigmoid(x);
+      // below the smallest normal float (x < -87.3) an absolute error: e^-x overflows there
+      // (as libm's expf does past -88.72), so the result is 0 where it would be subnormal
+      const int64_t d = want < 0x1p-126f ? (std::fabs(got - want) <= 0x1p-126f ? 0 : INT64_MAX)
+                                         : Ulps(got, want);
+      if (d > worst) worst = d, at = x;
+      lowp_differ += Bits(opgen::lowp::sigmoid(x)) != Bits(got);
+      lowp_differ += Bits(opgen::lowp::tanh(x)) != Bits(opgen::tanh(x));
+    }
+    std::printf("{\"worst_ulp\": %lld, \"at\": %.9g, \"samples\": %lld, \"lowp_differ\": %lld, "
+                "\"inf\": %.9g, \"minus_inf\": %.9g, \"nan\": %s}\n",
+                static_cast<long long>(worst), at, static_cast<long long>(samples),
+                static_cast<long long>(lowp_differ), opgen::sigmoid(INFINITY),
+                opgen::sigmoid(-INFINITY), std::isnan(opgen::sigmoid(NAN)) ? "true" : "false");
+    return 0;
+  }
+  if (mode == "halves" && argc == 2) {
+    std::string bits;
+    for (uint32_t h = 0; h <= 0xFFFFu; ++h) {
+      bits += (h ? "," : "") + std::to_string(Bits(opgen::Float16Value(static_cast<uint16_t>(h))));
+    }
+    std::printf("{\"bits\": [%s]}\n", bits.c_str());
+    return 0;
+  }
   if (mode == "minmax" && argc == 4) {
     const float a = std::strtof(argv[2], nullptr), b = std::strtof(argv[3], nullptr);
     std::printf("{\"min\": %u, \"max\": %u, \"clamp\": %u, \"min_uniform\": %u, "
@@ -112,6 +153,6 @@ int main(int argc, char** argv) {
     std::printf("]}\n");
     return 0;
   }
-  std::fprintf(stderr, "usage: cpu_kernels tanh STRIDE | minmax A B | gradsums ROWS COLS\n");
+  std::fprintf(stderr, "usage: cpu_kernels tanh STRIDE | exp STRIDE | sigmoid STRIDE | halves | minmax A B | gradsums ROWS COLS\n");
   return 2;
 }

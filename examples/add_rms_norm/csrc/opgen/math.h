@@ -66,6 +66,39 @@ inline uint16_t BFloat16Bits(float value) {
   return static_cast<uint16_t>(nan ? 0x7FFFu : rounded);
 }
 
+// ---- 16-bit loads on the host -----------------------------------------------------------------
+// The float a float16's bits hold, exactly: subnormals, infinities and NaNs (kept quiet) too.
+// Branch-free and only on normal floats (a subnormal float16 is made as a normal float minus
+// 2^-14, so flushing float subnormals to zero changes nothing): loops of it vectorize (F.
+// Giesen's half_to_float_fast4).
+inline float Float16Value(uint16_t half) {
+  const uint32_t shifted = static_cast<uint32_t>(half & 0x7FFFu) << 13;  // exponent and mantissa
+  const uint32_t exponent = shifted & (0x7C00u << 13);
+  const uint32_t normal = shifted + ((127u - 15u) << 23);                // rebias the exponent
+  const uint32_t special = normal + ((128u - 16u) << 23);                // inf and NaN: all ones
+  constexpr uint32_t kMagicBits = 113u << 23;                            // 2^-14
+  float small, magic;
+  const uint32_t small_bits = normal + (1u << 23);
+  std::memcpy(&small, &small_bits, sizeof small);
+  std::memcpy(&magic, &kMagicBits, sizeof magic);
+  small -= magic;  // a subnormal float16 (or zero): its mantissa times 2^-24, exactly
+  uint32_t small_result;
+  std::memcpy(&small_result, &small, sizeof small_result);
+  uint32_t bits = exponent == (0x7C00u << 13) ? special : (exponent == 0 ? small_result : normal);
+  bits |= static_cast<uint32_t>(half & 0x8000u) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// The float a bfloat16's bits hold, exactly: the top half of a float.
+inline float BFloat16Value(uint16_t bfloat) {
+  const uint32_t bits = static_cast<uint32_t>(bfloat) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
 // ---- math type -------------------------------------------------------------------------------
 // Functors compute in float for float32, float16 and bfloat16, and in double for float64.
 template <typename T>
@@ -216,7 +249,7 @@ OPGEN_HD float tanh(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
   return ::copysignf(::fmaf(-2.0f, r, 1.0f), x);
 #else
-  return ::tanhf(x);
+  return opgen::tanh(x);  // vectorized, where libm's tanhf is a call per element
 #endif
 }
 OPGEN_HD double tanh(double x) { return ::tanh(x); }
@@ -244,7 +277,7 @@ OPGEN_HD float sigmoid(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
   return r;
 #else
-  return 1.0f / (1.0f + ::expf(-x));
+  return 1.0f / (1.0f + opgen::exp(-x));  // opgen::sigmoid's host form (below)
 #endif
 }
 OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
@@ -309,7 +342,8 @@ OPGEN_HD double rsqrt(double x) {
   return 1.0 / ::sqrt(x);
 #endif
 }
-OPGEN_HD float sigmoid(float x) { return 1.0f / (1.0f + ::expf(-x)); }
+// sigmoid through opgen::exp: on the host its vectorized polynomial, not a libm call per element.
+OPGEN_HD float sigmoid(float x) { return 1.0f / (1.0f + opgen::exp(-x)); }
 OPGEN_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
 
 // opgen::exp<T>(x), opgen::tanh<T>(x) and opgen::sigmoid<T>(x): the function for values stored

@@ -240,11 +240,19 @@ struct StoreAs {
   static T From(OpMathT<T> r) { return static_cast<T>(r); }
 };
 
+// How the CPU loops read a T as OpMathT: a plain conversion. The Paddle side (opgen/elementwise.h)
+// specializes it for Paddle's 16-bit types: opgen's branch-free conversions (opgen/math.h), which
+// vectorize where Paddle's host conversions do not.
+template <typename T>
+struct LoadAs {
+  static OpMathT<T> From(T value) { return static_cast<OpMathT<T>>(value); }
+};
+
 // Element `offset` of an input as OpMathT; a null input (absent: a missing output gradient, or a
 // forward input the functor does not read) reads as zeros.
 template <typename T>
 OpMathT<T> Read(const T* p, int64_t offset) {
-  return p != nullptr ? static_cast<OpMathT<T>>(p[offset]) : OpMathT<T>(0);
+  return p != nullptr ? LoadAs<T>::From(p[offset]) : OpMathT<T>(0);
 }
 
 // Walks the output of a plan in order, keeping each input's offset (an odometer over the dims).
@@ -308,6 +316,18 @@ OPGEN_CPU_CLONES void ApplyChunk(const F& f, const MT* const (&args)[kIn],
   }
 }
 
+// m 16-bit values converted to and from OpMathT in bulk: loops of their own, cloned per
+// instruction set (OPGEN_CPU_CLONES), as a float16's conversion is a dozen integer instructions
+// an element, which the baseline clone runs four at a time and AVX2 eight.
+template <typename T>
+OPGEN_CPU_CLONES void LoadChunk(const T* src, OpMathT<T>* dst, int m) {
+  for (int j = 0; j < m; ++j) dst[j] = LoadAs<T>::From(src[j]);
+}
+template <typename T>
+OPGEN_CPU_CLONES void StoreChunk(const OpMathT<T>* src, T* dst, int m) {
+  for (int j = 0; j < m; ++j) dst[j] = StoreAs<T>::From(src[j]);
+}
+
 // Elements [offset, offset + m) of an input as an array of OpMathT: the input's own memory when
 // it is contiguous there and already OpMathT, else `buffer` filled with them converted, with its
 // element at `offset` repeated (stride 0), or with zeros (a null input).
@@ -318,13 +338,12 @@ inline const OpMathT<T>* ChunkOf(const T* p, int64_t offset, int64_t stride, int
   if (p == nullptr) {
     for (int j = 0; j < m; ++j) buffer[j] = MT(0);
   } else if (stride == 0) {
-    const MT value = static_cast<MT>(p[offset]);
+    const MT value = LoadAs<T>::From(p[offset]);
     for (int j = 0; j < m; ++j) buffer[j] = value;
   } else if constexpr (std::is_same_v<T, MT>) {
     return p + offset;
   } else {
-    const T* src = p + offset;
-    for (int j = 0; j < m; ++j) buffer[j] = static_cast<MT>(src[j]);
+    LoadChunk(p + offset, buffer, m);
   }
   return buffer;
 }
@@ -466,8 +485,7 @@ void BroadcastLoop(const F& f, const BroadcastPlan<kIn>& plan, Pointers<const T,
         bool is_staged[kOut];
         RunChunk<T>(f, in, offsets, strides, j0, m, direct, staged, is_staged);
         for (int k = 0; k < kOut; ++k) {
-          if (!is_staged[k]) continue;
-          for (int j = 0; j < m; ++j) direct[k][j] = StoreAs<T>::From(staged[k][j]);
+          if (is_staged[k]) StoreChunk(staged[k], direct[k], m);
         }
       }
     });
@@ -523,8 +541,7 @@ void BroadcastBackwardLoop(const F& f, const BroadcastPlan<kIn>& plan,
         RunChunk<T>(f, in, offsets, strides, j0, m, direct, staged, is_staged);
         for (int g = 0; g < kOut; ++g) {
           if (!reduced[g]) {
-            if (!is_staged[g]) continue;
-            for (int j = 0; j < m; ++j) direct[g][j] = StoreAs<T>::From(staged[g][j]);
+            if (is_staged[g]) StoreChunk(staged[g], direct[g], m);
           } else if (strides[g] == 0) {
             block_sums[g][offsets[g]] += SumChunk(staged[g], m);
           } else {
