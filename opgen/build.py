@@ -300,6 +300,11 @@ def configure(op_dir: Path, *, cpu_only: bool = False, arches: tuple[int, ...] =
     cu = csrc / f"{name}.cu"
     cuda = bool(info.with_cuda and not cpu_only and cu.exists())
     if cuda:
+        misdirected = toolchain.misdirected_cuda_variable()
+        if misdirected is not None:
+            var, value = misdirected
+            raise ToolchainError(f"{var}={value} has no bin/nvcc: point it at a CUDA toolkit, "
+                                 "unset it, or build with --cpu-only")
         home = toolchain.cuda_home()
         if home is None:
             raise ToolchainError("Paddle is compiled with CUDA but no CUDA toolkit was found: set "

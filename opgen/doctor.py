@@ -465,6 +465,14 @@ def check_cuda_toolkit(f: Facts) -> Iterator[Check]:
     """The CUDA toolkit: where it is, nvcc's version, and whether it matches Paddle's CUDA."""
     cuda_paddle = bool(f.paddle and f.paddle.with_cuda)
     home = f.cuda_home
+    misdirected = toolchain.misdirected_cuda_variable()
+    if misdirected is not None:
+        var, value = misdirected
+        other = f" ({home} is the toolkit found otherwise)" if home else ""
+        yield Check("CUDA toolkit", "problem" if cuda_paddle else "warning",
+                    f"{var}={value} has no bin/nvcc{other}",
+                    f"point {var} at the CUDA toolkit you mean, or unset it")
+        return
     if home is None:
         if cuda_paddle:
             assert f.paddle is not None

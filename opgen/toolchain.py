@@ -37,11 +37,14 @@ def cuda_home() -> Path | None:
 
     nvcc on PATH may be a wrapper script (as /usr/local/bin/nvcc is here); Paddle would then guess
     /usr/local as the toolkit and miss cuda_runtime.h, so the wrapper is followed to the real one.
+    The root is resolved (``/usr/local/cuda`` -> ``/usr/local/cuda-13.0``), so the build cache's key
+    is the same however the toolkit was named. A variable naming a folder without ``bin/nvcc`` is
+    passed over here; :func:`misdirected_cuda_variable` reports it.
     """
     for var in ("CUDA_HOME", "CUDA_PATH"):
         value = os.environ.get(var)
         if value and (Path(value) / "bin" / "nvcc").exists():
-            return Path(value)
+            return Path(value).resolve()
     found = shutil.which("nvcc")
     if found:
         root = _real_nvcc(Path(found)).parent.parent
@@ -49,7 +52,17 @@ def cuda_home() -> Path | None:
             return root
     default = Path("/usr/local/cuda")
     if (default / "bin" / "nvcc").exists():
-        return default
+        return default.resolve()
+    return None
+
+
+def misdirected_cuda_variable() -> tuple[str, str] | None:
+    """``(name, value)`` of a set $CUDA_HOME or $CUDA_PATH whose folder has no ``bin/nvcc``: a
+    typo that :func:`cuda_home` would otherwise pass over for another toolkit."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        value = os.environ.get(var)
+        if value and not (Path(value) / "bin" / "nvcc").exists():
+            return var, value
     return None
 
 

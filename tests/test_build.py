@@ -28,7 +28,7 @@ import pytest
 from conftest import GPU_PYTHON, RELU6, run_opgen
 
 from opgen import api, build, probe, wheel
-from opgen.errors import BuildError, MergeError, UsageError
+from opgen.errors import BuildError, MergeError, ToolchainError, UsageError
 from opgen.probe import PaddleInfo
 
 CPU_INFO = PaddleInfo(version="3.3.1", with_cuda=False, cuda_version=None, gpu_count=0,
@@ -101,6 +101,17 @@ def test_key_covers_the_paddle_version_and_compiler(op, monkeypatch):
     monkeypatch.setattr(probe, "paddle_info", lambda: CPU_INFO)
     monkeypatch.setenv("CXX", "clang++-does-not-exist")
     assert fake_config(op).key() != before
+
+
+def test_a_cuda_build_refuses_a_cuda_home_without_nvcc(op, monkeypatch, tmp_path):
+    cuda_paddle = dataclasses.replace(CPU_INFO, with_cuda=True, cuda_version="12.6")
+    monkeypatch.setattr(probe, "paddle_info", lambda: cuda_paddle)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda-typo"))
+    with pytest.raises(ToolchainError) as info:
+        build.configure(op)
+    assert str(info.value) == (f"CUDA_HOME={tmp_path / 'cuda-typo'} has no bin/nvcc: point it at "
+                               "a CUDA toolkit, unset it, or build with --cpu-only")
+    assert not build.configure(op, cpu_only=True).cuda  # a build without CUDA does not need it
 
 
 def test_unfinished_build_is_not_used(op):

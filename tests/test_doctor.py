@@ -337,6 +337,33 @@ def test_toolkit_of_another_cuda_major_than_paddle_is_a_warning(machine: FakeMac
     assert "CUDA 11.8" in toolkit.detail
 
 
+def test_a_cuda_home_without_nvcc_is_named_not_passed_over(machine: FakeMachine,
+                                                            tmp_path: Path) -> None:
+    _healthy_gpu_machine(machine)
+    home = toolchain.cuda_home()
+    machine.mp.setenv("CUDA_HOME", str(tmp_path / "cuda-typo"))
+    machine.mp.setenv("CUDA_PATH", str(home))  # a toolkit found otherwise
+    _clear_caches()
+    toolkit = _one(machine.run(), "CUDA toolkit")
+    assert toolkit.status == "problem"  # Paddle here is CUDA: its builds would stop
+    assert toolkit.detail == (f"CUDA_HOME={tmp_path / 'cuda-typo'} has no bin/nvcc ({home} is "
+                              "the toolkit found otherwise)")
+    assert toolchain.misdirected_cuda_variable() == ("CUDA_HOME", str(tmp_path / "cuda-typo"))
+    machine.paddle(cuda=None)  # for CPU-only Paddle it is only a warning
+    assert _one(machine.run(), "CUDA toolkit").status == "warning"
+
+
+def test_the_toolkit_is_named_by_its_real_path(machine: FakeMachine, tmp_path: Path) -> None:
+    home = machine.toolkit()
+    link = tmp_path / "cuda"
+    link.symlink_to(home)
+    machine.mp.setenv("CUDA_HOME", str(link))
+    _clear_caches()
+    # however it is named, one toolkit gives one build key
+    assert toolchain.cuda_home() == home.resolve()
+    assert toolchain.misdirected_cuda_variable() is None
+
+
 def test_paddle_with_the_old_abi_is_a_problem(machine: FakeMachine) -> None:
     machine.gxx(abi=0)
     machine.paddle(cuda=None, cxx11_abi=False)
