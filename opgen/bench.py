@@ -681,7 +681,7 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
     unknown = set(compare) - set(COMPARISONS)
     if unknown:
         raise UsageError(f"--compare: unknown {', '.join(sorted(unknown))}; choose from "
-                         f"{', '.join(COMPARISONS)}")
+                         f"{', '.join(COMPARISONS)}, or none")
     dtypes = dtypes or [d for d in ("float32", "float16", "bfloat16") if d in m.dtypes] or \
         list(m.dtypes)
     for d in dtypes:
@@ -707,6 +707,10 @@ def run(op_dir: Path | str, *, device: str = "cpu", sizes: list[int] | None = No
         for case in shapes or []:
             check_case(case, list(m.inputs), name)
         cases = shapes or [Case(size) for size in sizes or DEFAULT_SIZES[device]]
+        if asked and "naive" in compare and device == "cpu":
+            raise UsageError("--compare naive: the naive kernel is a CUDA launch, timed with "
+                             "--device gpu; on the CPU choose copy or baseline")
+    cases = list(dict.fromkeys(cases))  # a case given twice is timed once
     plan = _Plan(spec, op_dir, device, cases, dtypes, repeats, set(compare), per_call)
     steps = plan.steps()
     done = [0]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from . import __version__, api
 from . import build as builder
@@ -25,7 +25,28 @@ from .writer import Change, Status
 if TYPE_CHECKING:
     from .bench import Case, Results
 
+class _FlagsTakeNoValue:
+    """--help shows no value after a flag: typer 0.29 prints ``<bool>`` there, as if
+    ``--cpu-only`` took one; an empty metavar prints nothing."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsTakeNoValue, TyperCommand):
+    pass
+
+
+class _Group(_FlagsTakeNoValue, TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     name="opgen",
     help="Generate, build, test and benchmark PaddlePaddle custom operators from a YAML spec.",
     no_args_is_help=True,
@@ -89,7 +110,7 @@ def _root(
     """opgen: a YAML op spec in, a built, tested and benchmarked Paddle custom op out."""
 
 
-@app.command()
+@app.command(cls=_Command)
 def new(
     name: Annotated[str, typer.Argument(help="snake_case op name; the folder is DIR/NAME.")],
     elementwise: Annotated[bool, typer.Option("--elementwise", help="An elementwise op: "
@@ -122,7 +143,7 @@ def new(
                   f"`opgen test {result.dest}`", markup=False)
 
 
-@app.command()
+@app.command(cls=_Command)
 def generate(
     spec: Annotated[Path, typer.Argument(parser=_path,
                                          help="The op's YAML spec, or its folder.")],
@@ -164,7 +185,7 @@ def _raise_on_conflicts(result: api.Result, *, pretend: bool) -> None:
         raise ConflictError(result.dest, result.conflicts, pretend=pretend)
 
 
-@app.command()
+@app.command(cls=_Command)
 def build(
     op_dir: Annotated[Path, typer.Argument(parser=_path, help="The generated op's folder.")],
     cpu_only: Annotated[bool, typer.Option("--cpu-only",
@@ -186,11 +207,16 @@ def build(
 
     One process compiles a given build while others wait for it and load the result.
     """
+    builder.parse_arches(arch)  # a wrong --arch is the one line, before the stale-spec warning
     _warn_if_stale(op_dir)
     result = api.build_op(op_dir, cpu_only=cpu_only, arch=arch, wheel=wheel, wheel_dir=wheel_dir,
                           wheel_version=wheel_version,
                           build_with=lambda config: _build(config, verbose=verbose),
                           status=lambda message: err.status(_e(message)))
+    if arch is not None and not result.config.cuda:
+        err.print(f"warning: --arch {_printable(arch)} had no effect: this build has no CUDA "
+                  "part (Paddle here is CPU-only, or the op has no .cu source)", markup=False,
+                  soft_wrap=True)
     if result.wheel is not None:
         out.print(f"{result.config.name}: wheel {result.wheel.path} ({result.wheel.summary()})",
                   markup=False, soft_wrap=True)
@@ -221,7 +247,7 @@ def _warn_if_stale(op_dir: Path) -> None:
         err.print(f"warning: {_printable(problem)}", markup=False, soft_wrap=True)
 
 
-class _PassThrough(TyperCommand):
+class _PassThrough(_Command):
     """A command whose words after ``--`` are passed on (to pytest): click hands them over in
     ``ctx.args`` mixed with any stray word before ``--``, so their number is kept apart."""
 
@@ -257,7 +283,7 @@ def test(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=_Command)
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
@@ -299,7 +325,7 @@ def _sizes(text: str | None) -> list[int] | None:
     return sizes
 
 
-@app.command()
+@app.command(cls=_Command)
 def bench(
     op_dir: Annotated[Path, typer.Argument(parser=_path, help="The generated op's folder.")],
     device: Annotated[str, typer.Option("--device", help="cpu or gpu.")] = "cpu",
@@ -488,7 +514,7 @@ def _gpu_name() -> str:
         return "unknown"
 
 
-@app.command()
+@app.command(cls=_Command)
 def init(
     team_dir: Annotated[Path, typer.Argument(parser=_path,
                                              help="The new team repository's folder.")],
@@ -527,7 +553,7 @@ def init(
                   markup=False)
 
 
-@app.command()
+@app.command(cls=_Command)
 def update(
     team_dir: Annotated[Path, typer.Argument(parser=_path,
                                              help="The team repository.")] = Path("."),

@@ -76,9 +76,10 @@ class ConflictError(OpgenError):
 
     def __init__(self, dest: Path, paths: list[str], *, pretend: bool = False) -> None:
         self.paths = paths
-        verb = "would have" if pretend else "has"
+        several = len(paths) > 1
+        verb = "would have" if pretend else ("have" if several else "has")
         super().__init__(
-            f"{dest}: {len(paths)} file{'s' if len(paths) > 1 else ''} {verb} merge conflicts "
+            f"{dest}: {len(paths)} file{'s' if several else ''} {verb} merge conflicts "
             f"({', '.join(paths)}); keep what you want between the '<<<<<<< ours' "
             f"and '>>>>>>> new render' lines, remove the markers, then build")
 

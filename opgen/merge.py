@@ -56,16 +56,22 @@ def load_base(dest: Path) -> dict[str, bytes | None]:
     answers = dest / ANSWERS_FILE
     if not answers.is_file():
         return {}
+    recorded = None
     try:
         data = yaml.safe_load(answers.read_text())
-        recorded = data["files"]
-        if not isinstance(recorded, dict):
-            raise TypeError("'files' is not a mapping")
-    except (yaml.YAMLError, UnicodeDecodeError, TypeError, KeyError, RecursionError) as exc:
-        detail = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
-        raise MergeError(f"{answers}: not an opgen answers file ({type(exc).__name__}: {detail}); "
-                         "restore it from version control, or delete it to merge every edited "
-                         "file as a conflict") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        why = f"not YAML at line {mark.line + 1}" if mark is not None else "not YAML"
+    except UnicodeDecodeError:
+        why = "not UTF-8 text"
+    except RecursionError:
+        why = "nested too deep"
+    else:
+        recorded = data.get("files") if isinstance(data, dict) else None
+        why = "no 'files:' mapping in it"
+    if not isinstance(recorded, dict):
+        raise MergeError(f"{answers}: not an opgen answers file ({why}); restore it from version "
+                         "control, or delete it to merge every edited file as a conflict")
     base: dict[str, bytes | None] = {}
     for rel, digest in recorded.items():
         parts = PurePosixPath(str(rel)).parts

@@ -220,6 +220,16 @@ def paddle_builtin_ops() -> frozenset[str]:
         "(or uninstall it to generate without this check)")
 
 
+def modules_paddle_loads() -> frozenset[str]:
+    """The top-level modules that importing the installed Paddle, its ``cpp_extension`` (an op's
+    setup.py) and pytest (its tests) loads (:func:`opgen.probe.ask_paddle`; cached); empty when
+    Paddle is missing or does not answer."""
+    if probe.paddle_version() is None:
+        return frozenset()
+    info = probe.ask_paddle().info
+    return info.modules if info is not None else frozenset()
+
+
 def free_op_name(name: str, taken: frozenset[str]) -> str:
     """A registered op name near ``name`` that ``taken`` holds neither as is nor with ``_grad``."""
     candidate = name if name.startswith("custom_") else f"custom_{name}"

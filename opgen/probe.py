@@ -3,8 +3,9 @@
 Paddle is never imported into opgen's own process (importing it takes a second or more and
 would tie opgen to it): :func:`ask_paddle` runs one small script in a subprocess of the same
 interpreter and reads everything opgen needs from it: the version, CUDA, the GPUs, cuDNN, the C++
-ABI and the names of Paddle's built-in ops. The answer is cached per process and under
-:func:`cache_dir`, keyed by what it depends on, so an unchanged machine never asks again.
+ABI, the names of Paddle's built-in ops and of the modules it loads. The answer is cached per
+process and under :func:`cache_dir`, keyed by what it depends on, so an unchanged machine never
+asks again.
 :func:`gpu_run` is the one question never cached: whether Paddle's GPU kernels compute anything
 on this GPU now (``opgen doctor``).
 """
@@ -52,6 +53,8 @@ class PaddleInfo:
     cxx11_abi: bool | None = None  # whether Paddle was built with the C++11 ABI; None: unknown
     ops: frozenset[str] = field(default=frozenset(), repr=False)  # its registered op names
     ops_error: str | None = None   # why ``ops`` is empty
+    # the top-level modules loaded by importing it, its cpp_extension and pytest
+    modules: frozenset[str] = field(default=frozenset(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,11 @@ try:
 except Exception as err:
     lines = [x.strip() for x in str(err).splitlines() if x.strip()]
     info["ops_error"] = type(err).__name__ + (": " + lines[-1][:200] if lines else "")
+try:  # what an op's setup.py and tests import too: an op must not shadow any module they load
+    import paddle.utils.cpp_extension, pytest
+except Exception:
+    pass
+info["modules"] = sorted({m.split(".")[0] for m in list(sys.modules) if not m.startswith("_")})
 print("OPGEN-PROBE" + json.dumps(info), flush=True)
 """
 
@@ -148,7 +156,8 @@ def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedP
 
 def _from_json(data: dict) -> PaddleInfo:
     return PaddleInfo(**{**data, "gpu_arches": tuple(data["gpu_arches"]),
-                         "ops": frozenset(data["ops"])})
+                         "ops": frozenset(data["ops"]),
+                         "modules": frozenset(data.get("modules", ()))})
 
 
 def _probe() -> Answer:
@@ -178,7 +187,7 @@ def ask_paddle() -> Answer:
     if cache is not None and cache.is_file():
         try:
             info = _from_json(json.loads(cache.read_text()))
-            if info.ops:
+            if info.ops and info.modules:  # an older opgen's answer has no modules: ask again
                 return Answer(info)
         except (OSError, ValueError, TypeError, KeyError):
             pass  # a damaged cache entry is asked again and rewritten
@@ -187,7 +196,8 @@ def ask_paddle() -> Answer:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            data = {**asdict(answer.info), "ops": sorted(answer.info.ops)}
+            data = {**asdict(answer.info), "ops": sorted(answer.info.ops),
+                    "modules": sorted(answer.info.modules)}
             tmp.write_text(json.dumps(data))
             tmp.replace(cache)  # atomic: concurrent runs read a whole file or none
         except OSError:

@@ -19,6 +19,7 @@ import importlib
 import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from .names import (
     derived_name_problem,
     free_op_name,
     identifier_problem,
+    modules_paddle_loads,
     op_name_problem,
     paddle_builtin_ops,
 )
@@ -293,14 +295,19 @@ def load(path: Path | str, *, check_builtins: bool = True) -> Spec:
     """Read, validate and compile the spec at ``path``; raise :class:`SpecError` if it is wrong."""
     path = Path(path)
     try:
-        _check_size(path.stat().st_size, path)
+        info = path.stat()
+        if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):  # open() would wait
+            raise SpecError(path, None, "a pipe or socket, not a spec file")
+        _check_size(info.st_size, path)
         with path.open("rb") as file:
             raw = file.read(MAX_SPEC_BYTES + 1)  # not a regular file: its size said nothing
     except FileNotFoundError:
         if path.is_symlink():
             raise SpecError(path, None, f"a link to {os.readlink(path)}, which does not "
                             "exist") from None
-        raise SpecError(path, None, "no such spec file") from None
+        inside = path.parent / path.stem / path.name  # `opgen new` puts it in the op's folder
+        hint = f" (did you mean {inside}?)" if path.suffix and inside.is_file() else ""
+        raise SpecError(path, None, f"no such spec file{hint}") from None
     except OSError as exc:
         raise SpecError(path, None, f"cannot read spec: {exc.strerror or exc}") from None
     _check_size(len(raw), path)
@@ -688,6 +695,13 @@ def _first_validation_error(exc: ValidationError, path: Path, lines: dict[Path_,
                                                  _line_of(lines, e["loc"])))
     err = errors[0]
     loc = tuple(err["loc"])
+    if err["type"] == "missing" and len(loc) == 1:  # written, but indented under another key?
+        nested = sorted((line, where) for where, line in lines.items()
+                        if len(where) > 1 and where[-1] == loc[0])
+        if nested:
+            line, where = nested[0]
+            return SpecError(path, line, f"missing required key '{loc[0]}': the one here is "
+                             f"inside {_dotted(where[:-1])}; is it indented by mistake?")
     return SpecError(path, _line_of(lines, loc), _schema_message(err, loc))
 
 
@@ -915,8 +929,9 @@ def _register_kinds() -> None:
 
 
 #: Modules besides the standard library's that an op's files import, and so that its
-#: ``<name>.py`` must not shadow.
-IMPORTED_MODULES = ("numpy", "paddle", "pytest", "torch", "opgen")
+#: ``<name>.py`` must not shadow; those that importing the installed Paddle loads come on top
+#: (:func:`opgen.names.modules_paddle_loads`).
+IMPORTED_MODULES = ("numpy", "paddle", "pytest", "torch", "opgen", "setuptools")
 
 
 def _file_name_problem(name: str, kind: str) -> str | None:
@@ -926,6 +941,9 @@ def _file_name_problem(name: str, kind: str) -> str | None:
     for kind: custom), or pytest's ``conftest.py``."""
     if name in sys.stdlib_module_names or name in IMPORTED_MODULES:
         return f"op name '{name}' would shadow the Python module '{name}'"
+    if name in modules_paddle_loads():
+        return f"op name '{name}' would shadow the Python module '{name}', which importing " \
+            "Paddle loads"
     named, fixed = _op_files(kind)
     for pattern in named:
         file = pattern.replace("{{name}}", name)
@@ -1078,7 +1096,11 @@ def _compile_section(section: _Section, symbols: dict[str, Type], unavailable: d
                                    varying=None if vary is None else frozenset(vary),
                                    uniform=uniform)
         except ExprError as exc:
-            raise _expression_error(exc, where, source, path, line(key)) from None
+            error = _expression_error(exc, where, source, path, line(key))
+            if key in OpSpec.model_fields:  # `baseline:` under `backward:`, say
+                error = SpecError(path, error.line, f"{error.message} ('{key}' is a key of the "
+                                  f"spec itself: is it indented under {title}: by mistake?)")
+            raise error from None
         if key not in targets and not emitted.reductions and emitted.names <= uniform:
             uniform |= {key}  # an intermediate of attrs alone: the same for every element
         if vary is not None and emitted.varies and \

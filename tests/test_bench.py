@@ -49,8 +49,8 @@ def tanh_op(tmp_path_factory) -> Path:
 @pytest.mark.build
 def test_a_baseline_paddle_cannot_run_is_skipped_with_one_line(tanh_op, tmp_path):
     out = tmp_path / "bench.json"
-    result = run_opgen("bench", str(tanh_op), "--sizes", "1024", "--repeats", "1",
-                       "--json", str(out))
+    result = run_opgen("bench", str(tanh_op), "--sizes", "1024,2^10", "--repeats", "1",
+                       "--json", str(out))  # one size, given twice: timed once
     assert result.returncode == 0, result.stderr[-3000:]
     notes = [line for line in result.stdout.splitlines() if line.startswith("note: ")]
     assert [n.split(":")[1] for n in notes] == [" baseline skipped for float16",
@@ -62,10 +62,10 @@ def test_a_baseline_paddle_cannot_run_is_skipped_with_one_line(tanh_op, tmp_path
     assert steps[0] == f"bench [1/{len(steps)}] building the op", steps
     assert any(line.endswith("float32 n=1024") for line in steps), steps
     data = json.loads(out.read_text())
-    kernels = {(r["dtype"], r["kernel"]) for r in data["rows"]}
-    assert kernels == {("float32", "op"), ("float32", "copy"), ("float32", "baseline"),
-                       ("float16", "op"), ("float16", "copy"),
-                       ("bfloat16", "op"), ("bfloat16", "copy")}
+    kernels = sorted((r["dtype"], r["kernel"]) for r in data["rows"])
+    assert kernels == sorted([("float32", "op"), ("float32", "copy"), ("float32", "baseline"),
+                              ("float16", "op"), ("float16", "copy"),
+                              ("bfloat16", "op"), ("bfloat16", "copy")])
     assert [(s["kernel"], s["dtype"]) for s in data["skipped"]] == \
         [("baseline", "float16"), ("baseline", "bfloat16")]
     assert data["error"] is None
@@ -103,6 +103,15 @@ def test_outputs_are_checked_before_measuring(tanh_op, tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("error: --json ") and "no folder" in result.stderr
     assert result.stdout == ""  # refused before measuring
+
+
+def test_the_naive_kernel_is_refused_on_the_cpu(tmp_path):
+    result = run_opgen("bench", str(ROOT / "examples" / "relu6"), "--compare", "copy,naive",
+                       "--sizes", "1024")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr == ("error: --compare naive: the naive kernel is a CUDA launch, timed "
+                             "with --device gpu; on the CPU choose copy or baseline\n")
+    assert result.stdout == ""  # refused before building or measuring
 
 
 # -- --shapes: parsing, checks and bytes, without building --------------------------------------

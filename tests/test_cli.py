@@ -17,6 +17,7 @@ from conftest import RELU6, tree_snapshot
 from typer.testing import CliRunner
 
 from opgen import cli
+from opgen import spec as spec_module
 from opgen.bench import Row
 from opgen.spec import load
 from opgen.team import TeamResult
@@ -130,7 +131,7 @@ def test_build_is_one_call_of_the_api(tmp_path, monkeypatch):
 
     def build_op(op_dir, **kwargs):
         calls.append((op_dir, kwargs))
-        return SimpleNamespace(config=SimpleNamespace(name="relu6"),
+        return SimpleNamespace(config=SimpleNamespace(name="relu6", cuda=True),
                                wheel=SimpleNamespace(path=tmp_path / "r.whl",
                                                      summary=lambda: "CPU only"))
 
@@ -144,6 +145,14 @@ def test_build_is_one_call_of_the_api(tmp_path, monkeypatch):
             "wheel_version": "1.0"}
     assert f"relu6: wheel {tmp_path / 'r.whl'} (CPU only)" in output
 
+
+
+def test_an_arch_that_changes_nothing_is_said(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli.api, "build_op", lambda op_dir, **kwargs: SimpleNamespace(
+        config=SimpleNamespace(name="relu6", cuda=False), wheel=None))
+    output = _invoke("build", str(tmp_path), "--arch", "90")
+    assert "warning: --arch 90 had no effect: this build has no CUDA part (Paddle here is " \
+           "CPU-only, or the op has no .cu source)" in " ".join(output.split())
 
 def test_generate_takes_an_op_folder(tmp_path):
     op = tmp_path / "op"
@@ -349,6 +358,18 @@ def test_new_names_the_name_not_a_spec_it_did_not_write(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_new_refuses_a_name_that_shadows_a_module_paddle_loads(tmp_path, capsys, monkeypatch):
+    # setuptools.py in the op's folder broke its setup.py's `import paddle.utils.cpp_extension`
+    monkeypatch.setattr(spec_module, "modules_paddle_loads", lambda: frozenset({"google"}))
+    for name, why in (("setuptools", ""), ("google", ", which importing Paddle loads")):
+        with pytest.raises(SystemExit) as info:
+            cli.main(["new", name, "--elementwise", "--dir", str(tmp_path)])
+        assert info.value.code == 2
+        assert capsys.readouterr().err == (f"error: opgen new {name}: op name '{name}' would "
+                                           f"shadow the Python module '{name}'{why}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("command", ["build", "test", "bench"])
 def test_a_folder_that_is_not_an_op_is_named_as_given(tmp_path, monkeypatch, capsys, command):
     monkeypatch.chdir(tmp_path)
@@ -456,3 +477,10 @@ def test_a_folder_to_write_through_a_dangling_link_is_refused(tmp_path, capsys):
         assert err.count("\n") == 1
         assert f"{link}: a link to {tmp_path / 'elsewhere' / 'ops'}, which does not exist" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ops"]
+
+
+@pytest.mark.parametrize("command", [[], ["new"], ["generate"], ["build"], ["test"], ["doctor"],
+                                     ["bench"], ["init"], ["update"]])
+def test_help_shows_no_value_after_a_flag(command):
+    output = _invoke(*command, "--help")
+    assert "--help" in output and "<bool>" not in output, output

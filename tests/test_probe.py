@@ -16,7 +16,8 @@ from opgen.errors import ToolchainError
 from opgen.probe import Answer, GpuRun, PaddleInfo
 
 CPU_INFO = PaddleInfo(version="3.3.1", with_cuda=False, cuda_version=None, gpu_count=0,
-                      gpu_arches=(), cxx11_abi=True, ops=frozenset({"relu6", "relu6_grad"}))
+                      gpu_arches=(), cxx11_abi=True, ops=frozenset({"relu6", "relu6_grad"}),
+                      modules=frozenset({"paddle", "numpy", "setuptools", "typing_extensions"}))
 
 
 @pytest.fixture
@@ -52,7 +53,8 @@ def test_one_subprocess_answers_names_build_and_doctor(tmp_path, monkeypatch):
         if argv[0] != sys.executable:
             return real_run(argv, *args, **kwargs)
         pythons.append(argv)
-        data = {**asdict(CPU_INFO), "ops": sorted(CPU_INFO.ops)}
+        data = {**asdict(CPU_INFO), "ops": sorted(CPU_INFO.ops),
+                "modules": sorted(CPU_INFO.modules)}
         return subprocess.CompletedProcess(argv, 0, stdout="OPGEN-PROBE" + json.dumps(data),
                                            stderr="")
 
@@ -91,8 +93,12 @@ def test_a_damaged_or_empty_cache_entry_is_asked_again(probes, tmp_path):
     entry.write_text(json.dumps({**data, "ops": []}))  # an empty registry is no registry
     probe.ask_paddle.cache_clear()
     assert probe.paddle_info() == CPU_INFO
-    assert len(probes) == 3
-    assert json.loads(entry.read_text())["ops"]
+    del data["modules"]  # an older opgen's answer: no modules
+    entry.write_text(json.dumps(data))
+    probe.ask_paddle.cache_clear()
+    assert probe.paddle_info() == CPU_INFO
+    assert len(probes) == 4
+    assert json.loads(entry.read_text())["ops"] and json.loads(entry.read_text())["modules"]
 
 
 def test_a_failing_probe_is_an_error_and_not_cached(tmp_path, monkeypatch):
@@ -156,8 +162,12 @@ def test_the_probe_runs_paddle_in_a_subprocess(tmp_path: Path, monkeypatch) -> N
     (fake / "base" / "libpaddle.py").write_text("_GLIBCXX_USE_CXX11_ABI = False\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     answer = probe._probe()
+    assert answer.info is not None
+    # the fake paddle and what the probe itself imports, among the modules it loads
+    assert {"paddle", "json", "sys"} <= answer.info.modules
     assert answer == Answer(PaddleInfo("9.9.9", False, None, 0, (), cudnn_version="8.6.0",
-                                       cxx11_abi=False, ops=frozenset({"relu6", "exp"})))
+                                       cxx11_abi=False, ops=frozenset({"relu6", "exp"}),
+                                       modules=answer.info.modules))
     assert probe.gpu_run() == GpuRun(((0.0,) * 4, (0.0,) * 4))
     (fake / "__init__.py").write_text("raise ImportError('broken')\n")
     assert probe._probe() == Answer(None, "ImportError: broken")

@@ -293,12 +293,19 @@ def test_a_spec_an_op_was_generated_from_in_place_is_not_a_copy_to_replace(tmp_p
     assert tree_snapshot(out) == before
 
 
-def test_a_damaged_answers_file_is_one_error_line(op):
-    (op / ANSWERS_FILE).write_text("files: [not, a, mapping]\n")
+@pytest.mark.parametrize(("text", "why"), [
+    ("files: [not, a, mapping]\n", "no 'files:' mapping in it"),
+    ("", "no 'files:' mapping in it"),
+    ("files:\n  a: 1\n b: [\n", "not YAML at line 3"),
+])
+def test_a_damaged_answers_file_is_one_error_line(op, text, why):
+    (op / ANSWERS_FILE).write_text(text)
     before = tree_snapshot(op)
     result = run_opgen("generate", str(op / "relu6.yaml"))
     assert result.returncode == 1
-    assert result.stderr.count("\n") == 1 and "not an opgen answers file" in result.stderr
+    assert result.stderr == (f"error: {op / ANSWERS_FILE}: not an opgen answers file ({why}); "
+                             "restore it from version control, or delete it to merge every "
+                             "edited file as a conflict\n")
     assert tree_snapshot(op) == before
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -80,6 +81,23 @@ def test_load_of_a_missing_file() -> None:
     with pytest.raises(SpecError) as info:
         load("no/such/spec.yaml")
     assert str(info.value) == "no/such/spec.yaml: no such spec file"
+
+
+def test_a_spec_named_from_its_op_folders_parent_is_pointed_at(tmp_path) -> None:
+    (tmp_path / "twice").mkdir()
+    (tmp_path / "twice" / "twice.yaml").write_text("name: twice\n")  # where `opgen new` puts it
+    with pytest.raises(SpecError) as info:
+        load(tmp_path / "twice.yaml")
+    assert str(info.value) == (f"{tmp_path / 'twice.yaml'}: no such spec file (did you mean "
+                               f"{tmp_path / 'twice' / 'twice.yaml'}?)")
+
+
+def test_load_of_a_pipe_does_not_wait_for_a_writer(tmp_path) -> None:
+    pipe = tmp_path / "op.yaml"
+    os.mkfifo(pipe)
+    with pytest.raises(SpecError) as info:
+        load(pipe)  # opening it would block until something wrote to it
+    assert str(info.value) == f"{pipe}: a pipe or socket, not a spec file"
 
 
 def test_load_of_a_link_to_nothing(tmp_path) -> None:
@@ -647,3 +665,24 @@ def test_a_float_default_beyond_float32_says_what_float32_is_for() -> None:
         spec_of(text, check_builtins=False)
     assert str(info.value) == ("op.yaml:5: attrs.alpha.default: 1e+308 overflows float32, the "
                                "dtype the math runs in for float32 and 16-bit inputs")
+
+
+# -- a key indented under another one ----------------------------------------------------------
+
+def test_a_required_key_indented_under_another_is_pointed_at() -> None:
+    text = MINIMAL.replace("forward:\n  out: 2 * x\n",
+                           "domain:\n  x: [-1.0, 1.0]\n  forward:\n    out: 2 * x\n")
+    with pytest.raises(SpecError) as info:
+        spec_of(text)
+    assert str(info.value) == ("op.yaml:7: missing required key 'forward': the one here is "
+                               "inside domain; is it indented by mistake?")
+
+
+def test_a_spec_key_indented_under_backward_is_named() -> None:
+    text = RELU6 + "  baseline: clip(maximum(x, 0), 0, threshold)\n"  # under backward:
+    with pytest.raises(SpecError) as info:
+        spec_of(text)
+    message = str(info.value)
+    assert message.startswith("op.yaml:14: backward.baseline: unknown function 'clip'")
+    assert message.endswith("('baseline' is a key of the spec itself: is it indented under "
+                            "backward: by mistake?)")
