@@ -120,6 +120,16 @@ namespace rowwise {
 #ifndef OPGEN_ROW_HALF_BLOCKS
 #define OPGEN_ROW_HALF_BLOCKS 1
 #endif
+// 1: float32 rows of one per-element input and no column sums, too long for 1024 threads of
+// kBlockVecs vectors each (16384 to 32768 floats), go to the loop over global memory, which reads
+// the row twice (the second time from L2), rather than to a 1024-thread block that holds it in
+// registers and stages the next one in shared memory: one such row an SM left the SMs idle 12 % of
+// the time. Measured faster on an H100 for the forwards of softmax, rms_norm and layer_norm at
+// 1024 x 32768, and slower for rows of two inputs (softmax's backward) or with column sums
+// (opgen's docs/benchmarks.md, round 30); 0: the 1024 threads.
+#ifndef OPGEN_ROW_LONG_LOOP
+#define OPGEN_ROW_LONG_LOOP 1
+#endif
 // 1: 16-bit rows with column sums that share a block in rows of at least 512 lanes, each thread
 // loading at most two vectors a row (one chunk of one or two per-element inputs), stage their
 // next rows in shared memory (cp.async) while they reduce and write the current ones: such
@@ -229,6 +239,7 @@ constexpr int64_t kWideSumPartials = OPGEN_ROW_WIDE_SUM_PARTIALS;
 constexpr bool kHalfBlocks = OPGEN_ROW_HALF_BLOCKS != 0;
 constexpr bool kStageGroups = OPGEN_ROW_STAGE_GROUPS != 0;
 constexpr bool kPrefetchRowValues = OPGEN_ROW_PREFETCH_ROW_VALUES != 0;
+constexpr bool kLongLoop = OPGEN_ROW_LONG_LOOP != 0;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
 constexpr int kLaneVecs = OPGEN_ROW_LANE_VECS;
@@ -1706,6 +1717,12 @@ struct Schedules {
       }
       if (vectors <= int64_t{1024} * kChunks) {
         return on_register(RegisterConfig<kVec, kChunks, 1024, 1024>{});
+      }
+      if constexpr (kLongLoop && kColSum == 0 && CountElem<Roles...>() == 1 &&
+                    std::is_same_v<T, float>) {
+        if (vectors <= int64_t{1024} * kMaxChunks) {
+          return on_loop(std::integral_constant<int, kVec>{});
+        }
       }
       if (vectors <= int64_t{1024} * kMaxChunks) {
         return on_register(RegisterConfig<kVec, kMaxChunks, 1024, 1024>{});
