@@ -218,6 +218,10 @@ def parse_expr(source: str) -> ast.Expression:
     if "#" in text:  # no string can hold one: it starts a comment, which ast.parse would drop
         raise ExprError("comments are not allowed", text.index("#"),
                         "a YAML comment goes after the closing quote of the expression")
+    wide = next((i for i, c in enumerate(text) if not c.isascii()), None)
+    if wide is not None:  # Python would read a fullwidth 'ｘ' as 'x', and docs would show 'ｘ'
+        raise ExprError(f"'{text[wide]}' is not ASCII", wide,
+                        "names, numbers and operators in expressions are ASCII")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:

@@ -362,6 +362,8 @@ def test_cpp_emission_computes_what_numpy_emission_computes(tmp_path: Path) -> N
     ("(x > 0) < 1", "'<' needs a number, got a condition"),
     ("", "empty expression"),
     ("   ", "empty expression"),
+    ("\uff58 + 1", "'\uff58' is not ASCII"),  # a fullwidth x, which Python would read as x
+    ("x \u2212 y", "'\u2212' is not ASCII"),  # a minus sign
 ])
 def test_refused(source: str, message: str) -> None:
     with pytest.raises(ExprError) as info:
@@ -384,6 +386,7 @@ def test_forbidden_construct_messages_are_sentences() -> None:
     ("x // 2", "use floor(a / b)"),
     ("min(x)", "call it as min(a, b)"),
     ("where(x > 0, x)", "call it as where(cond, a, b)"),
+    ("\uff58 * 2", "names, numbers and operators in expressions are ASCII"),
 ])
 def test_hints(source: str, hint: str) -> None:
     with pytest.raises(ExprError) as info:
