@@ -1092,14 +1092,31 @@ def format_gbps(gbps: float) -> str:
     return f"{gbps:,.0f}" if gbps >= 100 else f"{gbps:.3g}"
 
 
+#: The order tables and plots show dtypes in.
+DTYPE_ORDER = ("float32", "float16", "bfloat16", "float64")
+
+
+def row_order(row: Row) -> tuple[int, int]:
+    """Where ``row`` goes among rows of one case: by dtype, the forward before the backward."""
+    dtype = DTYPE_ORDER.index(row.dtype) if row.dtype in DTYPE_ORDER else len(DTYPE_ORDER)
+    return dtype, row.direction != "forward"
+
+
+def series_colours(rows: list[Row]) -> dict[str, str]:
+    """One matplotlib colour per plotted series ("kernel direction"), the same in every panel:
+    a copy drawn blue for float32 and orange for float16 read as two different kernels."""
+    labels = sorted({f"{r.kernel} {r.direction}" for r in rows})
+    return {label: f"C{i % 10}" for i, label in enumerate(labels)}
+
+
 def plot(rows: list[Row], path: Path, title: str) -> None:
     """GB/s, one panel per dtype: against size, one line per kernel and direction; or, for
     ``--shapes``, one group of bars per case."""
     os.environ.setdefault("MPLBACKEND", "Agg")
     import matplotlib.pyplot as plt
 
-    dtypes = sorted({r.dtype for r in rows}, key=lambda d: ["float32", "float16", "bfloat16",
-                                                            "float64"].index(d))
+    dtypes = sorted({r.dtype for r in rows}, key=DTYPE_ORDER.index)
+    colour = series_colours(rows)
     by_shapes = any(r.shapes is not None for r in rows)
     width = 5 if not by_shapes else max(5, len({r.shapes for r in rows}) * 2)
     fig, axes = plt.subplots(1, len(dtypes), figsize=(width * len(dtypes), 4), squeeze=False)
@@ -1109,12 +1126,12 @@ def plot(rows: list[Row], path: Path, title: str) -> None:
             if r.dtype == dtype:
                 series.setdefault(f"{r.kernel} {r.direction}", []).append(r)
         if by_shapes:
-            _bars(ax, series)
+            _bars(ax, series, colour)
         else:
             for label, points in sorted(series.items()):
                 points.sort(key=lambda r: r.size)
                 ax.plot([p.size for p in points], [p.gbps for p in points], marker="o",
-                        label=label)
+                        label=label, color=colour[label])
             ax.set_xscale("log", base=2)
             ax.set_xlabel("elements")
         # log: a CPU's op and baseline run at a tenth of its copy's GB/s, an H200's small sizes
@@ -1133,13 +1150,14 @@ def plot(rows: list[Row], path: Path, title: str) -> None:
         plt.close(fig)
 
 
-def _bars(ax: Any, series: dict[str, list[Row]]) -> None:
+def _bars(ax: Any, series: dict[str, list[Row]], colour: dict[str, str]) -> None:
     """One group of bars per ``--shapes`` case (in the order measured), one bar per series."""
     cases = list(dict.fromkeys(r.shapes for points in series.values() for r in points))
     step = 0.8 / max(len(series), 1)
     for i, (label, points) in enumerate(sorted(series.items())):
         gbps = {p.shapes: p.gbps for p in points}
         xs = [k + (i - (len(series) - 1) / 2) * step for k, c in enumerate(cases) if c in gbps]
-        ax.bar(xs, [gbps[c] for c in cases if c in gbps], width=step, label=label)
+        ax.bar(xs, [gbps[c] for c in cases if c in gbps], width=step, label=label,
+               color=colour[label])
     ax.set_xticks(range(len(cases)), [str(c) for c in cases], fontsize=8)
     ax.set_xlabel("input shapes")

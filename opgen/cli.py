@@ -23,7 +23,7 @@ from .errors import BuildError, OpgenError, UpdateConflictError
 from .writer import Change, Status
 
 if TYPE_CHECKING:
-    from .bench import Case, Results
+    from .bench import Case, Results, Row
 
 class _FlagsTakeNoValue:
     """--help shows no value after a flag: typer 0.29 prints ``<bool>`` there, as if
@@ -456,8 +456,12 @@ def _bench_report(results: Results, op_dir: Path, device: str, meta: dict[str, A
     summary = {(s["direction"], s["dtype"], s["size"], s.get("shapes")): s
                for s in bench_lib.ratios(rows)}
     order = list(dict.fromkeys(r.shapes for r in rows))  # --shapes cases in the order given
-    for r in sorted(rows, key=lambda r: (r.dtype, order.index(r.shapes), r.size, r.direction,
-                                         r.kernel != "op")):
+
+    def position(r: Row) -> tuple[int, int, int, int, bool]:
+        dtype, direction = bench_lib.row_order(r)
+        return dtype, order.index(r.shapes), r.size, direction, r.kernel != "op"
+
+    for r in sorted(rows, key=position):
         c = copy.get((r.dtype, r.size, r.shapes))
         s = summary.get((r.direction, r.dtype, r.size, r.shapes)) if r.kernel == "op" else None
         fmt = lambda v: f"{v:.2f}x" if v else ""  # noqa: E731

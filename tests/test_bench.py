@@ -365,3 +365,15 @@ def test_per_call_ratios_pair_each_size_and_device():
     cpu, gpu = bench.per_call_ratios(calls)
     assert (cpu["op_over_builtin"], cpu["op_over_raw"]) == (3.0, 1.2)
     assert (gpu["device"], gpu["op_over_builtin"], gpu["op_over_raw"]) == ("gpu", None, None)
+
+
+def test_a_plot_draws_each_series_in_one_colour_in_every_panel(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [bench.Row(kernel, "forward", dtype, size, 8 * size, 0.01, 1.0 + size / 1024)
+            for dtype in ("float32", "float16") for size in (1024, 4096)
+            for kernel in (("op", "copy", "baseline") if dtype == "float32" else ("op", "copy"))]
+    colours = bench.series_colours(rows)
+    # float16 has no baseline, but its copy keeps the colour float32's copy has
+    assert colours == {"baseline forward": "C0", "copy forward": "C1", "op forward": "C2"}
+    bench.plot(rows, tmp_path / "b.png", "t")
+    assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

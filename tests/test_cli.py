@@ -89,6 +89,25 @@ def test_bench_echoes_odd_paths(tmp_path, odd, monkeypatch):
     assert json_path.is_file()
 
 
+def test_bench_table_lists_dtypes_as_measured_and_forwards_first(tmp_path, monkeypatch):
+    from opgen import bench
+
+    rows = [Row(kernel, direction, dtype, 4096, 32768, 0.01, 3.3)
+            for dtype in ("bfloat16", "float16", "float32")
+            for direction in ("backward", "forward") for kernel in ("copy", "op")
+            if not (kernel == "copy" and direction == "backward")]
+    monkeypatch.setattr(bench, "run", lambda *a, **k: k["results"].rows.extend(rows))
+    monkeypatch.setattr(bench, "op_spec", lambda op_dir: load(RELU6 / "relu6.yaml"))
+    printed = _invoke("bench", str(tmp_path))
+    listed = [tuple(word for word in line.replace("│", " ").split()
+                    if word in ("float32", "float16", "bfloat16", "forward", "backward", "op",
+                                "copy"))
+              for line in printed.splitlines() if "4,096" in line]
+    assert listed == [(dtype, direction, kernel) for dtype in ("float32", "float16", "bfloat16")
+                      for direction, kernel in (("forward", "op"), ("forward", "copy"),
+                                                ("backward", "op"))]
+
+
 def test_bench_times_a_repeated_dtype_once(tmp_path, monkeypatch):
     from opgen import bench
 
