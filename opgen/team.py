@@ -179,6 +179,10 @@ def init(team_dir: Path | str, *, name: str | None = None, pretend: bool = False
     if name is not None and not name.strip():
         raise UsageError(f"--name {name!r}: the team's name must not be empty; leave --name out "
                          "to name the team after its folder")
+    if name is not None and template is None and not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+        # what the template's question accepts, refused before copier runs
+        raise UsageError(f"--name {name!r}: use lowercase letters, digits, '-' and '_', "
+                         "starting with a letter")
     if template is not None:
         _check_template(template)
     dest = Path(team_dir)
