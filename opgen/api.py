@@ -99,6 +99,8 @@ def generate(spec_path: Path | str, out: Path | str | None = None, *, pretend: b
     """
     if allow_edits and not check:
         raise UsageError("--allow-edits: only meaningful with --check")
+    if check and pretend:
+        raise UsageError("--check and --pretend: --check writes nothing already; give one")
     spec_path = spec_in(Path(spec_path))
     spec = load(spec_path)
     dest = Path(out) if out is not None else spec_path.parent

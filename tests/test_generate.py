@@ -238,6 +238,8 @@ def test_new_rejects_a_bad_name(tmp_path):
     (["build", "does/not/exist"], "does/not/exist: no such op folder"),
     (["test", "examples/relu6", "--device", "tpu"], "--device: expected cpu, gpu or all"),
     (["build", "examples/relu6", "--arch", "ninety"], "--arch: expected compute capabilities"),
+    (["generate", "examples/relu6/relu6.yaml", "--check", "--pretend"],
+     "--check and --pretend: --check writes nothing already; give one"),
 ])
 def test_wrong_usage_is_one_error_line(args, message):
     result = run_opgen(*args)
