@@ -215,20 +215,10 @@ struct Reads {};
 
 namespace cpu {
 
-// How the CPU loop stores a result as T: a plain conversion. The Paddle side (opgen/rowwise_op.h)
-// specializes it for Paddle's 16-bit types before any loop is instantiated: rounded to nearest
-// even by opgen, not by Paddle's host conversions (see opgen/paddle.h).
-template <typename T>
-struct StoreAs {
-  static T From(OpMathT<T> r) { return static_cast<T>(r); }
-};
-
-// How it reads a T as OpMathT: a plain conversion, which opgen/rowwise_op.h specializes for the
-// 16-bit types with opgen's branch-free ones (opgen/math.h), which vectorize.
-template <typename T>
-struct LoadAs {
-  static OpMathT<T> From(T value) { return static_cast<OpMathT<T>>(value); }
-};
+// The loop reads and stores a T through LoadAs and StoreAs (opgen/math.h; for Paddle's 16-bit
+// types, opgen/paddle.h), as the elementwise loops do.
+using opgen::cpu::LoadAs;
+using opgen::cpu::StoreAs;
 
 // n values of T as OpMathT, in a loop of its own cloned per instruction set (opgen/cpu.h): a
 // float16's conversion is a dozen integer instructions an element.

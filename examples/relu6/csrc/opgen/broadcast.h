@@ -232,21 +232,8 @@ std::string MakeBroadcastPlan(const std::vector<int64_t> (&shapes)[kIn], Broadca
 
 namespace cpu {
 
-// How the CPU loops store a result as T: a plain conversion. The Paddle side (opgen/elementwise.h)
-// specializes it for Paddle's 16-bit types, before any loop is instantiated: rounded to nearest
-// even by opgen, not by Paddle's host conversions (see opgen/paddle.h).
-template <typename T>
-struct StoreAs {
-  static T From(OpMathT<T> r) { return static_cast<T>(r); }
-};
-
-// How the CPU loops read a T as OpMathT: a plain conversion. The Paddle side (opgen/elementwise.h)
-// specializes it for Paddle's 16-bit types: opgen's branch-free conversions (opgen/math.h), which
-// vectorize where Paddle's host conversions do not.
-template <typename T>
-struct LoadAs {
-  static OpMathT<T> From(T value) { return static_cast<OpMathT<T>>(value); }
-};
+// The loops read and store a T through LoadAs and StoreAs (opgen/math.h; for Paddle's 16-bit
+// types, opgen/paddle.h).
 
 // Element `offset` of an input as OpMathT; a null input (absent: a missing output gradient, or a
 // forward input the functor does not read) reads as zeros.

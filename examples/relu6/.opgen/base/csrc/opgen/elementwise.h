@@ -237,25 +237,6 @@ std::vector<paddle::Tensor> EmptyGradients(const std::vector<int64_t> (&shapes)[
 
 namespace cpu {
 
-// The loops (opgen/broadcast.h) store 16-bit results rounded to nearest even (opgen/paddle.h),
-// and read 16-bit inputs through opgen's conversions, which vectorize (opgen/math.h).
-template <>
-struct StoreAs<paddle::float16> {
-  static paddle::float16 From(float r) { return ToFloat16(r); }
-};
-template <>
-struct StoreAs<paddle::bfloat16> {
-  static paddle::bfloat16 From(float r) { return ToBFloat16(r); }
-};
-template <>
-struct LoadAs<paddle::float16> {
-  static float From(paddle::float16 value) { return Float16Value(value.x); }
-};
-template <>
-struct LoadAs<paddle::bfloat16> {
-  static float From(paddle::bfloat16 value) { return BFloat16Value(value.x); }
-};
-
 // Runs `Functor<T>(attrs...)` over CPU tensors: checks the inputs, allocates kOut outputs of
 // their broadcast shape, dispatches over Dtypes and loops. kOver >= 0: output kOver is written over
 // the first input, which has the outputs' shape (the spec's `inplace:`), and the others are

@@ -48,22 +48,38 @@ struct TypeTag {
   using type = T;
 };
 
-// ---- 16-bit stores on the host ---------------------------------------------------------------
-// A float as Paddle's 16-bit dtypes store it, rounded to nearest even by opgen/math.h rather than
-// by Paddle's host conversions: Paddle 2.6's float -> float16 rounds some ties away from even
-// (1 ulp off in places, against numpy; measured 2026-12-01) and garbles |value| below about 2^-64
-// (3.6e-26 became 6.6e-07), and its float -> bfloat16 switches over std::fpclassify, which keeps
-// store loops from vectorizing.
-inline paddle::float16 ToFloat16(float value) {
-  paddle::float16 stored;
-  stored.x = Float16Bits(value);
-  return stored;
-}
-inline paddle::bfloat16 ToBFloat16(float value) {
-  paddle::bfloat16 stored;
-  stored.x = BFloat16Bits(value);
-  return stored;
-}
+// ---- 16-bit values on the host ---------------------------------------------------------------
+// The CPU loops (every kind's) read and store Paddle's 16-bit dtypes through opgen/math.h's
+// conversions rather than Paddle's host ones: those run an element at a time, Paddle 2.6's float
+// -> float16 rounds some ties away from even (1 ulp off in places, against numpy; measured
+// 2026-12-01) and garbles |value| below about 2^-64 (3.6e-26 became 6.6e-07), and its float ->
+// bfloat16 switches over std::fpclassify, which keeps store loops from vectorizing.
+namespace cpu {
+template <>
+struct LoadAs<paddle::float16> {
+  static float From(paddle::float16 value) { return Float16Value(value.x); }
+};
+template <>
+struct LoadAs<paddle::bfloat16> {
+  static float From(paddle::bfloat16 value) { return BFloat16Value(value.x); }
+};
+template <>
+struct StoreAs<paddle::float16> {
+  static paddle::float16 From(float r) {
+    paddle::float16 stored;
+    stored.x = Float16Bits(r);
+    return stored;
+  }
+};
+template <>
+struct StoreAs<paddle::bfloat16> {
+  static paddle::bfloat16 From(float r) {
+    paddle::bfloat16 stored;
+    stored.x = BFloat16Bits(r);
+    return stored;
+  }
+};
+}  // namespace cpu
 
 // Calls `body(TypeTag<T>{})` for the T of `dtype` among the op's dtypes, or fails naming them.
 template <typename... Ts, typename Body>

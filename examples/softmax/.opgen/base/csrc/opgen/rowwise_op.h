@@ -23,27 +23,6 @@
 namespace opgen {
 namespace rowwise {
 
-namespace cpu {
-// The CPU loop (opgen/rowwise.h) stores 16-bit results rounded to nearest even (opgen/paddle.h),
-// and reads 16-bit inputs through opgen's conversions, which vectorize (opgen/math.h).
-template <>
-struct StoreAs<paddle::float16> {
-  static paddle::float16 From(float r) { return ToFloat16(r); }
-};
-template <>
-struct StoreAs<paddle::bfloat16> {
-  static paddle::bfloat16 From(float r) { return ToBFloat16(r); }
-};
-template <>
-struct LoadAs<paddle::float16> {
-  static float From(paddle::float16 value) { return Float16Value(value.x); }
-};
-template <>
-struct LoadAs<paddle::bfloat16> {
-  static float From(paddle::bfloat16 value) { return BFloat16Value(value.x); }
-};
-}  // namespace cpu
-
 // The roles of an op's inputs, in spec order (Elem, Col, RowIn, RowStat of opgen/rowwise.h).
 template <typename... Roles>
 struct RoleList {
