@@ -1,5 +1,6 @@
 // opgen CPU loops' shared pieces: the thread count Paddle's own CPU kernels use, a parallel loop
-// over blocks of work, and the attribute that compiles a loop for several instruction sets.
+// over blocks of work, the attribute that compiles a loop for several instruction sets, and how a
+// loop reads and stores the tensors' values.
 // Plain C++ with no Paddle in it; the kinds' CPU loops (opgen/broadcast.h, opgen/rowwise.h) use
 // them.
 // Copied verbatim into each generated op by opgen; edit it in opgen's templates, not here.
@@ -11,6 +12,8 @@
 #include <cstdlib>
 #include <thread>
 #include <vector>
+
+#include "opgen/math.h"
 
 namespace opgen {
 namespace cpu {
@@ -63,3 +66,35 @@ void ParallelFor(int64_t blocks, const Body& body) {
 #else
 #define OPGEN_CPU_CLONES __attribute__((noinline))
 #endif
+
+namespace opgen {
+namespace cpu {
+
+// ---- values ---------------------------------------------------------------------------------
+// How every kind's CPU loop reads a T as OpMathT and stores an OpMathT as T: plain conversions,
+// which opgen/paddle.h specializes for Paddle's 16-bit types (opgen/math.h's branch-free
+// conversions, which vectorize and round to nearest even, where Paddle's host conversions do
+// neither).
+template <typename T>
+struct LoadAs {
+  static OpMathT<T> From(T value) { return static_cast<OpMathT<T>>(value); }
+};
+template <typename T>
+struct StoreAs {
+  static T From(OpMathT<T> r) { return static_cast<T>(r); }
+};
+
+// n values converted to and from OpMathT in bulk: loops of their own, cloned per instruction set,
+// as a float16's conversion is a dozen integer instructions an element, which the baseline clone
+// runs four at a time and AVX2 eight.
+template <typename T>
+OPGEN_CPU_CLONES void LoadChunk(const T* src, OpMathT<T>* dst, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = LoadAs<T>::From(src[j]);
+}
+template <typename T>
+OPGEN_CPU_CLONES void StoreChunk(const OpMathT<T>* src, T* dst, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = StoreAs<T>::From(src[j]);
+}
+
+}  // namespace cpu
+}  // namespace opgen

@@ -215,17 +215,11 @@ struct Reads {};
 
 namespace cpu {
 
-// The loop reads and stores a T through LoadAs and StoreAs (opgen/math.h; for Paddle's 16-bit
-// types, opgen/paddle.h), as the elementwise loops do.
+// The loop reads and stores a T through LoadAs and StoreAs, a row's inputs in bulk through
+// LoadChunk (opgen/cpu.h; for Paddle's 16-bit types, opgen/paddle.h), as the elementwise loops do.
 using opgen::cpu::LoadAs;
+using opgen::cpu::LoadChunk;
 using opgen::cpu::StoreAs;
-
-// n values of T as OpMathT, in a loop of its own cloned per instruction set (opgen/cpu.h): a
-// float16's conversion is a dozen integer instructions an element.
-template <typename T>
-OPGEN_CPU_CLONES void LoadRow(const T* from, OpMathT<T>* to, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) to[j] = LoadAs<T>::From(from[j]);
-}
 
 // A value row.keep computed at every column of a row, which later lambdas take.
 template <typename Acc>
@@ -415,7 +409,7 @@ class Row<P, Reads<kRead...>, Roles...> {
   // vectorizing: bfloat16 layer_norm 3-5 ns an element against 0.7 in float32).
   static constexpr bool kConverts = !std::is_same_v<T, Acc>;
 
-  static void Convert(const T* from, Acc* to, int64_t n) { LoadRow(from, to, n); }
+  static void Convert(const T* from, Acc* to, int64_t n) { LoadChunk(from, to, n); }
 
   template <std::size_t... I>
   void LoadRowValues(std::index_sequence<I...>) {

@@ -112,20 +112,6 @@ struct OpMath<double> {
 template <typename T>
 using OpMathT = typename OpMath<T>::type;
 
-namespace cpu {
-// How every kind's CPU loop reads a T as OpMathT and stores an OpMathT as T: plain conversions,
-// which opgen/paddle.h specializes for Paddle's 16-bit types (opgen's branch-free conversions
-// above, which vectorize and round to nearest even, where Paddle's host conversions do neither).
-template <typename T>
-struct LoadAs {
-  static OpMathT<T> From(T value) { return static_cast<OpMathT<T>>(value); }
-};
-template <typename T>
-struct StoreAs {
-  static T From(OpMathT<T> r) { return static_cast<T>(r); }
-};
-}  // namespace cpu
-
 // Whether T is a bfloat16: CUDA's (opgen/cuda.cuh) and Paddle's (opgen/paddle.h) say so.
 template <typename T>
 struct IsBFloat16 : std::false_type {};

@@ -18,6 +18,7 @@
 
 #include "paddle/extension.h"
 
+#include "opgen/cpu.h"
 #include "opgen/error.h"
 #include "opgen/math.h"
 

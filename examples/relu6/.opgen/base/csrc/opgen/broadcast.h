@@ -232,8 +232,8 @@ std::string MakeBroadcastPlan(const std::vector<int64_t> (&shapes)[kIn], Broadca
 
 namespace cpu {
 
-// The loops read and store a T through LoadAs and StoreAs (opgen/math.h; for Paddle's 16-bit
-// types, opgen/paddle.h).
+// The loops read and store a T through LoadAs and StoreAs, in bulk through LoadChunk and
+// StoreChunk (opgen/cpu.h; for Paddle's 16-bit types, opgen/paddle.h).
 
 // Element `offset` of an input as OpMathT; a null input (absent: a missing output gradient, or a
 // forward input the functor does not read) reads as zeros.
@@ -301,18 +301,6 @@ OPGEN_CPU_CLONES void ApplyChunk(const F& f, const MT* const (&args)[kIn],
     Apply(local, a, r);
     for (int k = 0; k < kOut; ++k) out[k][j] = r[k];
   }
-}
-
-// m 16-bit values converted to and from OpMathT in bulk: loops of their own, cloned per
-// instruction set (OPGEN_CPU_CLONES), as a float16's conversion is a dozen integer instructions
-// an element, which the baseline clone runs four at a time and AVX2 eight.
-template <typename T>
-OPGEN_CPU_CLONES void LoadChunk(const T* src, OpMathT<T>* dst, int m) {
-  for (int j = 0; j < m; ++j) dst[j] = LoadAs<T>::From(src[j]);
-}
-template <typename T>
-OPGEN_CPU_CLONES void StoreChunk(const OpMathT<T>* src, T* dst, int m) {
-  for (int j = 0; j < m; ++j) dst[j] = StoreAs<T>::From(src[j]);
 }
 
 // Elements [offset, offset + m) of an input as an array of OpMathT: the input's own memory when
