@@ -347,7 +347,7 @@ def loads(text: str, path: Path | str = "<spec>", *, check_builtins: bool = True
     own = SCHEMAS.get(kind) if isinstance(kind, str) else None
     if own is not None:  # a kind with its own schema (kind: custom) checks its spec itself
         spec = own(data, lines, path, check_builtins=check_builtins)
-        problem = _file_name_problem(spec.name, spec.model.kind)
+        problem = _file_name_problem(spec.name, spec.model.kind, check_builtins)
         if problem:
             raise SpecError(path, spec.line("name"), problem)
         return spec
@@ -813,7 +813,7 @@ def _check(model: OpSpec, path: Path, lines: dict[Path_, int], *, check_builtins
     problem = identifier_problem(model.name, what="op")
     if problem:
         raise fail(("name",), problem)
-    problem = _file_name_problem(model.name, model.kind)
+    problem = _file_name_problem(model.name, model.kind, check_builtins)
     if problem:
         raise fail(("name",), problem)
     op_name = op_name_of(model)
@@ -934,14 +934,15 @@ def _register_kinds() -> None:
 IMPORTED_MODULES = ("numpy", "paddle", "pytest", "torch", "opgen", "setuptools")
 
 
-def _file_name_problem(name: str, kind: str) -> str | None:
+def _file_name_problem(name: str, kind: str, check_paddle: bool) -> str | None:
     """Why the op ``name`` of ``kind`` cannot be generated, or None: its ``<name>.py`` would
-    shadow a module its files import (the standard library's too), or a file its templates name
-    after it (``{{name}}.py``) would be one they name otherwise (``setup.py``; ``reference.py``
-    for kind: custom), or pytest's ``conftest.py``."""
+    shadow a module its files import (the standard library's too; with ``check_paddle``, also one
+    that importing the installed Paddle loads, as the built-in op names are checked), or a file
+    its templates name after it (``{{name}}.py``) would be one they name otherwise
+    (``setup.py``; ``reference.py`` for kind: custom), or pytest's ``conftest.py``."""
     if name in sys.stdlib_module_names or name in IMPORTED_MODULES:
         return f"op name '{name}' would shadow the Python module '{name}'"
-    if name in modules_paddle_loads():
+    if check_paddle and name in modules_paddle_loads():
         return f"op name '{name}' would shadow the Python module '{name}', which importing " \
             "Paddle loads"
     named, fixed = _op_files(kind)

@@ -41,9 +41,8 @@ def cuda_home() -> Path | None:
     is the same however the toolkit was named. A variable naming a folder without ``bin/nvcc`` is
     passed over here; :func:`misdirected_cuda_variable` reports it.
     """
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        value = os.environ.get(var)
-        if value and (Path(value) / "bin" / "nvcc").exists():
+    for _var, value in _cuda_variables():
+        if _has_nvcc(Path(value)):
             return Path(value).resolve()
     found = shutil.which("nvcc")
     if found:
@@ -51,7 +50,7 @@ def cuda_home() -> Path | None:
         if (root / "include" / "cuda_runtime.h").exists():
             return root
     default = Path("/usr/local/cuda")
-    if (default / "bin" / "nvcc").exists():
+    if _has_nvcc(default):
         return default.resolve()
     return None
 
@@ -59,11 +58,17 @@ def cuda_home() -> Path | None:
 def misdirected_cuda_variable() -> tuple[str, str] | None:
     """``(name, value)`` of a set $CUDA_HOME or $CUDA_PATH whose folder has no ``bin/nvcc``: a
     typo that :func:`cuda_home` would otherwise pass over for another toolkit."""
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        value = os.environ.get(var)
-        if value and not (Path(value) / "bin" / "nvcc").exists():
-            return var, value
-    return None
+    return next(((var, value) for var, value in _cuda_variables()
+                 if not _has_nvcc(Path(value))), None)
+
+
+def _cuda_variables() -> list[tuple[str, str]]:
+    """The toolkit variables that are set, in the order they are looked at."""
+    return [(var, value) for var in ("CUDA_HOME", "CUDA_PATH") if (value := os.environ.get(var))]
+
+
+def _has_nvcc(root: Path) -> bool:
+    return (root / "bin" / "nvcc").exists()
 
 
 def nvcc_path() -> Path | None:

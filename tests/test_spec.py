@@ -686,3 +686,17 @@ def test_a_spec_key_indented_under_backward_is_named() -> None:
     assert message.startswith("op.yaml:14: backward.baseline: unknown function 'clip'")
     assert message.endswith("('baseline' is a key of the spec itself: is it indented under "
                             "backward: by mistake?)")
+
+
+def test_paddle_is_asked_about_module_names_only_when_builtins_are_checked(monkeypatch) -> None:
+    """A spec loaded to build or bench an op already generated (check_builtins=False) asks
+    Paddle nothing, the modules it loads included; generate's load does."""
+    asked = []
+    monkeypatch.setattr(spec_module, "modules_paddle_loads",
+                        lambda: asked.append(1) or frozenset({"twice"}))
+    assert spec_of(MINIMAL, check_builtins=False).name == "twice"
+    assert asked == []
+    with pytest.raises(SpecError, match="would shadow the Python module 'twice', which importing "
+                                         "Paddle loads"):
+        spec_of(MINIMAL)
+    assert asked == [1]
