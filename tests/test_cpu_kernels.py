@@ -95,6 +95,40 @@ def test_every_float16_loads_as_numpys_float(driver: Path) -> None:
     assert differ.size == 0, [(hex(h), hex(got[h]), hex(want[h])) for h in differ[:5]]
 
 
+def test_float16s_load_in_bulk_as_numpy_does(driver: Path) -> None:
+    """opgen::cpu::LoadFloat16s, the loops' bulk float16 -> float (F16C where the CPU has it),
+    over all 65536 float16s in calls of 13 values: numpy's bits, but that F16C makes a
+    signaling NaN quiet; its portable loop (CPUs without F16C) gives numpy's bits exactly."""
+    got = ask(driver, "halves-bulk")
+    bulk = np.array(got["bulk"], dtype=np.uint32)
+    portable = np.array(got["portable"], dtype=np.uint32)
+    halves = np.arange(1 << 16, dtype=np.uint16)
+    want = halves.view(np.float16).astype(np.float32).view(np.uint32)
+    assert (portable == want).all()
+    signaling = ((halves & 0x7C00) == 0x7C00) & ((halves & 0x3FF) != 0) & ((halves & 0x200) == 0)
+    if got["f16c"]:
+        want = np.where(signaling, want | 0x400000, want)
+    differ = np.flatnonzero(bulk != want)
+    assert differ.size == 0, [(hex(h), hex(bulk[h]), hex(want[h])) for h in differ[:5]]
+
+
+def test_float16s_store_in_bulk_rounding_to_nearest_even(driver: Path) -> None:
+    """opgen::cpu::StoreFloat16s (F16C where the CPU has it) gives opgen::Float16Bits's bits for
+    every 263rd float (by bits, NaNs and subnormals included; about 16 million), and those are
+    numpy's float16 for every number; a NaN stays a quiet NaN of its sign."""
+    got = ask(driver, "stores", "263")
+    assert got["samples"] > 16_000_000 and got["differ"] == 0, {**got, "pairs": "..."}
+    pairs = np.array(got["pairs"], dtype=np.uint32).reshape(-1, 2)
+    x = pairs[:, 0].view(np.float32)
+    stored = pairs[:, 1].astype(np.uint16)
+    nan = np.isnan(x)
+    with np.errstate(over="ignore"):
+        want = x[~nan].astype(np.float16).view(np.uint16)
+    assert (stored[~nan] == want).all()
+    assert nan.sum() > 100 and ((stored[nan] & 0x7E00) == 0x7E00).all()
+    assert ((stored[nan] >> 15) == (pairs[nan, 0] >> 31)).all()
+
+
 @pytest.mark.parametrize("a, b", [("nan", "1"), ("1", "nan"), ("-0", "0"), ("0", "-0"),
                                   ("2", "3"), ("3", "2"), ("-inf", "nan"), ("inf", "-inf"),
                                   ("-0", "-0"), ("0", "0"), ("nan", "0"), ("nan", "-0"),

@@ -9,10 +9,16 @@
 //                        floats the 16-bit forms (opgen::lowp's tanh and sigmoid, which on the
 //                        host are the accurate ones) give other bits than the accurate forms
 //   halves               opgen::Float16Value of every float16 (its bits 0 to 65535): the floats' bits
+//   halves-bulk          the same through opgen::cpu::LoadFloat16s (F16C where the CPU has it) and
+//                        its portable loop, in calls of 13 (so that every call has a tail)
+//   stores STRIDE        every STRIDE-th float (by bits) to float16 through opgen::Float16Bits and
+//                        through opgen::cpu::StoreFloat16s in calls of 13: how many differ; and the
+//                        bits of every 64th of them (input, output)
 //   minmax A B           opgen::min, max and clamp of two floats, and their _uniform forms (bits
 //                        printed, to see -0 and NaN)
 //   gradsums ROWS COLS   a backward over [ROWS, COLS] with a [COLS] bias: the bias gradient's bits
 // Built with the flags opgen builds ops with (opgen.build.CXX_FLAGS).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +30,10 @@
 #include "opgen/broadcast.h"
 
 namespace {
+
+struct Half {  // a float16's bits, as paddle::float16 holds them
+  uint16_t x;
+};
 
 uint32_t Bits(float x) {
   uint32_t b;
@@ -123,6 +133,52 @@ int main(int argc, char** argv) {
     std::printf("{\"bits\": [%s]}\n", bits.c_str());
     return 0;
   }
+  if (mode == "halves-bulk" && argc == 2) {
+    std::vector<Half> halves(1 << 16);
+    for (uint32_t h = 0; h <= 0xFFFFu; ++h) halves[h].x = static_cast<uint16_t>(h);
+    std::vector<float> bulk(halves.size()), portable(halves.size());
+    for (size_t j = 0; j < halves.size(); j += 13) {
+      const int64_t n = std::min<int64_t>(13, static_cast<int64_t>(halves.size() - j));
+      opgen::cpu::LoadFloat16s(&halves[j], &bulk[j], n);
+      opgen::cpu::detail::LoadFloat16sPortable(&halves[j], &portable[j], n);
+    }
+    std::string b, p;
+    for (size_t h = 0; h < halves.size(); ++h) {
+      b += (h ? "," : "") + std::to_string(Bits(bulk[h]));
+      p += (h ? "," : "") + std::to_string(Bits(portable[h]));
+    }
+    std::printf("{\"f16c\": %s, \"bulk\": [%s], \"portable\": [%s]}\n",
+                opgen::cpu::detail::HasF16c() ? "true" : "false", b.c_str(), p.c_str());
+    return 0;
+  }
+  if (mode == "stores" && argc == 3) {
+    const uint64_t stride = std::strtoull(argv[2], nullptr, 10);
+    std::vector<float> values;
+    for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += stride) {
+      float value;
+      const uint32_t b32 = static_cast<uint32_t>(bits);
+      std::memcpy(&value, &b32, sizeof value);
+      values.push_back(value);
+    }
+    std::vector<Half> bulk(values.size());
+    for (size_t j = 0; j < values.size(); j += 13) {
+      const int64_t n = std::min<int64_t>(13, static_cast<int64_t>(values.size() - j));
+      opgen::cpu::StoreFloat16s(&values[j], &bulk[j], n);
+    }
+    int64_t differ = 0;
+    std::string sample;
+    for (size_t j = 0; j < values.size(); ++j) {
+      const uint16_t scalar = opgen::Float16Bits(values[j]);
+      differ += scalar != bulk[j].x;
+      if (j % 64 == 0) {
+        sample += (j ? "," : "") + std::to_string(Bits(values[j])) + "," + std::to_string(scalar);
+      }
+    }
+    std::printf("{\"f16c\": %s, \"samples\": %zu, \"differ\": %lld, \"pairs\": [%s]}\n",
+                opgen::cpu::detail::HasF16c() ? "true" : "false", values.size(),
+                static_cast<long long>(differ), sample.c_str());
+    return 0;
+  }
   if (mode == "minmax" && argc == 4) {
     const float a = std::strtof(argv[2], nullptr), b = std::strtof(argv[3], nullptr);
     std::printf("{\"min\": %u, \"max\": %u, \"clamp\": %u, \"min_uniform\": %u, "
@@ -153,6 +209,7 @@ int main(int argc, char** argv) {
     std::printf("]}\n");
     return 0;
   }
-  std::fprintf(stderr, "usage: cpu_kernels tanh STRIDE | exp STRIDE | sigmoid STRIDE | halves | minmax A B | gradsums ROWS COLS\n");
+  std::fprintf(stderr, "usage: cpu_kernels tanh STRIDE | exp STRIDE | sigmoid STRIDE | halves | "
+                       "halves-bulk | stores STRIDE | minmax A B | gradsums ROWS COLS\n");
   return 2;
 }

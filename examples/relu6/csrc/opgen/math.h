@@ -31,8 +31,10 @@ inline double DoubleFromBits(int64_t bits) {
 
 // ---- 16-bit stores on the host ----------------------------------------------------------------
 // A float rounded to the nearest float16 (ties to even), as its bits: inf past the largest
-// float16, subnormals rounded too, NaN kept a (quiet) NaN with its sign. Branch-free enough to
-// vectorize (F. Giesen's float_to_half_fast3_rtne, checked by him over every float).
+// float16, subnormals rounded too, NaN a quiet NaN with its sign and the top of its payload (the
+// bits x86's F16C conversion gives, which opgen/cpu.h's bulk loop uses where the CPU has it).
+// Branch-free enough to vectorize (F. Giesen's float_to_half_fast3_rtne, checked by him over
+// every float).
 inline uint16_t Float16Bits(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);
@@ -40,7 +42,7 @@ inline uint16_t Float16Bits(float value) {
   bits ^= sign;
   uint32_t half;
   if (bits >= (127u + 16u) << 23) {  // inf or NaN in float16
-    half = bits > 0x7F800000u ? 0x7E00u : 0x7C00u;
+    half = bits > 0x7F800000u ? 0x7E00u | ((bits >> 13) & 0x3FFu) : 0x7C00u;
   } else if (bits < (127u - 14u) << 23) {  // a float16 subnormal or zero: the float adder rounds
     constexpr uint32_t kMagicBits = ((127u - 15u) + (23u - 10u) + 1u) << 23;
     float magic, sum;

@@ -80,6 +80,14 @@ struct StoreAs<paddle::bfloat16> {
     return stored;
   }
 };
+template <>
+inline void LoadChunk<paddle::float16>(const paddle::float16* src, float* dst, int64_t n) {
+  LoadFloat16s(src, dst, n);
+}
+template <>
+inline void StoreChunk<paddle::float16>(const float* src, paddle::float16* dst, int64_t n) {
+  StoreFloat16s(src, dst, n);
+}
 }  // namespace cpu
 
 // Calls `body(TypeTag<T>{})` for the T of `dtype` among the op's dtypes, or fails naming them.

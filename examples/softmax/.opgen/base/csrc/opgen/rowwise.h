@@ -220,6 +220,7 @@ namespace cpu {
 using opgen::cpu::LoadAs;
 using opgen::cpu::LoadChunk;
 using opgen::cpu::StoreAs;
+using opgen::cpu::StoreChunk;
 
 // A value row.keep computed at every column of a row, which later lambdas take.
 template <typename Acc>
@@ -368,9 +369,21 @@ class Row<P, Reads<kRead...>, Roles...> {
                   "per-element outputs");
     T* out[P::kOutputs > 0 ? P::kOutputs : 1];
     for (int k = 0; k < P::kOutputs; ++k) out[k] = p_.out[k] + row_ * cols_;
-    for (int64_t j = 0; j < cols_; ++j) {
-      const R r = Call(j, f, kept...);
-      for (int k = 0; k < P::kOutputs; ++k) out[k][j] = StoreAs<T>::From(detail::Part<Acc>(r, k));
+    if constexpr (!kConverts) {
+      for (int64_t j = 0; j < cols_; ++j) {
+        const R r = Call(j, f, kept...);
+        for (int k = 0; k < P::kOutputs; ++k) out[k][j] = detail::Part<Acc>(r, k);
+      }
+    } else {  // kStage values at a time in Acc, then stored in bulk
+      Acc staged[P::kOutputs > 0 ? P::kOutputs : 1][kStage];
+      for (int64_t j0 = 0; j0 < cols_; j0 += kStage) {
+        const int64_t m = std::min<int64_t>(kStage, cols_ - j0);
+        for (int64_t j = 0; j < m; ++j) {
+          const R r = Call(j0 + j, f, kept...);
+          for (int k = 0; k < P::kOutputs; ++k) staged[k][j] = detail::Part<Acc>(r, k);
+        }
+        for (int k = 0; k < P::kOutputs; ++k) StoreChunk(staged[k], out[k] + j0, m);
+      }
     }
   }
 
@@ -408,6 +421,9 @@ class Row<P, Reads<kRead...>, Roles...> {
   // own, so the functor's loops read Acc arrays, as for float32 (converting in them kept GCC from
   // vectorizing: bfloat16 layer_norm 3-5 ns an element against 0.7 in float32).
   static constexpr bool kConverts = !std::is_same_v<T, Acc>;
+  // And 16-bit outputs are stored from Acc kStage columns at a time, in bulk (StoreChunk: 8
+  // float16s an instruction where the CPU has F16C, against a dozen instructions each).
+  static constexpr int64_t kStage = 256;
 
   static void Convert(const T* from, Acc* to, int64_t n) { LoadChunk(from, to, n); }
 
