@@ -265,10 +265,7 @@ std::vector<paddle::Tensor> Rowwise(const char* op, const char* kernel,
   auto run = [](const auto& f, const auto& p, auto roles) {
     RunWith<Io>(f, p, roles, std::make_index_sequence<kIn>{});
   };
-  auto narrow = [](const auto* from, auto* to, int64_t n) {
-    using T = std::remove_pointer_t<decltype(to)>;
-    for (int64_t i = 0; i < n; ++i) to[i] = StoreAs<T>::From(from[i]);
-  };
+  auto narrow = [](const auto* from, auto* to, int64_t n) { StoreChunk(from, to, n); };
   return Launch<DtypeList, Functor, Io>(op, inputs, poison, run, narrow, attrs...);
 }
 
