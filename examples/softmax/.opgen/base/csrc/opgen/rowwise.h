@@ -369,10 +369,12 @@ class Row<P, Reads<kRead...>, Roles...> {
                   "per-element outputs");
     T* out[P::kOutputs > 0 ? P::kOutputs : 1];
     for (int k = 0; k < P::kOutputs; ++k) out[k] = p_.out[k] + row_ * cols_;
-    if constexpr (!kConverts) {
+    if constexpr (!kStagesStores) {
       for (int64_t j = 0; j < cols_; ++j) {
         const R r = Call(j, f, kept...);
-        for (int k = 0; k < P::kOutputs; ++k) out[k][j] = detail::Part<Acc>(r, k);
+        for (int k = 0; k < P::kOutputs; ++k) {
+          out[k][j] = StoreAs<T>::From(detail::Part<Acc>(r, k));
+        }
       }
     } else {  // kStage values at a time in Acc, then stored in bulk
       Acc staged[P::kOutputs > 0 ? P::kOutputs : 1][kStage];
@@ -421,8 +423,11 @@ class Row<P, Reads<kRead...>, Roles...> {
   // own, so the functor's loops read Acc arrays, as for float32 (converting in them kept GCC from
   // vectorizing: bfloat16 layer_norm 3-5 ns an element against 0.7 in float32).
   static constexpr bool kConverts = !std::is_same_v<T, Acc>;
-  // And 16-bit outputs are stored from Acc kStage columns at a time, in bulk (StoreChunk: 8
-  // float16s an instruction where the CPU has F16C, against a dozen instructions each).
+  // And float16 outputs are stored from Acc kStage columns at a time, in bulk (StoreChunk: 8
+  // float16s an instruction where the CPU has F16C, against a dozen instructions each; layer_norm's
+  // float16 forward 3 x faster). A bfloat16 store (a rounding add and a shift) vectorizes in the
+  // functor's loop, where staging it measured 8 % slower.
+  static constexpr bool kStagesStores = kConverts && !IsBFloat16<T>::value;
   static constexpr int64_t kStage = 256;
 
   static void Convert(const T* from, Acc* to, int64_t n) { LoadChunk(from, to, n); }
