@@ -207,6 +207,38 @@ def test_views_parameters_and_static_mode_take_their_own_paths(ops):
         paddle.disable_static()
 
 
+def test_outputs_the_backward_does_not_read_are_stop_gradient(ops):
+    """layer_norm's mean and rstd: its backward reads only out's gradient, so they are
+    stop_gradient, eager and static. A loss through them alone is paddle.grad's error (it was a
+    silent zero gradient), and adding them to a loss leaves x's gradient out's."""
+    import paddle
+
+    rng = np.random.default_rng(4)
+    x = paddle.to_tensor(rng.uniform(-3, 3, (4, 8)).astype("float32"), stop_gradient=False)
+    w = paddle.to_tensor(rng.uniform(0.5, 2, 8).astype("float32"), stop_gradient=False)
+    b = paddle.zeros([8], "float32")
+    out, mean, rstd = ops["layer_norm"](x, w, b)
+    assert (out.stop_gradient, mean.stop_gradient, rstd.stop_gradient) == (False, True, True)
+    with pytest.raises(ValueError, match="does not appear in the backward graph"):
+        paddle.grad([mean.sum()], [x])
+    alone, = paddle.grad([(out * out).sum()], [x])
+    out, mean, rstd = ops["layer_norm"](x, w, b)
+    both, = paddle.grad([(out * out).sum() + mean.sum() + rstd.sum()], [x])
+    np.testing.assert_array_equal(both.numpy(), alone.numpy())
+    paddle.enable_static()
+    try:
+        program = paddle.static.Program()
+        with paddle.static.program_guard(program):
+            xs = paddle.static.data("x", [-1, 8], "float32")
+            ws = paddle.static.data("w", [8], "float32")
+            bs = paddle.static.data("b", [8], "float32")
+            xs.stop_gradient = False
+            results = ops["layer_norm"](xs, ws, bs)
+        assert [r.stop_gradient for r in results] == [False, True, True]
+    finally:
+        paddle.disable_static()
+
+
 def test_new_rowwise_op_builds_and_passes_its_own_tests(tmp_path):
     assert run_opgen("new", "my_norm", "--rowwise", "--dir", str(tmp_path)).returncode == 0
     op = tmp_path / "my_norm"

@@ -76,7 +76,7 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
 _AUTO_CAST = importlib.import_module("paddle.amp.auto_cast")
 
 
-# The dtypes listed in bias_gelu.yaml.
+# The dtypes the op takes: `dtypes:` in bias_gelu.yaml, or all four where it lists none.
 _DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 _LISTED = _DTYPES  # every input takes these
 _DTYPE_CODES = frozenset(int(d) for d in _DTYPES)
@@ -313,7 +313,7 @@ def bias_gelu(x: paddle.Tensor, bias: paddle.Tensor) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return bias_gelu(*cast)
-    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # A static graph (no eager tracer, read inline: every call reads it): its variables are
     # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
     if _GLOBAL_VAR._dygraph_tracer_ is None:
         _check_static_inputs(x, bias)

@@ -41,10 +41,6 @@ def _ops():
 _GLOBAL_VAR = paddle.base.framework.global_var
 
 
-def _dynamic_mode() -> bool:
-    return _GLOBAL_VAR._dygraph_tracer_ is not None
-
-
 # A static graph's variables: pir.Value in Paddle 3's program (PIR), Variable in Paddle 2.6's.
 _STATIC_VARIABLE = tuple(t for t in (getattr(getattr(paddle, "pir", None), "Value", None),
                                      paddle.static.Variable) if t is not None)
@@ -107,7 +103,7 @@ def _shown(value: object) -> str:
     return f"{kind} {text}" if len(text) <= 40 else kind
 
 
-# The dtypes listed in layer_norm.yaml.
+# The dtypes the op takes: `dtypes:` in layer_norm.yaml, or all four where it lists none.
 _DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 _LISTED = _DTYPES  # every input takes these
 _DTYPE_CODES = frozenset(int(d) for d in _DTYPES)
@@ -262,6 +258,14 @@ def _empty_outputs(x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor, padd
         return (x * 0, paddle.zeros(shape[:-1], stat), paddle.zeros(shape[:-1], stat))
 
 
+def _without_gradients(outs: list[paddle.Tensor]) -> tuple[paddle.Tensor, ...]:
+    """The outputs, those whose gradients the backward does not read made stop_gradient: a
+    loss through them alone is then paddle.grad's error, not a silent zero gradient."""
+    outs[1].stop_gradient = True  # mean
+    outs[2].stop_gradient = True  # rstd
+    return tuple(outs)
+
+
 @contextlib.contextmanager
 def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
     """Makes ``tensor``'s GPU Paddle's current device for a while: Paddle puts the result of an
@@ -304,15 +308,16 @@ def layer_norm(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor,
     Returns:
         out: shaped like x, in its dtype.
         mean: one value per row: x's shape without its last dim, float32 (float64 for float64).
-            The backward does not read its gradient: none flows back through it.
+            No gradient flows back through it (stop_gradient): the backward does not read it.
         rstd: one value per row: x's shape without its last dim, float32 (float64 for float64).
-            The backward does not read its gradient: none flows back through it.
+            No gradient flows back through it (stop_gradient): the backward does not read it.
     """
-    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # A static graph (no eager tracer, read inline: every call reads it): its variables are
     # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
     if _GLOBAL_VAR._dygraph_tracer_ is None:
         _check_static_inputs(x, weight, bias)
-        return tuple(_ops().custom_layer_norm(x, weight, bias, _float_bits(eps, "eps")))
+        return _without_gradients(_ops().custom_layer_norm(x, weight, bias,
+                                                           _float_bits(eps, "eps")))
     # Only what is not an eager tensor (a parameter, or not a tensor at all) is checked here.
     if (x.__class__ is not _TENSOR
             or weight.__class__ is not _TENSOR
@@ -333,7 +338,7 @@ def layer_norm(x: paddle.Tensor, weight: paddle.Tensor, bias: paddle.Tensor,
     except Exception:
         _explain_failure(x, weight, bias)
         raise
-    return tuple(outs)
+    return _without_gradients(outs)
 
 
 if not (_HERE / "csrc").is_dir():

@@ -710,7 +710,15 @@ def _wrapper_text(spec: Spec, attrs: list[Attr], first: str, in_roles: dict[str,
                       "for float64)"}
     empty = [f"{first} * 0" if out_roles[o] == "element" else "paddle.zeros(shape[:-1], stat)"
              for o in m.outputs]
+    # Outputs whose gradients the backward does not read are stop_gradient, so a loss through
+    # them alone is paddle.grad's error rather than a silent zero gradient.
+    no_grads = [k for k, o in enumerate(m.outputs)
+                if output_grads is not None and o not in output_grads]
+    finish = "_without_gradients" if no_grads else ("tuple" if several else "")
+    returned = f"{finish}({call})" if finish else call
     return {
+        "no_grad_outputs": [(k, m.outputs[k]) for k in no_grads],
+        "return_outs": f"return {finish}(outs)" if finish else "return outs[0]",
         "check_inputs_def": py_def("_check_inputs", tensors, "None"),
         "check_shapes_def": py_def("_check_shapes", tensors, "None"),
         "check_static_inputs_def": py_def("_check_static_inputs", inputs, "None"),
@@ -723,7 +731,7 @@ def _wrapper_text(spec: Spec, attrs: list[Attr], first: str, in_roles: dict[str,
                                      "custom op; Paddle 3 computes them", indent=8),
         "empty_return": wrap_code("return " + (f"({', '.join(empty)})" if several else empty[0]),
                                   indent=8),
-        "static_call": wrap_code(f"return {f'tuple({call})' if several else call}", indent=8),
+        "static_call": wrap_code(f"return {returned}", indent=8),
         "run": wrap_code(f'outs = (_run or _load_run())("{spec.op_name}", {op_args})', indent=8),
         "shape_errors": {i: py_string_call(
             "raise ValueError(", f"{name}: {i} has shape {{list({i}.shape)}}, but as a "

@@ -247,7 +247,7 @@ def embedding(ids: paddle.Tensor, table: paddle.Tensor, padding_idx: int = -1,
     """
     attrs = (_int64_attr(padding_idx, "padding_idx"), _bool_attr(deterministic, "deterministic"),
              _bool_attr(check_ids, "check_ids"))
-    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # A static graph (no eager tracer, read inline: every call reads it): its variables are
     # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
     if _GLOBAL_VAR._dygraph_tracer_ is None:
         _check_static_inputs(ids, table)

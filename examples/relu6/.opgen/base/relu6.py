@@ -111,7 +111,7 @@ def _shown(value: object) -> str:
 _AUTO_CAST = importlib.import_module("paddle.amp.auto_cast")
 
 
-# The dtypes listed in relu6.yaml.
+# The dtypes the op takes: `dtypes:` in relu6.yaml, or all four where it lists none.
 _DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 _LISTED = _DTYPES  # every input takes these
 _DTYPE_CODES = frozenset(int(d) for d in _DTYPES)
@@ -274,7 +274,7 @@ def relu6(x: paddle.Tensor, threshold: float = 6.0) -> paddle.Tensor:
         if cast is not None:  # AMP in effect: the call below sees it paused
             with _amp_paused():
                 return relu6(*cast, threshold=threshold)
-    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # A static graph (no eager tracer, read inline: every call reads it): its variables are
     # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
     if _GLOBAL_VAR._dygraph_tracer_ is None:
         _check_static_inputs(x)

@@ -41,10 +41,6 @@ def _ops():
 _GLOBAL_VAR = paddle.base.framework.global_var
 
 
-def _dynamic_mode() -> bool:
-    return _GLOBAL_VAR._dygraph_tracer_ is not None
-
-
 # A static graph's variables: pir.Value in Paddle 3's program (PIR), Variable in Paddle 2.6's.
 _STATIC_VARIABLE = tuple(t for t in (getattr(getattr(paddle, "pir", None), "Value", None),
                                      paddle.static.Variable) if t is not None)
@@ -107,7 +103,7 @@ def _shown(value: object) -> str:
     return f"{kind} {text}" if len(text) <= 40 else kind
 
 
-# The dtypes listed in rms_norm.yaml.
+# The dtypes the op takes: `dtypes:` in rms_norm.yaml, or all four where it lists none.
 _DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 _LISTED = _DTYPES  # every input takes these
 _DTYPE_CODES = frozenset(int(d) for d in _DTYPES)
@@ -271,7 +267,7 @@ def rms_norm(x: paddle.Tensor, weight: paddle.Tensor, eps: float = 1e-06) -> pad
     Returns:
         out: shaped like x, in its dtype.
     """
-    # A static graph (not _dynamic_mode(), inlined: every call reads it): its variables are
+    # A static graph (no eager tracer, read inline: every call reads it): its variables are
     # checked, and an eager tensor refused, on which Paddle's static API aborts the process.
     if _GLOBAL_VAR._dygraph_tracer_ is None:
         _check_static_inputs(x, weight)
