@@ -90,7 +90,8 @@ def backward_stub_text(spec: Any) -> dict[str, str]:
     no_backward = (f"no backward defined for {spec.op_name}: add a `backward:` section to "
                    f"{Path(spec.path).name}")
     no_double_backward = (f"{spec.op_name} has no double backward (a gradient of its "
-                          "gradient): opgen ops are differentiable once")
+                          "gradient): docs/deploy.md, \"Double backward\", says which ops "
+                          "get one")
 
     def raises(pattern: str) -> str:
         source = pattern.replace("\\", "\\\\").replace('"', '\\"')

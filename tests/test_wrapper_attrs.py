@@ -81,6 +81,17 @@ def test_values_the_op_cannot_take_are_refused_naming_the_attr(wrapper, check, v
     assert message in str(caught.value)
 
 
+def test_a_remembered_float_does_not_let_a_bool_equal_to_it_through(wrapper):
+    """1.0 is remembered after a call, and True == 1.0 == np.bool_(True) as dict keys: the bools
+    are still refused (a review found True taken once 1.0 had been)."""
+    wrapper._float_bits(1.0, "alpha")
+    wrapper._float_bits(0.5, "alpha")
+    for value in (True, np.bool_(True), np.bool_(False)):
+        with pytest.raises(TypeError, match="alpha must be a number, got"):
+            wrapper._float_bits(value, "alpha")
+    assert wrapper._float_bits(1, "alpha") == wrapper._float_bits(1.0, "alpha")
+
+
 @pytest.mark.parametrize("value, error, message", [
     ("ab", TypeError, "every_attr: axes must be a list of ints, got str 'ab'"),
     ([1.5], TypeError, "each item of axes must be an int, got float 1.5"),

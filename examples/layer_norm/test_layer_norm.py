@@ -21,7 +21,7 @@ ot.poison_outputs()  # before the op's first call
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
 # Each input's role: per-element [*, C], per-column [C] or per-row [*].
 ROLES = {"x": "element", "weight": "column", "bias": "column"}
-# Where each input is sampled (the spec's `domain:`).
+# Where each input is sampled (the spec's `domain:`; [-3, 3] where it gives none).
 DOMAIN = {"x": (-3.0, 3.0), "weight": (-3.0, 3.0), "bias": (-3.0, 3.0)}
 OUTPUT_ROLES = {"out": "element", "mean": "row", "rstd": "row"}
 ATTRS = [

@@ -56,7 +56,7 @@ std::vector<paddle::Tensor> AddRmsNormDoubleBackward(const paddle::Tensor& /*gra
                                                      const paddle::Tensor& /*grad_grad_weight*/,
                                                      int64_t /*eps_bits*/) {
   opgen::Fail("custom_add_rms_norm has no double backward (a gradient of its gradient): "
-              "opgen ops are differentiable once");
+              "docs/deploy.md, \"Double backward\", says which ops get one");
 }
 
 // The outputs are shaped like x.

@@ -93,7 +93,7 @@ std::vector<paddle::Tensor> EmbeddingDoubleBackward(const paddle::Tensor& /*grad
                                                     int64_t /*padding_idx*/, bool /*deterministic*/,
                                                     bool /*check_ids*/) {
   opgen::Fail("custom_embedding has no double backward (a gradient of its gradient): "
-              "opgen ops are differentiable once");
+              "docs/deploy.md, \"Double backward\", says which ops get one");
 }
 
 std::vector<std::vector<int64_t>> EmbeddingInferShape(const std::vector<int64_t>& ids_shape,

@@ -56,7 +56,7 @@ std::vector<paddle::Tensor> LayerNormDoubleBackward(const paddle::Tensor& /*grad
                                                     const paddle::Tensor& /*grad_grad_bias*/,
                                                     int64_t /*eps_bits*/) {
   opgen::Fail("custom_layer_norm has no double backward (a gradient of its gradient): "
-              "opgen ops are differentiable once");
+              "docs/deploy.md, \"Double backward\", says which ops get one");
 }
 
 // Per-element outputs are shaped like x, per-row ones like x without its last dim.

@@ -47,7 +47,7 @@ std::vector<paddle::Tensor> RmsNormDoubleBackward(const paddle::Tensor& /*grad_o
                                                   const paddle::Tensor& /*grad_grad_weight*/,
                                                   int64_t /*eps_bits*/) {
   opgen::Fail("custom_rms_norm has no double backward (a gradient of its gradient): "
-              "opgen ops are differentiable once");
+              "docs/deploy.md, \"Double backward\", says which ops get one");
 }
 
 // out is shaped like x.

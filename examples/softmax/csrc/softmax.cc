@@ -42,7 +42,7 @@ std::vector<paddle::Tensor> SoftmaxDoubleBackward(const paddle::Tensor& /*grad_o
                                                   const paddle::Tensor& /*grad_grad_x*/,
                                                   int64_t /*scale_bits*/) {
   opgen::Fail("custom_softmax has no double backward (a gradient of its gradient): "
-              "opgen ops are differentiable once");
+              "docs/deploy.md, \"Double backward\", says which ops get one");
 }
 
 // out is shaped like x.

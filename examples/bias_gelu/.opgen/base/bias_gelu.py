@@ -76,7 +76,7 @@ def _load_run() -> Callable[..., list[paddle.Tensor]]:
 _AUTO_CAST = importlib.import_module("paddle.amp.auto_cast")
 
 
-# The dtypes the op takes: `dtypes:` in bias_gelu.yaml, or all four where it lists none.
+# The dtypes the op takes (its spec's `dtypes:`; all four where it lists none).
 _DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 _LISTED = _DTYPES  # every input takes these
 _DTYPE_CODES = frozenset(int(d) for d in _DTYPES)
@@ -239,11 +239,13 @@ def _empty_result(shape: list[int], *inputs: paddle.Tensor) -> paddle.Tensor:
 
 @contextlib.contextmanager
 def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
-    """Makes ``tensor``'s GPU Paddle's current device for a while: Paddle puts the result of an
-    op on empty tensors on the current device, not on the input's."""
+    """Makes ``tensor``'s device (its GPU, or the CPU) Paddle's current device for a while:
+    Paddle puts the result of an op on empty tensors, and new tensors, on the current device, not
+    on the input's."""
     place = tensor.place
     previous = paddle.device.get_device()
-    wanted = f"gpu:{place.gpu_device_id()}" if place.is_gpu_place() else previous
+    wanted = (f"gpu:{place.gpu_device_id()}" if place.is_gpu_place() else
+              "cpu" if place.is_cpu_place() else previous)
     if wanted == previous:
         yield
         return

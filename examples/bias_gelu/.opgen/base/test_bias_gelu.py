@@ -18,7 +18,7 @@ from opgen import testing as ot
 ot.poison_outputs()  # before the op's first call
 
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
-# Where each input is sampled (the spec's `domain:`).
+# Where each input is sampled (the spec's `domain:`; [-3, 3] where it gives none).
 DOMAIN = {"x": (-4.0, 4.0), "bias": (-1.0, 1.0)}
 ATTRS = [
     pytest.param({}, id="default-attrs"),
@@ -444,10 +444,11 @@ def test_saved_model_without_the_op_is_a_clear_error(tmp_path):
                                        "custom_bias_gelu", tmp_path)
 
 
-# AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names
-# (docs/deploy.md, "AMP"). On the CPU, where Paddle's auto_cast sets no AMP state, ot.auto_cast
-# sets the state it sets on a GPU. Where a case needs a cast and Paddle's own cast kernel does
-# not run on this GPU, the case is left out: the op's own results are what is checked.
+# AMP: under paddle.amp.auto_cast the op computes in the dtype its spec's `amp:` names (`follow`
+# where it names none; docs/deploy.md, "AMP"). On the CPU, where Paddle's auto_cast sets no AMP
+# state, ot.auto_cast sets the state it sets on a GPU. Where a case needs a cast and Paddle's own
+# cast kernel does not run on this GPU, the case is left out: the op's own results are what is
+# checked.
 AMP = "follow"
 AMP_DTYPES = [d for d in ("float16", "bfloat16") if d in DTYPES]
 

@@ -259,29 +259,19 @@ inline int64_t PowerOfTwoAtLeast(int64_t n) {
 constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;
 
 // Blocks of kReduceThreads the device can hold at once, at most: the bound the workspace is
-// sized for (a kernel's own occupancy, asked at launch, can only be lower).
+// sized for.
 inline int64_t MaxResidentReduceBlocks(int device) {
-  constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};
-  const int slot = device >= 0 && device < kMaxDevices ? device : 0;
-  if (cache[slot] == 0) {
-    int threads = 0;
-    cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device);
-    cache[slot] = threads >= kReduceThreads ? threads / kReduceThreads : 1;
-  }
-  return int64_t{cache[slot]} * MultiprocessorCount(device);
+  const int threads = DeviceAttribute<cudaDevAttrMaxThreadsPerMultiProcessor>(device);
+  return int64_t{threads >= kReduceThreads ? threads / kReduceThreads : 1} *
+         MultiprocessorCount(device);
 }
 
-// Blocks of kKernel (kReduceThreads each) resident on the device at once (per multiprocessor
-// asked once per kernel).
+// Blocks of kKernel (kReduceThreads each) resident on the device at once, never more than the
+// workspace was sized for.
 template <auto kKernel>
 int64_t ResidentBlocks(int device) {
-  static const int per_sm = [] {
-    int count = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kKernel, kReduceThreads, 0);
-    return count > 0 ? count : 1;
-  }();
-  return int64_t{per_sm} * MultiprocessorCount(device);
+  const int per_sm = ResidentBlocksPerSM<kKernel>(device, kReduceThreads, 0);
+  return std::min(int64_t{per_sm} * MultiprocessorCount(device), MaxResidentReduceBlocks(device));
 }
 
 template <int kIn, int kOut>

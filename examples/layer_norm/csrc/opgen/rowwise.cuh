@@ -1405,15 +1405,13 @@ inline int MultiprocessorCount() {
   return cuda::MultiprocessorCount(device);
 }
 
-// Blocks of `kernel` one multiprocessor holds at once (asked once per kernel).
+// Blocks of `kernel` one multiprocessor of the current device holds at once (asked once per
+// kernel and device).
 template <auto kKernel>
 int ResidentBlocks(int threads, std::size_t shared_bytes) {
-  static const int blocks = [&] {
-    int count = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kKernel, threads, shared_bytes);
-    return count > 0 ? count : 1;
-  }();
-  return blocks;
+  int device = 0;
+  cudaGetDevice(&device);
+  return cuda::ResidentBlocksPerSM<kKernel>(device, threads, shared_bytes);
 }
 
 // Lets `kKernel` have `bytes` of dynamic shared memory where that is more than the default 48 KiB.
@@ -1457,10 +1455,9 @@ template <auto kKernel, int kCluster>
 int ResidentClusters(int threads, std::size_t shared_bytes) {
   int device = 0;
   cudaGetDevice(&device);
-  constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};  // the count + 1; 0: not asked yet
-  if (device < 0 || device >= kMaxDevices) return 0;
-  if (cache[device] == 0) {
+  using Question = std::pair<std::integral_constant<decltype(kKernel), kKernel>,
+                             std::integral_constant<int, kCluster>>;
+  return cuda::OncePerDevice<Question>(device, [device, threads, shared_bytes] {
     int count = 0;
 #if OPGEN_ROW_HAS_CLUSTERS
     int launches = 0;
@@ -1476,12 +1473,12 @@ int ResidentClusters(int threads, std::size_t shared_bytes) {
     }
     cudaGetLastError();  // a failed query leaves no error behind for the next launch
 #else
+    (void)device;
     (void)threads;
     (void)shared_bytes;
 #endif
-    cache[device] = (count > 0 ? count : 0) + 1;
-  }
-  return cache[device] - 1;
+    return count > 0 ? count : 0;
+  });
 }
 
 inline bool AlignedTo(const void* p, std::size_t bytes) {

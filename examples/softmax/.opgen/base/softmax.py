@@ -75,19 +75,19 @@ _FLOAT_BITS: dict[float, int] = {}  # the values a program passes: a handful
 
 def _float_bits(value: float, name: str) -> int:
     """A float attr as the op takes it: the 64 bits of the double, in an int64 attr (Paddle's
-    float attrs are 32-bit), so float64 kernels compute with the value exactly. Remembered per
-    value: a dict lookup costs a fraction of struct's packing. Not zeros: 0.0 and -0.0 are one key
-    to a dict, and their bits differ (min and max keep the sign of a tie). A value that is not a
-    real number (a str, None, a bool, a tensor) is a TypeError naming the attr."""
-    try:
+    float attrs are 32-bit), so float64 kernels compute with the value exactly. Python floats are
+    remembered per value: a dict lookup costs a fraction of struct's packing. Only floats: True,
+    1 and numpy's 1.0 are one key to a dict, and not all of them are numbers. Not zeros: 0.0 and
+    -0.0 are one key too, and their bits differ (min and max keep the sign of a tie). A value that
+    is not a real number (a str, None, a bool, a tensor) is a TypeError naming the attr."""
+    if value.__class__ is float:
         bits = _FLOAT_BITS.get(value)
-    except TypeError:  # unhashable, so not a number
-        bits = None
-    if bits is None:
-        _check_number(value, name)
-        bits = struct.unpack("q", struct.pack("d", value))[0]
-        if len(_FLOAT_BITS) < 64 and value != 0:
-            _FLOAT_BITS[value] = bits
+        if bits is not None:
+            return bits
+    _check_number(value, name)
+    bits = struct.unpack("q", struct.pack("d", value))[0]
+    if value.__class__ is float and len(_FLOAT_BITS) < 64 and value != 0:
+        _FLOAT_BITS[value] = bits
     return bits
 
 
@@ -103,7 +103,7 @@ def _shown(value: object) -> str:
     return f"{kind} {text}" if len(text) <= 40 else kind
 
 
-# The dtypes the op takes: `dtypes:` in softmax.yaml, or all four where it lists none.
+# The dtypes the op takes (its spec's `dtypes:`; all four where it lists none).
 _DTYPES = (paddle.float32, paddle.float64, paddle.float16, paddle.bfloat16)
 _LISTED = _DTYPES  # every input takes these
 _DTYPE_CODES = frozenset(int(d) for d in _DTYPES)
@@ -204,11 +204,13 @@ def _empty_outputs(x: paddle.Tensor) -> paddle.Tensor:
 
 @contextlib.contextmanager
 def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
-    """Makes ``tensor``'s GPU Paddle's current device for a while: Paddle puts the result of an
-    op on empty tensors on the current device, not on the input's."""
+    """Makes ``tensor``'s device (its GPU, or the CPU) Paddle's current device for a while:
+    Paddle puts the result of an op on empty tensors, and new tensors, on the current device, not
+    on the input's."""
     place = tensor.place
     previous = paddle.device.get_device()
-    wanted = f"gpu:{place.gpu_device_id()}" if place.is_gpu_place() else previous
+    wanted = (f"gpu:{place.gpu_device_id()}" if place.is_gpu_place() else
+              "cpu" if place.is_cpu_place() else previous)
     if wanted == previous:
         yield
         return

@@ -143,18 +143,6 @@ int VectorWidth(const Pointers<const T, kIn>& in, const Pointers<T, kOut>& out) 
   return width;
 }
 
-// Blocks of this kernel that fit on one multiprocessor at once (asked once per instantiation).
-template <int kVec, typename T, typename F, int kIn, int kOut>
-int ResidentBlocksPerSM() {
-  static const int blocks = [] {
-    int count = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, ElementwiseKernel<kVec, T, F, kIn, kOut>,
-                                                  kThreads, 0);
-    return count > 0 ? count : 1;
-  }();
-  return blocks;
-}
-
 template <int kVec, typename T, typename F, int kIn, int kOut>
 void LaunchWidth(const F& f, int64_t n, const Pointers<const T, kIn>& in,
                  const Pointers<T, kOut>& out, int device, cudaStream_t stream) {
@@ -162,8 +150,9 @@ void LaunchWidth(const F& f, int64_t n, const Pointers<const T, kIn>& in,
   const int64_t tiles = (n + kTile - 1) / kTile;
   int64_t grid = tiles;
   if constexpr (kWaves > 0) {
+    constexpr auto kernel = ElementwiseKernel<kVec, T, F, kIn, kOut>;
     const int64_t cap = int64_t{kWaves} * MultiprocessorCount(device) *
-                        ResidentBlocksPerSM<kVec, T, F, kIn, kOut>();
+                        ResidentBlocksPerSM<kernel>(device, kThreads, 0);
     if (cap < grid) grid = cap;
   }
   constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;

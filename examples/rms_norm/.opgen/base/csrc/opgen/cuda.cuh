@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -46,11 +47,13 @@ struct Device {
   cudaStream_t stream;
 };
 
-// `kAttribute` of `device` (cudaDeviceGetAttribute), asked once per device (every time for a
-// device id past the first 64); 0 where the question fails. Ops run on several host threads (a
-// predictor's): the cache is atomic, and two threads asking at once store the same value.
-template <cudaDeviceAttr kAttribute>
-int DeviceAttribute(int device) {
+// `ask()` (a value >= 0) for `device`, asked once per device and question (`Question`, a type
+// that names it: an attribute, a kernel's occupancy), every time for a device id past the first
+// 64. Machines may hold GPUs of several kinds, so nothing is asked once for all devices; ops run
+// on several host threads (a predictor's), so the cache is atomic, and two threads asking at once
+// store the same value.
+template <typename Question, typename Ask>
+int OncePerDevice(int device, const Ask& ask) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cache[kMaxDevices] = {};  // the value + 1; 0: not asked yet
   const bool cached = device >= 0 && device < kMaxDevices;
@@ -58,10 +61,36 @@ int DeviceAttribute(int device) {
     const int known = cache[device].load(std::memory_order_relaxed);
     if (known != 0) return known - 1;
   }
-  int value = 0;
-  if (cudaDeviceGetAttribute(&value, kAttribute, device) != cudaSuccess) value = 0;
+  const int value = ask();
   if (cached) cache[device].store(value + 1, std::memory_order_relaxed);
   return value;
+}
+
+// `kAttribute` of `device` (cudaDeviceGetAttribute), asked once per device; 0 where the question
+// fails.
+template <cudaDeviceAttr kAttribute>
+int DeviceAttribute(int device) {
+  return OncePerDevice<std::integral_constant<cudaDeviceAttr, kAttribute>>(device, [device] {
+    int value = 0;
+    return cudaDeviceGetAttribute(&value, kAttribute, device) == cudaSuccess ? value : 0;
+  });
+}
+
+// Blocks of `kKernel` with `threads` threads and `shared_bytes` of dynamic shared memory that
+// one multiprocessor of `device` (the current device) holds at once, at least 1; asked once per
+// kernel and device (a kernel is always launched with the same threads and shared memory).
+template <auto kKernel>
+int ResidentBlocksPerSM(int device, int threads, std::size_t shared_bytes) {
+  using Question = std::integral_constant<decltype(kKernel), kKernel>;
+  return OncePerDevice<Question>(device, [threads, shared_bytes] {
+    int count = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kKernel, threads, shared_bytes) !=
+        cudaSuccess) {
+      cudaGetLastError();  // a failed query leaves no error behind for the next launch
+      count = 0;
+    }
+    return count > 0 ? count : 1;
+  });
 }
 
 inline int MultiprocessorCount(int device) {
