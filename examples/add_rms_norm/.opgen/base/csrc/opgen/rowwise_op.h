@@ -39,6 +39,14 @@ struct Out {
   int like;
 };
 
+// How many of `outs` have `role` (the Io structs state the counts too, for the Pointers type).
+template <std::size_t N>
+constexpr int CountOuts(const Out (&outs)[N], OutRole role) {
+  int count = 0;
+  for (std::size_t k = 0; k < N; ++k) count += outs[k].role == role ? 1 : 0;
+  return count;
+}
+
 template <typename Role>
 constexpr const char* RoleName() {
   if constexpr (std::is_same_v<Role, Elem>) {
@@ -197,7 +205,10 @@ std::vector<paddle::Tensor> Launch(const char* op, const paddle::Tensor (&inputs
                                    const Attrs&... attrs) {
   constexpr int kOut = Io::kOut, kRowOut = Io::kRowOut, kColSum = Io::kColSum;
   constexpr std::size_t kOutAll = std::size(Io::kOuts);
-  static_assert(kOut + kRowOut + kColSum == int(kOutAll), "one Out per output");
+  static_assert(kOut == CountOuts(Io::kOuts, OutRole::kElem) &&
+                    kRowOut == CountOuts(Io::kOuts, OutRole::kRow) &&
+                    kColSum == CountOuts(Io::kOuts, OutRole::kColSum),
+                "kOut, kRowOut and kColSum count kOuts' roles");
   static_assert(std::size(Io::kNames) == kIn, "one name per input");
   std::vector<paddle::Tensor> ins;
   const View view = CheckInputs(op, typename Io::Roles{}, Io::kNames, inputs, &ins);
