@@ -1661,8 +1661,8 @@ def write_library(specs: Sequence[Any], lib_dir: Path, *, cuda: bool) -> list[Pa
     """Gather the generated sources of ``specs`` into ``lib_dir/csrc`` and write the one
     translation unit per language that includes them all; return the sources to compile.
 
-    Each op's ``.cc`` and ``.cu`` keep their own ``kOpName``; in one translation unit the
-    preprocessor renames each to a unique name.
+    Each op's names (``kOpName``, its functors) are in the op's own namespace, so they do not
+    clash in one translation unit.
     """
     csrc = lib_dir / "csrc"
     if csrc.exists():
@@ -1677,8 +1677,7 @@ def write_library(specs: Sequence[Any], lib_dir: Path, *, cuda: bool) -> list[Pa
             op_csrc = Path(spec.path).parent / "csrc"
             for ext in (".h", suffix):
                 shutil.copy(op_csrc / f"{spec.name}{ext}", csrc / f"{spec.name}{ext}")
-            lines += [f"#define kOpName kOpName_{spec.name}", f'#include "{spec.name}{suffix}"',
-                      "#undef kOpName"]
+            lines.append(f'#include "{spec.name}{suffix}"')
         unity = csrc / f"{UNITY_SOURCE}{suffix}"
         unity.write_text("\n".join(lines) + "\n")
         sources.append(unity)

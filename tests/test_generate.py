@@ -343,7 +343,7 @@ def test_wrapped_items_fit_where_the_template_places_them(after):
     from opgen.codegen import wrap_items
 
     items = [f"{{item_{i}, item_{i + 1}}}" for i in range(0, 30, 2)]
-    column = len('      kOpName, "bias_gelu::DoubleBackward", ')
+    column = len('      bias_gelu::kOpName, "bias_gelu::DoubleBackward", ')
     text = wrap_items(items, column=column, indent=6, after=after)
     lines = text.split("\n")
     assert len(lines) > 2

@@ -442,7 +442,7 @@ def _cpp_text(spec: Spec, camel: str, attrs: list[Attr], forward: Functor, backw
                returns: bool = True) -> str:
         """``return opgen::<device>::<launcher><...>(`` and the arguments, from column 2."""
         head = f"{'return ' if returns else ''}opgen::{device}::{launcher}"
-        op_name = "kInPlaceOpName" if launcher == "ElementwiseInPlace" else "kOpName"
+        op_name = f"{name}::{'kInPlaceOpName' if launcher == 'ElementwiseInPlace' else 'kOpName'}"
         functor = functors[struct]
         assert functor is not None
         args = ", ".join([op_name, f'"{name}::{struct}"', *functor.call_args])
@@ -452,8 +452,8 @@ def _cpp_text(spec: Spec, camel: str, attrs: list[Attr], forward: Functor, backw
 
     def gpu_if(tensors: list[str], several: bool) -> str:
         if several:
-            return wrap_code(f"if (opgen::FirstPresent(kOpName, {{{', '.join(tensors)}}})"
-                             ".is_gpu()) {", indent=2)
+            return wrap_code(f"if (opgen::FirstPresent({name}::kOpName, "
+                             f"{{{', '.join(tensors)}}}).is_gpu()) {{", indent=2)
         return f"if ({tensors[0]}.is_gpu()) {{"
 
     spec_file = nobreak(cpp_comment(Path(spec.path).name))

@@ -894,8 +894,8 @@ def launch(namespace: str, where: str, f: Functor, tensors: list[str]) -> str:
     functor's, ``tensors`` and the attrs the functor reads), from column 2, within 100 columns."""
     head = f"return opgen::rowwise::{where}::Rowwise"
     args = [f"{namespace}::Dtypes", f"{namespace}::{f.struct}", f"{namespace}::{f.struct}Io"]
-    call = ", ".join([f'kOpName, "{namespace}::{f.struct}"', "{" + ", ".join(tensors) + "}",
-                      *(a.name for a in f.attrs)])
+    call = ", ".join([f'{namespace}::kOpName, "{namespace}::{f.struct}"',
+                      "{" + ", ".join(tensors) + "}", *(a.name for a in f.attrs)])
     return (wrap_call(head, args, "(", indent=2, brackets="<>") +
             "\n      " + wrap_hanging(call + ");", indent=6))
 

@@ -5,11 +5,6 @@
 #include "paddle/extension.h"
 #include "bias_gelu.h"
 
-namespace {
-constexpr char kOpName[] = "custom_bias_gelu";
-constexpr char kInPlaceOpName[] = "custom_bias_gelu_inplace";
-}  // namespace
-
 #ifdef PADDLE_WITH_CUDA
 // Defined in bias_gelu.cu.
 std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x,
@@ -30,7 +25,7 @@ std::vector<paddle::Tensor> BiasGeluForward(const paddle::Tensor& x, const paddl
   if (x.is_gpu()) return BiasGeluForwardCUDA(x, bias);
 #endif
   return opgen::cpu::Elementwise<bias_gelu::Dtypes, bias_gelu::Forward, 1>(
-      kOpName, "bias_gelu::Forward", {x, bias});
+      bias_gelu::kOpName, "bias_gelu::Forward", {x, bias});
 }
 
 // custom_bias_gelu_inplace: out is written over x (the spec's `inplace:`).
@@ -39,7 +34,7 @@ void BiasGeluForwardInPlace(paddle::Tensor& x, const paddle::Tensor& bias) {
   if (x.is_gpu()) return BiasGeluForwardInPlaceCUDA(x, bias);
 #endif
   opgen::cpu::ElementwiseInPlace<bias_gelu::Dtypes, bias_gelu::Forward, 1, /*kOver=*/0>(
-      kInPlaceOpName, "bias_gelu::Forward", {x, bias});
+      bias_gelu::kInPlaceOpName, "bias_gelu::Forward", {x, bias});
 }
 
 std::vector<paddle::Tensor> BiasGeluBackward(const paddle::Tensor& x, const paddle::Tensor& bias,
@@ -51,7 +46,7 @@ std::vector<paddle::Tensor> BiasGeluBackward(const paddle::Tensor& x, const padd
 #endif
   // Each gradient has its input's shape: summed over the dims the input was broadcast along.
   return opgen::cpu::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::Backward>(
-      kOpName, "bias_gelu::Backward", {x, bias}, /*reads=*/{true, true}, {grad_out});
+      bias_gelu::kOpName, "bias_gelu::Backward", {x, bias}, /*reads=*/{true, true}, {grad_out});
 }
 
 // The gradient of the backward, derived from it by opgen: x, bias, grad_out's gradients from
@@ -63,14 +58,15 @@ std::vector<paddle::Tensor> BiasGeluDoubleBackward(const paddle::Tensor& x,
                                                    const paddle::Tensor& grad_grad_x,
                                                    const paddle::Tensor& grad_grad_bias) {
 #ifdef PADDLE_WITH_CUDA
-  if (opgen::FirstPresent(kOpName, {x, bias, grad_out, grad_grad_x, grad_grad_bias}).is_gpu()) {
+  if (opgen::FirstPresent(bias_gelu::kOpName,
+                          {x, bias, grad_out, grad_grad_x, grad_grad_bias}).is_gpu()) {
     return BiasGeluDoubleBackwardCUDA(x, bias, grad_out, grad_grad_x, grad_grad_bias);
   }
 #endif
   // Each result has its target's shape: summed over the dims the target was broadcast along.
   return opgen::cpu::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::DoubleBackward>(
-      kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out}, /*reads=*/{true, true, true},
-      {grad_grad_x, grad_grad_bias});
+      bias_gelu::kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out},
+      /*reads=*/{true, true, true}, {grad_grad_x, grad_grad_bias});
 }
 
 std::vector<std::vector<int64_t>> BiasGeluInferShape(const std::vector<int64_t>& x_shape,

@@ -6,27 +6,22 @@
 #include "opgen/elementwise.cuh"
 #include "bias_gelu.h"
 
-namespace {
-constexpr char kOpName[] = "custom_bias_gelu";
-constexpr char kInPlaceOpName[] = "custom_bias_gelu_inplace";
-}  // namespace
-
 std::vector<paddle::Tensor> BiasGeluForwardCUDA(const paddle::Tensor& x,
                                                 const paddle::Tensor& bias) {
   return opgen::cuda::Elementwise<bias_gelu::Dtypes, bias_gelu::Forward, 1>(
-      kOpName, "bias_gelu::Forward", {x, bias});
+      bias_gelu::kOpName, "bias_gelu::Forward", {x, bias});
 }
 
 std::vector<paddle::Tensor> BiasGeluBackwardCUDA(const paddle::Tensor& x,
                                                  const paddle::Tensor& bias,
                                                  const paddle::Tensor& grad_out) {
   return opgen::cuda::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::Backward>(
-      kOpName, "bias_gelu::Backward", {x, bias}, /*reads=*/{true, true}, {grad_out});
+      bias_gelu::kOpName, "bias_gelu::Backward", {x, bias}, /*reads=*/{true, true}, {grad_out});
 }
 
 void BiasGeluForwardInPlaceCUDA(paddle::Tensor& x, const paddle::Tensor& bias) {
   opgen::cuda::ElementwiseInPlace<bias_gelu::Dtypes, bias_gelu::Forward, 1, /*kOver=*/0>(
-      kInPlaceOpName, "bias_gelu::Forward", {x, bias});
+      bias_gelu::kInPlaceOpName, "bias_gelu::Forward", {x, bias});
 }
 
 std::vector<paddle::Tensor> BiasGeluDoubleBackwardCUDA(const paddle::Tensor& x,
@@ -35,6 +30,6 @@ std::vector<paddle::Tensor> BiasGeluDoubleBackwardCUDA(const paddle::Tensor& x,
                                                        const paddle::Tensor& grad_grad_x,
                                                        const paddle::Tensor& grad_grad_bias) {
   return opgen::cuda::ElementwiseGrad<bias_gelu::Dtypes, bias_gelu::DoubleBackward>(
-      kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out}, /*reads=*/{true, true, true},
-      {grad_grad_x, grad_grad_bias});
+      bias_gelu::kOpName, "bias_gelu::DoubleBackward", {x, bias, grad_out},
+      /*reads=*/{true, true, true}, {grad_grad_x, grad_grad_bias});
 }

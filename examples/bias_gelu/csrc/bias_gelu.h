@@ -9,6 +9,10 @@ namespace bias_gelu {
 // The dtypes the op is built for, as listed in bias_gelu.yaml.
 using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
+// The names Paddle registers the op under, as its errors give them.
+inline constexpr char kOpName[] = "custom_bias_gelu";
+inline constexpr char kInPlaceOpName[] = "custom_bias_gelu_inplace";
+
 // u = x + bias
 // out = 0.5 * u * (1 + tanh(0.7978845608028654 * (u + 0.044715 * u ** 3)))
 template <typename T>

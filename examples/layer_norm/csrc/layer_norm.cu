@@ -6,16 +6,12 @@
 #include "opgen/rowwise_op.cuh"
 #include "layer_norm.h"
 
-namespace {
-constexpr char kOpName[] = "custom_layer_norm";
-}  // namespace
-
 std::vector<paddle::Tensor> LayerNormForwardCUDA(const paddle::Tensor& x,
                                                  const paddle::Tensor& weight,
                                                  const paddle::Tensor& bias, double eps) {
   return opgen::rowwise::cuda::Rowwise<layer_norm::Dtypes, layer_norm::Forward,
                                        layer_norm::ForwardIo>(
-      kOpName, "layer_norm::Forward", {x, weight, bias}, eps);
+      layer_norm::kOpName, "layer_norm::Forward", {x, weight, bias}, eps);
 }
 
 std::vector<paddle::Tensor> LayerNormBackwardCUDA(const paddle::Tensor& x,
@@ -25,5 +21,6 @@ std::vector<paddle::Tensor> LayerNormBackwardCUDA(const paddle::Tensor& x,
                                                   const paddle::Tensor& grad_out) {
   return opgen::rowwise::cuda::Rowwise<layer_norm::Dtypes, layer_norm::Backward,
                                        layer_norm::BackwardIo>(
-      kOpName, "layer_norm::Backward", {x, weight, paddle::Tensor(), mean, rstd, grad_out});
+      layer_norm::kOpName, "layer_norm::Backward",
+      {x, weight, paddle::Tensor(), mean, rstd, grad_out});
 }

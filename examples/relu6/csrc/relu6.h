@@ -9,6 +9,10 @@ namespace relu6 {
 // The dtypes the op is built for, as listed in relu6.yaml.
 using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
+// The names Paddle registers the op under, as its errors give them.
+inline constexpr char kOpName[] = "custom_relu6";
+inline constexpr char kInPlaceOpName[] = "custom_relu6_inplace";
+
 // out = min(max(x, 0), threshold)
 template <typename T>
 struct Forward {

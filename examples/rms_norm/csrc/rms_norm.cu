@@ -6,19 +6,15 @@
 #include "opgen/rowwise_op.cuh"
 #include "rms_norm.h"
 
-namespace {
-constexpr char kOpName[] = "custom_rms_norm";
-}  // namespace
-
 std::vector<paddle::Tensor> RmsNormForwardCUDA(const paddle::Tensor& x,
                                                const paddle::Tensor& weight, double eps) {
   return opgen::rowwise::cuda::Rowwise<rms_norm::Dtypes, rms_norm::Forward, rms_norm::ForwardIo>(
-      kOpName, "rms_norm::Forward", {x, weight}, eps);
+      rms_norm::kOpName, "rms_norm::Forward", {x, weight}, eps);
 }
 
 std::vector<paddle::Tensor> RmsNormBackwardCUDA(const paddle::Tensor& x,
                                                 const paddle::Tensor& weight,
                                                 const paddle::Tensor& grad_out, double eps) {
   return opgen::rowwise::cuda::Rowwise<rms_norm::Dtypes, rms_norm::Backward, rms_norm::BackwardIo>(
-      kOpName, "rms_norm::Backward", {x, weight, grad_out}, eps);
+      rms_norm::kOpName, "rms_norm::Backward", {x, weight, grad_out}, eps);
 }

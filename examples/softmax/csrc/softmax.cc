@@ -5,10 +5,6 @@
 #include "paddle/extension.h"
 #include "softmax.h"
 
-namespace {
-constexpr char kOpName[] = "custom_softmax";
-}  // namespace
-
 #ifdef PADDLE_WITH_CUDA
 // Defined in softmax.cu.
 std::vector<paddle::Tensor> SoftmaxForwardCUDA(const paddle::Tensor& x, double scale);
@@ -22,7 +18,7 @@ std::vector<paddle::Tensor> SoftmaxForward(const paddle::Tensor& x, int64_t scal
   if (x.is_gpu()) return SoftmaxForwardCUDA(x, scale);
 #endif
   return opgen::rowwise::cpu::Rowwise<softmax::Dtypes, softmax::Forward, softmax::ForwardIo>(
-      kOpName, "softmax::Forward", {x}, scale);
+      softmax::kOpName, "softmax::Forward", {x}, scale);
 }
 
 std::vector<paddle::Tensor> SoftmaxBackward(const paddle::Tensor& out,
@@ -34,7 +30,7 @@ std::vector<paddle::Tensor> SoftmaxBackward(const paddle::Tensor& out,
   }
 #endif
   return opgen::rowwise::cpu::Rowwise<softmax::Dtypes, softmax::Backward, softmax::BackwardIo>(
-      kOpName, "softmax::Backward", {paddle::Tensor(), out, grad_out}, scale);
+      softmax::kOpName, "softmax::Backward", {paddle::Tensor(), out, grad_out}, scale);
 }
 
 // Registered so that asking for a second derivative is an error rather than a wrong number.

@@ -6,17 +6,13 @@
 #include "opgen/rowwise_op.cuh"
 #include "softmax.h"
 
-namespace {
-constexpr char kOpName[] = "custom_softmax";
-}  // namespace
-
 std::vector<paddle::Tensor> SoftmaxForwardCUDA(const paddle::Tensor& x, double scale) {
   return opgen::rowwise::cuda::Rowwise<softmax::Dtypes, softmax::Forward, softmax::ForwardIo>(
-      kOpName, "softmax::Forward", {x}, scale);
+      softmax::kOpName, "softmax::Forward", {x}, scale);
 }
 
 std::vector<paddle::Tensor> SoftmaxBackwardCUDA(const paddle::Tensor& out,
                                                 const paddle::Tensor& grad_out, double scale) {
   return opgen::rowwise::cuda::Rowwise<softmax::Dtypes, softmax::Backward, softmax::BackwardIo>(
-      kOpName, "softmax::Backward", {paddle::Tensor(), out, grad_out}, scale);
+      softmax::kOpName, "softmax::Backward", {paddle::Tensor(), out, grad_out}, scale);
 }

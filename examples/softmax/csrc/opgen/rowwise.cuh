@@ -59,7 +59,7 @@ namespace rowwise {
 // Bytes each thread holds in registers at most for the row: its per-element inputs' elements and
 // their column sums (sets the vectors per lane, and so the longest row each register schedule
 // takes). Larger values are not supported: with 256 a launch failed ("invalid argument") on the
-// H200 (round 14).
+// H200 (opgen's docs/benchmarks.md, round 14).
 #ifndef OPGEN_ROW_REG_BYTES
 #define OPGEN_ROW_REG_BYTES 128
 #endif
@@ -101,7 +101,7 @@ namespace rowwise {
 // block as large as the row needs; 512 or 1024: rows of 128 to 512 lanes share a block, whose
 // rows' column sums meet in shared memory, so fewer partials). 512 measured best on the H200
 // (norm backwards at 1024 and 4096 columns: +0.08 to +0.16 of a copy in most cells, one cell
-// -0.15; docs/benchmarks.md, round 9).
+// -0.15; opgen's docs/benchmarks.md, round 9).
 #ifndef OPGEN_ROW_SUM_THREADS
 #define OPGEN_ROW_SUM_THREADS 512
 #endif
@@ -570,9 +570,8 @@ __device__ __forceinline__ Array<A, K> ClusterReduce(Array<A, K> v, Op op,
     }
     // The wait acquires at CTA scope (try_wait's default), as TMA pipelines wait for data other
     // blocks' async copies complete on their mbarrier: the values are in this block's shared
-    // memory once the phase completes. Acquiring at cluster scope (cc486ce) passed the same
-    // checks but made the long-row backwards much slower on the H200 (opgen's
-    // docs/benchmarks.md, round 14).
+    // memory once the phase completes. Acquiring at cluster scope passed the same checks but
+    // made the long-row backwards much slower on the H200 (opgen's docs/benchmarks.md, round 14).
     unsigned done = 0;
     do {
       asm volatile(

@@ -5,10 +5,6 @@
 #include "paddle/extension.h"
 #include "add_rms_norm.h"
 
-namespace {
-constexpr char kOpName[] = "custom_add_rms_norm";
-}  // namespace
-
 #ifdef PADDLE_WITH_CUDA
 // Defined in add_rms_norm.cu.
 std::vector<paddle::Tensor> AddRmsNormForwardCUDA(const paddle::Tensor& x,
@@ -29,7 +25,7 @@ std::vector<paddle::Tensor> AddRmsNormForward(const paddle::Tensor& x,
 #endif
   return opgen::rowwise::cpu::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Forward,
                                       add_rms_norm::ForwardIo>(
-      kOpName, "add_rms_norm::Forward", {x, residual, weight}, eps);
+      add_rms_norm::kOpName, "add_rms_norm::Forward", {x, residual, weight}, eps);
 }
 
 std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& weight,
@@ -44,7 +40,7 @@ std::vector<paddle::Tensor> AddRmsNormBackward(const paddle::Tensor& weight,
 #endif
   return opgen::rowwise::cpu::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward,
                                       add_rms_norm::BackwardIo>(
-      kOpName, "add_rms_norm::Backward",
+      add_rms_norm::kOpName, "add_rms_norm::Backward",
       {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out, grad_h}, eps);
 }
 

@@ -6,16 +6,12 @@
 #include "opgen/rowwise_op.cuh"
 #include "add_rms_norm.h"
 
-namespace {
-constexpr char kOpName[] = "custom_add_rms_norm";
-}  // namespace
-
 std::vector<paddle::Tensor> AddRmsNormForwardCUDA(const paddle::Tensor& x,
                                                   const paddle::Tensor& residual,
                                                   const paddle::Tensor& weight, double eps) {
   return opgen::rowwise::cuda::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Forward,
                                        add_rms_norm::ForwardIo>(
-      kOpName, "add_rms_norm::Forward", {x, residual, weight}, eps);
+      add_rms_norm::kOpName, "add_rms_norm::Forward", {x, residual, weight}, eps);
 }
 
 std::vector<paddle::Tensor> AddRmsNormBackwardCUDA(const paddle::Tensor& weight,
@@ -24,6 +20,6 @@ std::vector<paddle::Tensor> AddRmsNormBackwardCUDA(const paddle::Tensor& weight,
                                                    const paddle::Tensor& grad_h, double eps) {
   return opgen::rowwise::cuda::Rowwise<add_rms_norm::Dtypes, add_rms_norm::Backward,
                                        add_rms_norm::BackwardIo>(
-      kOpName, "add_rms_norm::Backward",
+      add_rms_norm::kOpName, "add_rms_norm::Backward",
       {paddle::Tensor(), paddle::Tensor(), weight, h, grad_out, grad_h}, eps);
 }

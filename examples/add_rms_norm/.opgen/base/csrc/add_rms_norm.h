@@ -16,6 +16,9 @@ using opgen::rowwise::RoleList;
 // The dtypes the op is built for, as listed in add_rms_norm.yaml.
 using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
+// The name Paddle registers the op under, as its errors give it.
+inline constexpr char kOpName[] = "custom_add_rms_norm";
+
 // h = x + residual
 // rstd = rsqrt(mean(h * h) + eps)
 // out = h * rstd * weight

@@ -5,10 +5,6 @@
 #include "paddle/extension.h"
 #include "layer_norm.h"
 
-namespace {
-constexpr char kOpName[] = "custom_layer_norm";
-}  // namespace
-
 #ifdef PADDLE_WITH_CUDA
 // Defined in layer_norm.cu.
 std::vector<paddle::Tensor> LayerNormForwardCUDA(const paddle::Tensor& x,
@@ -30,7 +26,7 @@ std::vector<paddle::Tensor> LayerNormForward(const paddle::Tensor& x,
 #endif
   return opgen::rowwise::cpu::Rowwise<layer_norm::Dtypes, layer_norm::Forward,
                                       layer_norm::ForwardIo>(
-      kOpName, "layer_norm::Forward", {x, weight, bias}, eps);
+      layer_norm::kOpName, "layer_norm::Forward", {x, weight, bias}, eps);
 }
 
 std::vector<paddle::Tensor> LayerNormBackward(const paddle::Tensor& x,
@@ -46,7 +42,8 @@ std::vector<paddle::Tensor> LayerNormBackward(const paddle::Tensor& x,
 #endif
   return opgen::rowwise::cpu::Rowwise<layer_norm::Dtypes, layer_norm::Backward,
                                       layer_norm::BackwardIo>(
-      kOpName, "layer_norm::Backward", {x, weight, paddle::Tensor(), mean, rstd, grad_out});
+      layer_norm::kOpName, "layer_norm::Backward",
+      {x, weight, paddle::Tensor(), mean, rstd, grad_out});
 }
 
 // Registered so that asking for a second derivative is an error rather than a wrong number.

@@ -17,6 +17,9 @@ using opgen::rowwise::RowStat;
 // The dtypes the op is built for, as listed in layer_norm.yaml.
 using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
+// The name Paddle registers the op under, as its errors give it.
+inline constexpr char kOpName[] = "custom_layer_norm";
+
 // mean = mean(x)
 // var = mean((x - mean) ** 2)
 // rstd = rsqrt(var + eps)

@@ -5,11 +5,6 @@
 #include "paddle/extension.h"
 #include "relu6.h"
 
-namespace {
-constexpr char kOpName[] = "custom_relu6";
-constexpr char kInPlaceOpName[] = "custom_relu6_inplace";
-}  // namespace
-
 #ifdef PADDLE_WITH_CUDA
 // Defined in relu6.cu.
 std::vector<paddle::Tensor> Relu6ForwardCUDA(const paddle::Tensor& x, double threshold);
@@ -27,7 +22,7 @@ std::vector<paddle::Tensor> Relu6Forward(const paddle::Tensor& x, int64_t thresh
   if (x.is_gpu()) return Relu6ForwardCUDA(x, threshold);
 #endif
   return opgen::cpu::Elementwise<relu6::Dtypes, relu6::Forward, 1>(
-      kOpName, "relu6::Forward", {x}, threshold);
+      relu6::kOpName, "relu6::Forward", {x}, threshold);
 }
 
 // custom_relu6_inplace: out is written over x (the spec's `inplace:`).
@@ -37,7 +32,7 @@ void Relu6ForwardInPlace(paddle::Tensor& x, int64_t threshold_bits) {
   if (x.is_gpu()) return Relu6ForwardInPlaceCUDA(x, threshold);
 #endif
   opgen::cpu::ElementwiseInPlace<relu6::Dtypes, relu6::Forward, 1, /*kOver=*/0>(
-      kInPlaceOpName, "relu6::Forward", {x}, threshold);
+      relu6::kInPlaceOpName, "relu6::Forward", {x}, threshold);
 }
 
 std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& out,
@@ -49,7 +44,7 @@ std::vector<paddle::Tensor> Relu6Backward(const paddle::Tensor& out,
   }
 #endif
   return opgen::cpu::Elementwise<relu6::Dtypes, relu6::Backward, 1>(
-      kOpName, "relu6::Backward", {out, grad_out}, threshold);
+      relu6::kOpName, "relu6::Backward", {out, grad_out}, threshold);
 }
 
 // The gradient of the backward, derived from it by opgen: grad_out's gradients from grad_grad_x,
@@ -65,7 +60,7 @@ std::vector<paddle::Tensor> Relu6DoubleBackward(const paddle::Tensor& out,
   }
 #endif
   return opgen::cpu::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 2>(
-      kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
+      relu6::kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
 }
 
 std::vector<std::vector<int64_t>> Relu6InferShape(const std::vector<int64_t>& x_shape) {

@@ -6,30 +6,25 @@
 #include "opgen/elementwise.cuh"
 #include "relu6.h"
 
-namespace {
-constexpr char kOpName[] = "custom_relu6";
-constexpr char kInPlaceOpName[] = "custom_relu6_inplace";
-}  // namespace
-
 std::vector<paddle::Tensor> Relu6ForwardCUDA(const paddle::Tensor& x, double threshold) {
   return opgen::cuda::Elementwise<relu6::Dtypes, relu6::Forward, 1>(
-      kOpName, "relu6::Forward", {x}, threshold);
+      relu6::kOpName, "relu6::Forward", {x}, threshold);
 }
 
 std::vector<paddle::Tensor> Relu6BackwardCUDA(const paddle::Tensor& out,
                                               const paddle::Tensor& grad_out, double threshold) {
   return opgen::cuda::Elementwise<relu6::Dtypes, relu6::Backward, 1>(
-      kOpName, "relu6::Backward", {out, grad_out}, threshold);
+      relu6::kOpName, "relu6::Backward", {out, grad_out}, threshold);
 }
 
 void Relu6ForwardInPlaceCUDA(paddle::Tensor& x, double threshold) {
   opgen::cuda::ElementwiseInPlace<relu6::Dtypes, relu6::Forward, 1, /*kOver=*/0>(
-      kInPlaceOpName, "relu6::Forward", {x}, threshold);
+      relu6::kInPlaceOpName, "relu6::Forward", {x}, threshold);
 }
 
 std::vector<paddle::Tensor> Relu6DoubleBackwardCUDA(const paddle::Tensor& out,
                                                     const paddle::Tensor& grad_grad_x,
                                                     double threshold) {
   return opgen::cuda::Elementwise<relu6::Dtypes, relu6::DoubleBackward, 2>(
-      kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
+      relu6::kOpName, "relu6::DoubleBackward", {out, grad_grad_x}, threshold);
 }

@@ -5,10 +5,6 @@
 #include "paddle/extension.h"
 #include "rms_norm.h"
 
-namespace {
-constexpr char kOpName[] = "custom_rms_norm";
-}  // namespace
-
 #ifdef PADDLE_WITH_CUDA
 // Defined in rms_norm.cu.
 std::vector<paddle::Tensor> RmsNormForwardCUDA(const paddle::Tensor& x,
@@ -25,7 +21,7 @@ std::vector<paddle::Tensor> RmsNormForward(const paddle::Tensor& x, const paddle
   if (x.is_gpu()) return RmsNormForwardCUDA(x, weight, eps);
 #endif
   return opgen::rowwise::cpu::Rowwise<rms_norm::Dtypes, rms_norm::Forward, rms_norm::ForwardIo>(
-      kOpName, "rms_norm::Forward", {x, weight}, eps);
+      rms_norm::kOpName, "rms_norm::Forward", {x, weight}, eps);
 }
 
 std::vector<paddle::Tensor> RmsNormBackward(const paddle::Tensor& x,
@@ -38,7 +34,7 @@ std::vector<paddle::Tensor> RmsNormBackward(const paddle::Tensor& x,
   }
 #endif
   return opgen::rowwise::cpu::Rowwise<rms_norm::Dtypes, rms_norm::Backward, rms_norm::BackwardIo>(
-      kOpName, "rms_norm::Backward", {x, weight, grad_out}, eps);
+      rms_norm::kOpName, "rms_norm::Backward", {x, weight, grad_out}, eps);
 }
 
 // Registered so that asking for a second derivative is an error rather than a wrong number.

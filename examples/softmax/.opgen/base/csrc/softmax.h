@@ -15,6 +15,9 @@ using opgen::rowwise::RoleList;
 // The dtypes the op is built for, as listed in softmax.yaml.
 using Dtypes = opgen::Dtypes<float, double, paddle::float16, paddle::bfloat16>;
 
+// The name Paddle registers the op under, as its errors give it.
+inline constexpr char kOpName[] = "custom_softmax";
+
 // z = x * scale
 // m = max(z)
 // e = exp(z - m)

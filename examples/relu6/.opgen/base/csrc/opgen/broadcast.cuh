@@ -85,7 +85,8 @@ namespace cuda {
 // 1: on devices of compute capability 9.0 and later, the kernel that adds a gradient's block
 // sums is a programmatic dependent launch: it is scheduled while the pass before it drains and
 // waits for that pass on the device, instead of being launched after it ends (0.5-1 us of a
-// 16-bit bias_gelu backward on the H200, round 20). 0: a plain launch.
+// 16-bit bias_gelu backward on the H200; opgen's docs/benchmarks.md, round 20). 0: a plain
+// launch.
 #ifndef OPGEN_BCAST_PDL
 #define OPGEN_BCAST_PDL 1
 #endif
@@ -93,7 +94,8 @@ namespace cuda {
 #define OPGEN_BCAST_GATHER_UNROLL 2
 #endif
 // Vectors of its row each thread of the [N, 1] gradient's pass loads before it computes (2 was
-// slower on the H200 in every dtype, with and without the pass's per-row input known: round 21).
+// slower on the H200 in every dtype, with and without the pass's per-row input known; opgen's
+// docs/benchmarks.md, round 21).
 #ifndef OPGEN_BCAST_PER_ROW_UNROLL
 #define OPGEN_BCAST_PER_ROW_UNROLL 1
 #endif
@@ -105,13 +107,15 @@ namespace cuda {
 #define OPGEN_BCAST_ND_UNROLL OPGEN_BCAST_UNROLL
 #endif
 // 1: a vector of 16-bit values from one of several sources is assembled as 32-bit words
-// (LoadOrSplat); 0: lane by lane, as before round 18 (kept to measure the difference).
+// (LoadOrSplat); 0: lane by lane (kept to measure the difference: opgen's docs/benchmarks.md,
+// round 18).
 #ifndef OPGEN_BCAST_WORDS
 #define OPGEN_BCAST_WORDS 1
 #endif
 // 1: a bfloat16 lane of a vector is read out of its 32-bit word (LaneOf, opgen/cuda.cuh), as
-// the row-wise launcher does; 0: through CUDA's conversion. On the H200 (round 22) bias_gelu's
-// bfloat16 backward takes 2 % less time with it, and no bfloat16 pattern takes more.
+// the row-wise launcher does; 0: through CUDA's conversion. On the H200 bias_gelu's bfloat16
+// backward takes 2 % less time with it, and no bfloat16 pattern takes more (opgen's
+// docs/benchmarks.md, round 22).
 #ifndef OPGEN_BCAST_BF16_LANES
 #define OPGEN_BCAST_BF16_LANES 1
 #endif
@@ -207,7 +211,8 @@ __device__ __forceinline__ V ZeroVec() {
 // `p + offset` in every lane; zeros for a null input (no load). Vectors of 16-bit values are
 // assembled as 32-bit words: choosing among the three sources lane by lane costs a byte permute
 // (PRMT) per 16-bit lane and source, about five instructions an element in the broadcasting
-// kernels' SASS (round 18 on the H200); choosing among words costs a register move at most.
+// kernels' SASS on the H200 (opgen's docs/benchmarks.md, round 18); choosing among words costs
+// a register move at most.
 template <typename V, typename T, typename I>
 __device__ __forceinline__ V LoadOrSplat(const T* p, I offset, bool vector) {
   if constexpr (OPGEN_BCAST_WORDS && sizeof(T) == 2 && sizeof(V) % 4 == 0) {
@@ -886,21 +891,22 @@ __global__ void __launch_bounds__(kReduceThreads, kColumnMinBlocks)
         compute(current, row);
       }
     } else {
-    for (int64_t row0 = first_row + threadIdx.y; row0 < end_row; row0 += kRowUnroll * step) {
-      V loaded[kRowUnroll][kIn];
+      // kRowUnroll rows loaded, then computed.
+      for (int64_t row0 = first_row + threadIdx.y; row0 < end_row; row0 += kRowUnroll * step) {
+        V loaded[kRowUnroll][kIn];
 #pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u) {
-        const int64_t row = row0 + u * step;
+        for (int u = 0; u < kRowUnroll; ++u) {
+          const int64_t row = row0 + u * step;
 #pragma unroll
-        for (int k = 0; k < kIn; ++k) loaded[u][k] = load_one(k, row);
+          for (int k = 0; k < kIn; ++k) loaded[u][k] = load_one(k, row);
+        }
+#pragma unroll
+        for (int u = 0; u < kRowUnroll; ++u) {
+          const int64_t row = row0 + u * step;
+          if (row >= end_row) break;
+          compute(loaded[u], row);
+        }
       }
-#pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u) {
-        const int64_t row = row0 + u * step;
-        if (row >= end_row) break;
-        compute(loaded[u], row);
-      }
-    }
     }
   }
   // Down the rows of the block: element j of thread t at shared[j][t], a tree over threadIdx.y.
