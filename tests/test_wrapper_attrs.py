@@ -172,3 +172,22 @@ def test_a_static_graph_refuses_what_is_not_a_variable_by_its_type():
             "(paddle.static.data, an op's output)")
     assert proc.stdout.splitlines() == [f"relu6: x is {kind}, {tail}"
                                         for kind in ("ndarray", "NoneType", "list")], proc.stdout
+
+
+@pytest.mark.parametrize("example", ["relu6", "layer_norm", "embedding"])
+def test_new_tensors_of_a_cpu_input_go_on_the_cpu(example, monkeypatch):
+    """Every kind's wrapper makes a CPU input's device current while it makes new tensors (an
+    empty result on Paddle 2.6): on a GPU machine the current device is a GPU (the custom kind's
+    wrapper kept it; tests/test_custom.py cannot see that without a GPU)."""
+    import paddle
+
+    loader = importlib.util.spec_from_file_location(
+        f"{example}_device_wrapper", ROOT / "examples" / example / f"{example}.py")
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    switched = []
+    monkeypatch.setattr(paddle.device, "get_device", lambda: "gpu:1")
+    monkeypatch.setattr(paddle.device, "set_device", switched.append)
+    with module._current_device_of(paddle.to_tensor(np.ones(3, np.float32), place="cpu")):
+        assert switched == ["cpu"]
+    assert switched == ["cpu", "gpu:1"]

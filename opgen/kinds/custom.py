@@ -1636,6 +1636,8 @@ class Context(OpText, BackwardStubText):
     input_checks: InputChecks            # the same in C++, with dtypes and devices
     backward: list[str]                  # inputs that get gradients
     grad_outputs: list[str]              # grad_<output>
+    grad_checks: list[str]               # the backward's checks of its grad_<output>s
+    grad_shape_checked: str | None       # a float output whose gradient's shape they check
     forward_kernel: Kernel
     backward_kernel: Kernel | None
     signatures: dict[str, str]
@@ -1711,6 +1713,7 @@ def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dic
         f'"{": no kernel for " if k == 0 else ", "}{p} ", {p}' for k, p in enumerate(params)])
     paddle_inputs = [f"paddle::Optional({cpp_string(n)})" if t.optional else cpp_string(n)
                      for n, t in inputs.items()]
+    first = next(iter(m.inputs))
     text: dict[str, Any] = {
         "cc_header": comment_text(
             "The op's registration with Paddle, its shape and dtype inference, and the CPU entry "
@@ -1744,6 +1747,10 @@ def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dic
         "counted": wrap_code("paddle::Tensor counted = paddle::empty({kSizes}, "
                              f"paddle::DataType::INT64, args.{next(iter(m.inputs))}.place());",
                              indent=2),
+        # A library built without CUDA (--cpu-only) hands GPU tensors to the CPU kernels otherwise.
+        "cpu_only": {k: f"if (!{first}.is_cpu()) {{\n    " + wrap_code(
+            f"opgen::Fail({cpp_string(f'{spec.op_name}: {k} expected CPU tensors, got ')}, "
+            f"{first}.place());", indent=4) + "\n  }" for k in ("ForwardCPU", "BackwardCPU")},
         "check_allocated": {n: wrap_code(
             f'opgen::CheckAllocated({op}, kernel, args.{n}, "{n}", {s.text_cpp}, '
             f'"{s.allocate}");', indent=2) for n, s in dynamic.items()},
@@ -1760,6 +1767,28 @@ def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dic
             f"{op_inplace} infers the outputs it allocates; Paddle gives the others their "
             "inputs'.")
     return text
+
+
+def _grad_checks(op_name: str, first: str, outputs: dict[str, Tensor],
+                 out_shapes: list[OutShape], shape_inputs: list[str]) -> list[str]:
+    """The backward's statements that check the gradient of each float output against it
+    (``opgen::CheckGrad``): the output's shape, computed as the forward computes it, where the
+    inputs give it; its dtype; the first input's device. (paddle.grad takes gradients for float
+    outputs only; what an integer output's holds is Paddle's, and no kernel reads it.)"""
+    shapes = {s.name: s for s in out_shapes}
+    checked = [n for n, t in outputs.items() if t.is_float]
+    if not checked:
+        return []
+    lines = [f"const std::vector<int64_t> {n}_shape = {n}.shape();" for n in shape_inputs]
+    for s in out_shapes:
+        if s.name in checked and not s.data_dependent:
+            lines += s.cpp
+    for name in checked:
+        shape = "nullptr" if shapes[name].data_dependent else f"&{name}_shape"
+        lines.append(wrap_call("opgen::CheckGrad", [
+            cpp_string(op_name), cpp_string(f"grad_{name}"), f"grad_{name}", cpp_string(name),
+            shape, outputs[name].cpp_dtype_expr, cpp_string(first), first], ";", indent=2))
+    return lines
 
 
 def _static_call(op_name: str, listed: str, outputs: int, backward: bool) -> str:
@@ -2247,6 +2276,8 @@ def build_context(spec: Any) -> Context:
     test_ranges = {n: "(" + ", ".join(_test_bound(b, custom) for b in r) + ")"
                    for n, r in custom.ranges.items()}
     wrong_dtype = _wrong_dtype(inputs)
+    shape_inputs = [n for n in m.inputs
+                    if any(n in o.inputs for o in out_shapes if not o.data_dependent)]
     return Context(
         **op_text(spec),
         **backward_stub_text(spec),
@@ -2267,8 +2298,7 @@ def build_context(spec: Any) -> Context:
         empty_checks=empty_checks,
         infer_throws=_infer_throws(custom),
         shape_attrs=shape_attrs,
-        shape_inputs=[n for n in m.inputs if any(n in o.inputs for o in out_shapes
-                                                 if not o.data_dependent)],
+        shape_inputs=shape_inputs,
         data_dependent=list(dynamic.values()),
         spec_shape_params=", ".join([n for n, t in m.inputs.items() if not t.optional] +
                                     [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
@@ -2277,6 +2307,10 @@ def build_context(spec: Any) -> Context:
         input_checks=checks,
         backward=backward,
         grad_outputs=[f"grad_{n}" for n in m.outputs],
+        grad_checks=_grad_checks(spec.op_name, first, outputs, out_shapes, shape_inputs)
+        if backward else [],
+        grad_shape_checked=next((n for n, t in outputs.items() if t.is_float and n not in dynamic),
+                                None) if backward else None,
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
         signatures=signatures,

@@ -52,6 +52,9 @@ std::vector<paddle::Tensor> EmbeddingForward(const paddle::Tensor& ids, const pa
     return {out};
   }
 #endif
+  if (!ids.is_cpu()) {
+    opgen::Fail("custom_embedding: ForwardCPU expected CPU tensors, got ", ids.place());
+  }
   embedding::Dispatch(
       "ForwardCPU", args.ids.dtype(), args.table.dtype(), [&](auto ids_type, auto table_type) {
         using IdsT = typename decltype(ids_type)::type;
@@ -65,6 +68,13 @@ std::vector<paddle::Tensor> EmbeddingBackward(const paddle::Tensor& ids,
                                               const paddle::Tensor& table,
                                               const paddle::Tensor& grad_out, int64_t padding_idx,
                                               bool deterministic, bool check_ids) {
+  CheckInputs(ids, table);
+  const std::vector<int64_t> ids_shape = ids.shape();
+  const std::vector<int64_t> table_shape = table.shape();
+  std::vector<int64_t> out_shape = ids_shape;
+  out_shape.push_back(table_shape[1]);
+  opgen::CheckGrad("custom_embedding", "grad_out", grad_out, "out", &out_shape, table.dtype(),
+                   "ids", ids);
   if (opgen::NoElements(grad_out)) {
     // The outputs had no element: every gradient is 0, and no kernel runs.
     return {opgen::ZerosLike(table)};
@@ -78,6 +88,9 @@ std::vector<paddle::Tensor> EmbeddingBackward(const paddle::Tensor& ids,
     return {grad_table};
   }
 #endif
+  if (!ids.is_cpu()) {
+    opgen::Fail("custom_embedding: BackwardCPU expected CPU tensors, got ", ids.place());
+  }
   embedding::Dispatch(
       "BackwardCPU", args.ids.dtype(), args.table.dtype(), [&](auto ids_type, auto table_type) {
         using IdsT = typename decltype(ids_type)::type;

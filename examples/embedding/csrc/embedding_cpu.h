@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "embedding.h"
+#include "opgen/paddle.h"  // LoadAs, StoreChunk: 16-bit conversions
 
 namespace embedding {
 
@@ -110,12 +111,12 @@ void BackwardCPU(const BackwardArgs& args) {
       }
       Acc* row = sums.data() + slot[id];
       const TableT* from = grad_out + i * d;
-      for (int64_t c = 0; c < d; ++c) row[c] += static_cast<Acc>(from[c]);
+      for (int64_t c = 0; c < d; ++c) row[c] += opgen::cpu::LoadAs<TableT>::From(from[c]);
     }
+    // Rounded to nearest even (opgen/paddle.h; Paddle's own host conversion truncates bfloat16).
     for (int64_t r = 0; r < rows; ++r) {
       if (slot[r] < 0) continue;
-      const Acc* row = sums.data() + slot[r];
-      for (int64_t c = 0; c < d; ++c) grad_table[r * d + c] = static_cast<TableT>(row[c]);
+      opgen::cpu::StoreChunk<TableT>(sums.data() + slot[r], grad_table + r * d, d);
     }
   }
 }

@@ -215,11 +215,13 @@ def _output_shapes(ids, table):
 
 @contextlib.contextmanager
 def _current_device_of(tensor: paddle.Tensor) -> Iterator[None]:
-    """Makes ``tensor``'s GPU Paddle's current device for a while: Paddle puts new tensors on
-    the current device."""
+    """Makes ``tensor``'s device (its GPU, or the CPU) Paddle's current device for a while:
+    Paddle puts the result of an op on empty tensors, and new tensors, on the current device, not
+    on the input's."""
     place = tensor.place
     previous = paddle.device.get_device()
-    wanted = f"gpu:{place.gpu_device_id()}" if place.is_gpu_place() else previous
+    wanted = (f"gpu:{place.gpu_device_id()}" if place.is_gpu_place() else
+              "cpu" if place.is_cpu_place() else previous)
     if wanted == previous:
         yield
         return

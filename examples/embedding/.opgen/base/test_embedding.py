@@ -267,6 +267,25 @@ def test_wrong_dtype_is_a_clear_error(device):
 
 
 @pytest.mark.parametrize("device", ot.devices())
+def test_gradient_of_the_wrong_shape_is_a_clear_error(device):
+    """paddle.grad passes its grad_outputs to the backward unchecked: one shaped unlike its
+    output is refused, naming it, before a kernel reads past it."""
+    rng = np.random.default_rng(7)
+    combo = next(c for c in COMBOS if COMBOS[c][1]["out"] in FLOATS)
+    tensors, _ = sample_inputs(rng, "one", combo, device, grad=BACKWARD)
+    outputs = ot.as_tuple(embedding(**tensors))
+    grads_out, _ = output_gradients(rng, outputs, combo, device)
+    floats = [n for n in OUTPUTS if COMBOS[combo][1][n] in FLOATS]
+    k = floats.index("out")
+    wrong = [*grads_out[k].shape, 2]
+    grads_out[k] = ot.to_paddle(np.zeros(wrong), COMBOS[combo][1][floats[k]], device)
+    message = "grad_out has shape"
+    with pytest.raises(Exception, match=message):  # the type is Paddle's (OSError in 3.3.1)
+        paddle.grad([o for n, o in zip(OUTPUTS, outputs, strict=True) if n in floats],
+                    [tensors[n] for n in BACKWARD], grad_outputs=grads_out, allow_unused=True)
+
+
+@pytest.mark.parametrize("device", ot.devices())
 def test_wrong_shape_is_a_clear_error(device):
     """An input with a dim more than its spec shape is refused, naming it: in eager mode (where
     the kernels' CheckInputs refuses it first) and in a static graph as the program is built."""

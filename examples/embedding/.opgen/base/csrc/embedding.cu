@@ -22,8 +22,9 @@ void CheckLaunch(const char* kernel) {
 
 void EmbeddingForwardCUDA(const embedding::ForwardArgs& args) {
   const paddle::Tensor& like = args.ids;
+  opgen::cuda::DeviceGuard guard(like.place().GetDeviceId());
+  // Paddle's Tensor::stream() is the current device's: asked once the guard has made it current.
   const opgen::cuda::Device gpu{like.place().GetDeviceId(), like.stream()};
-  opgen::cuda::DeviceGuard guard(gpu.id);
   embedding::Dispatch(
       "ForwardCUDA", args.ids.dtype(), args.table.dtype(), [&](auto ids_type, auto table_type) {
         using IdsT = typename decltype(ids_type)::type;
@@ -35,8 +36,9 @@ void EmbeddingForwardCUDA(const embedding::ForwardArgs& args) {
 
 void EmbeddingBackwardCUDA(const embedding::BackwardArgs& args) {
   const paddle::Tensor& like = args.ids;
+  opgen::cuda::DeviceGuard guard(like.place().GetDeviceId());
+  // Paddle's Tensor::stream() is the current device's: asked once the guard has made it current.
   const opgen::cuda::Device gpu{like.place().GetDeviceId(), like.stream()};
-  opgen::cuda::DeviceGuard guard(gpu.id);
   embedding::Dispatch(
       "BackwardCUDA", args.ids.dtype(), args.table.dtype(), [&](auto ids_type, auto table_type) {
         using IdsT = typename decltype(ids_type)::type;

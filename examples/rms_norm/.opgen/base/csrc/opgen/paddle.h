@@ -266,6 +266,25 @@ inline void CheckSamePlace(const char* op, const char* input, const paddle::Tens
   }
 }
 
+// A gradient a custom op's backward reads (`grad`, of `output`): Paddle passes paddle.grad's
+// grad_outputs on unchecked, and a kernel would read past a smaller one. It has the output's shape
+// (`shape`; null where only the data gives it) and dtype (UNDEFINED: not checked, an integer
+// output's) and is on `first`'s device; an absent one is left to the kernels.
+inline void CheckGrad(const char* op, const char* grad, const paddle::Tensor& tensor,
+                      const char* output, const std::vector<int64_t>* shape,
+                      paddle::DataType dtype, const char* first_name,
+                      const paddle::Tensor& first) {
+  if (!tensor.defined()) return;
+  if (shape != nullptr && tensor.shape() != *shape) {
+    Fail(op, ": ", grad, " has shape ", ShapeString(tensor.shape()), "; it must have ", output,
+         "'s, ", ShapeString(*shape));
+  }
+  if (dtype != paddle::DataType::UNDEFINED && tensor.dtype() != dtype) {
+    Fail(op, ": ", grad, " is ", tensor.dtype(), "; it must have ", output, "'s dtype, ", dtype);
+  }
+  CheckSamePlace(op, grad, tensor, first_name, first);
+}
+
 // ---- output shapes a spec computes ---------------------------------------------------------
 // `shape` names the op, the output and its spec shape ("custom_pad: out's shape [D + 2 * p]") for
 // the error each raises.
