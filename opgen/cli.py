@@ -190,8 +190,9 @@ def build(
     op_dir: Annotated[Path, typer.Argument(parser=_path, help="The generated op's folder.")],
     cpu_only: Annotated[bool, typer.Option("--cpu-only",
                                            help="Leave out the CUDA sources.")] = False,
-    arch: Annotated[str | None, typer.Option("--arch", help="CUDA compute capabilities, e.g. "
-                                             "90 or 80,90 (default: the local GPUs).")] = None,
+    arch: Annotated[str | None, typer.Option(
+        "--arch", help="CUDA compute capabilities, e.g. 90 or 80,90 (default: the local GPUs', "
+        "else 90).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show the compiler output.")] = False,
     wheel: Annotated[bool, typer.Option("--wheel", help="Also package the compiled op as a wheel "
                                         "that installs and runs without the sources or opgen."

@@ -477,7 +477,8 @@ def check_cuda_toolkit(f: Facts) -> Iterator[Check]:
         if cuda_paddle:
             assert f.paddle is not None
             yield Check("CUDA toolkit", "warning",
-                        "nvcc not found: .cu sources will be skipped and ops built for CPU only",
+                        "nvcc not found: Paddle has CUDA, so only `opgen build --cpu-only` "
+                        "builds an op; opgen test, opgen.load and the wrappers build the .cu too",
                         f"install the CUDA toolkit (Paddle uses CUDA {f.paddle.cuda_version}) "
                         "and set CUDA_HOME")
         else:

@@ -696,7 +696,8 @@ def _yaml_entry(key: str, text: str, style: str) -> list[str]:
 
 UNARY = ("abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin",
          "cos", "floor", "ceil", "softplus", "square", "sign", "tan", "atan", "log2", "exp2")
-#: What each drawn op is built around, in turn, so that any 29 consecutive ops cover the language.
+#: What each drawn op is built around, in turn, so that any len(FOCUS) consecutive ops cover the
+#: language.
 FOCUS: tuple[str, ...] = tuple(sorted(FUNCTIONS)) + (
     "**", "/", "-", "+", "*", "neg", "cmp", "chain", "&", "|", "~")
 assert set(UNARY) | {"min", "max", "where", "pow", "clamp"} == set(FUNCTIONS), \
@@ -1119,9 +1120,9 @@ def draw_op(seed: int, index: int, *, dtypes: tuple[str, ...] = ("float32", "flo
     """Op ``index`` of the campaign ``seed``, drawn by hypothesis: the same (seed, index) always
     draws the same op, whatever else is drawn.
 
-    The op is built around ``FOCUS[index % len(FOCUS)]``, so any 29 consecutive ops cover every
-    function and operator of the language. Hypothesis runs two examples and the second is kept
-    (the first of a run is its simplest example: a lone input).
+    The op is built around ``FOCUS[index % len(FOCUS)]``, so any ``len(FOCUS)`` consecutive ops
+    cover every function and operator of the language. Hypothesis runs two examples and the
+    second is kept (the first of a run is its simplest example: a lone input).
     """
     warm_hypothesis()
     drawn: list[FuzzOp] = []
