@@ -15,6 +15,8 @@ import pytest
 from embedding import embedding
 from opgen import testing as ot
 
+ot.poison_outputs()  # before the op's first call: new outputs start as NaN, not as zeros
+
 _module = importlib.util.spec_from_file_location(
     "embedding_reference", Path(__file__).resolve().parent / "reference.py")
 reference = importlib.util.module_from_spec(_module)

@@ -1637,6 +1637,8 @@ class Context(OpText, BackwardStubText):
     backward: list[str]                  # inputs that get gradients
     grad_outputs: list[str]              # grad_<output>
     grad_checks: list[str]               # the backward's checks of its grad_<output>s
+    poisoned: dict[str, str]             # forward, inplace, backward: their Poison call
+                                         #   ("" where they allocate nothing)
     grad_shape_checked: str | None       # a float output whose gradient's shape they check
     forward_kernel: Kernel
     backward_kernel: Kernel | None
@@ -1767,6 +1769,14 @@ def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dic
             f"{op_inplace} infers the outputs it allocates; Paddle gives the others their "
             "inputs'.")
     return text
+
+
+def _poison(tensors: list[str]) -> str:
+    """The entry point's call that fills its new outputs ``tensors`` with 0xFF bytes where the
+    generated tests ask (``opgen::PoisonOutputs``); "" where it allocates none."""
+    if not tensors:
+        return ""
+    return wrap_code(f"if (opgen::PoisonOutputs()) Poison({{{', '.join(tensors)}}});", indent=2)
 
 
 def _grad_checks(op_name: str, first: str, outputs: dict[str, Tensor],
@@ -2309,6 +2319,10 @@ def build_context(spec: Any) -> Context:
         grad_outputs=[f"grad_{n}" for n in m.outputs],
         grad_checks=_grad_checks(spec.op_name, first, outputs, out_shapes, shape_inputs)
         if backward else [],
+        poisoned={"forward": _poison([n for n in m.outputs if n not in dynamic]),
+                  "inplace": _poison([n for n in (m.outputs if m.inplace else [])
+                                      if n not in dynamic and n not in m.inplace.values()]),
+                  "backward": _poison([f"grad_{n}" for n in backward])},
         grad_shape_checked=next((n for n, t in outputs.items() if t.is_float and n not in dynamic),
                                 None) if backward else None,
         forward_kernel=forward_kernel,

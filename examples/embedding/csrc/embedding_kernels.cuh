@@ -38,7 +38,8 @@ namespace cuda {
 constexpr int kThreads = EMBEDDING_THREADS;
 constexpr int kUnroll = EMBEDDING_UNROLL;
 
-// Where a kernel records the first out-of-range id it meets: {position + 1, id}; {0, 0} if none.
+// Where the kernels record an out-of-range id: {position + 1, id} of the first thread to record
+// one (with several, which one is not fixed; the CPU names the lowest position); {0, 0} if none.
 struct BadId {
   unsigned long long position_plus_one;
   long long id;

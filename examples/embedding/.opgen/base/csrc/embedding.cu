@@ -20,6 +20,18 @@ void CheckLaunch(const char* kernel) {
 
 }  // namespace
 
+// Fills `output` with 0xFF bytes on its device's stream: Poison in the .cc (the generated tests).
+void EmbeddingPoisonCUDA(const paddle::Tensor& output) {
+  paddle::Tensor t = output;
+  opgen::cuda::DeviceGuard guard(t.place().GetDeviceId());
+  const std::size_t bytes = static_cast<std::size_t>(t.numel()) * phi::SizeOf(t.dtype());
+  const cudaError_t status = cudaMemsetAsync(t.data(), 0xFF, bytes, t.stream());
+  if (status != cudaSuccess) {
+    opgen::Fail("custom_embedding", ": filling an output with NaN failed: ",
+                cudaGetErrorString(status));
+  }
+}
+
 void EmbeddingForwardCUDA(const embedding::ForwardArgs& args) {
   const paddle::Tensor& like = args.ids;
   opgen::cuda::DeviceGuard guard(like.place().GetDeviceId());
