@@ -1747,7 +1747,7 @@ def _cpp_text(spec: Any, custom: Custom, inputs: dict[str, Tensor], outputs: dic
                                  prefix="  // ") if paddle_h_for else "",
         "no_kernel": wrap_code(f"opgen::Fail({no_kernel});", indent=2),
         "counted": wrap_code("paddle::Tensor counted = paddle::empty({kSizes}, "
-                             f"paddle::DataType::INT64, args.{next(iter(m.inputs))}.place());",
+                             f"paddle::DataType::INT64, args.{first}.place());",
                              indent=2),
         # A library built without CUDA (--cpu-only) hands GPU tensors to the CPU kernels otherwise.
         "cpu_only": {k: f"if (!{first}.is_cpu()) {{\n    " + wrap_code(
@@ -1779,20 +1779,20 @@ def _poison(tensors: list[str]) -> str:
     return wrap_code(f"if (opgen::PoisonOutputs()) Poison({{{', '.join(tensors)}}});", indent=2)
 
 
-def _grad_checks(op_name: str, first: str, outputs: dict[str, Tensor],
-                 out_shapes: list[OutShape], shape_inputs: list[str]) -> list[str]:
+def _grad_checks(op_name: str, inputs: list[str], outputs: dict[str, Tensor],
+                 out_shapes: list[OutShape]) -> list[str]:
     """The backward's statements that check the gradient of each float output against it
     (``opgen::CheckGrad``): the output's shape, computed as the forward computes it, where the
     inputs give it; its dtype; the first input's device. (paddle.grad takes gradients for float
     outputs only; what an integer output's holds is Paddle's, and no kernel reads it.)"""
     shapes = {s.name: s for s in out_shapes}
     checked = [n for n, t in outputs.items() if t.is_float]
-    if not checked:
-        return []
-    lines = [f"const std::vector<int64_t> {n}_shape = {n}.shape();" for n in shape_inputs]
-    for s in out_shapes:
-        if s.name in checked and not s.data_dependent:
-            lines += s.cpp
+    computed = [s for s in out_shapes if s.name in checked and not s.data_dependent]
+    lines = [f"const std::vector<int64_t> {n}_shape = {n}.shape();" for n in inputs
+             if any(n in s.inputs for s in computed)]
+    for s in computed:
+        lines += s.cpp
+    first = inputs[0]
     for name in checked:
         shape = "nullptr" if shapes[name].data_dependent else f"&{name}_shape"
         lines.append(wrap_call("opgen::CheckGrad", [
@@ -2286,8 +2286,6 @@ def build_context(spec: Any) -> Context:
     test_ranges = {n: "(" + ", ".join(_test_bound(b, custom) for b in r) + ")"
                    for n, r in custom.ranges.items()}
     wrong_dtype = _wrong_dtype(inputs)
-    shape_inputs = [n for n in m.inputs
-                    if any(n in o.inputs for o in out_shapes if not o.data_dependent)]
     return Context(
         **op_text(spec),
         **backward_stub_text(spec),
@@ -2308,7 +2306,8 @@ def build_context(spec: Any) -> Context:
         empty_checks=empty_checks,
         infer_throws=_infer_throws(custom),
         shape_attrs=shape_attrs,
-        shape_inputs=shape_inputs,
+        shape_inputs=[n for n in m.inputs if any(n in o.inputs for o in out_shapes
+                                                 if not o.data_dependent)],
         data_dependent=list(dynamic.values()),
         spec_shape_params=", ".join([n for n, t in m.inputs.items() if not t.optional] +
                                     [f"{n}=None" for n, t in m.inputs.items() if t.optional] +
@@ -2317,7 +2316,7 @@ def build_context(spec: Any) -> Context:
         input_checks=checks,
         backward=backward,
         grad_outputs=[f"grad_{n}" for n in m.outputs],
-        grad_checks=_grad_checks(spec.op_name, first, outputs, out_shapes, shape_inputs)
+        grad_checks=_grad_checks(spec.op_name, list(m.inputs), outputs, out_shapes)
         if backward else [],
         poisoned={"forward": _poison([n for n in m.outputs if n not in dynamic]),
                   "inplace": _poison([n for n in (m.outputs if m.inplace else [])

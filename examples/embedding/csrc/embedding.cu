@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "opgen/cuda.cuh"
+#include "opgen/paddle.h"
 #include "embedding.h"
 #include "embedding_cuda.cuh"
 
@@ -24,8 +25,7 @@ void CheckLaunch(const char* kernel) {
 void EmbeddingPoisonCUDA(const paddle::Tensor& output) {
   paddle::Tensor t = output;
   opgen::cuda::DeviceGuard guard(t.place().GetDeviceId());
-  const std::size_t bytes = static_cast<std::size_t>(t.numel()) * phi::SizeOf(t.dtype());
-  const cudaError_t status = cudaMemsetAsync(t.data(), 0xFF, bytes, t.stream());
+  const cudaError_t status = cudaMemsetAsync(t.data(), 0xFF, opgen::Bytes(t), t.stream());
   if (status != cudaSuccess) {
     opgen::Fail("custom_embedding", ": filling an output with NaN failed: ",
                 cudaGetErrorString(status));
@@ -34,9 +34,10 @@ void EmbeddingPoisonCUDA(const paddle::Tensor& output) {
 
 void EmbeddingForwardCUDA(const embedding::ForwardArgs& args) {
   const paddle::Tensor& like = args.ids;
-  opgen::cuda::DeviceGuard guard(like.place().GetDeviceId());
+  const int device = like.place().GetDeviceId();
+  opgen::cuda::DeviceGuard guard(device);
   // Paddle's Tensor::stream() is the current device's: asked once the guard has made it current.
-  const opgen::cuda::Device gpu{like.place().GetDeviceId(), like.stream()};
+  const opgen::cuda::Device gpu{device, like.stream()};
   embedding::Dispatch(
       "ForwardCUDA", args.ids.dtype(), args.table.dtype(), [&](auto ids_type, auto table_type) {
         using IdsT = typename decltype(ids_type)::type;
@@ -48,9 +49,10 @@ void EmbeddingForwardCUDA(const embedding::ForwardArgs& args) {
 
 void EmbeddingBackwardCUDA(const embedding::BackwardArgs& args) {
   const paddle::Tensor& like = args.ids;
-  opgen::cuda::DeviceGuard guard(like.place().GetDeviceId());
+  const int device = like.place().GetDeviceId();
+  opgen::cuda::DeviceGuard guard(device);
   // Paddle's Tensor::stream() is the current device's: asked once the guard has made it current.
-  const opgen::cuda::Device gpu{like.place().GetDeviceId(), like.stream()};
+  const opgen::cuda::Device gpu{device, like.stream()};
   embedding::Dispatch(
       "BackwardCUDA", args.ids.dtype(), args.table.dtype(), [&](auto ids_type, auto table_type) {
         using IdsT = typename decltype(ids_type)::type;
