@@ -5,9 +5,10 @@
 // First the gather and both scatter-adds against a host reference in float32, float64, float16
 // and bfloat16 with int32 and int64 ids: empty, one id, odd row sizes, misaligned tables, a
 // padding row, out-of-range ids (zero rows and the id check's verdict, rows of 0 bytes
-// included), every id equal; the sorted backward
-// twice for bit-identical gradients. Then times ids [65536], D = 1024 against a device-to-device
-// copy of the same bytes in the same run. Exits 1 on any mismatch.
+// included), every id equal, runs of ids around and past EMBEDDING_PIECE_ROWS, two ids; the
+// sorted backward twice for bit-identical gradients. Then times ids [65536] against a
+// device-to-device copy of the same bytes in the same run: uniform ids (D = 1024 and 256), ids
+// drawn by Zipf's law, and two ids (token types). Exits 1 on any mismatch.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -157,7 +158,7 @@ void CheckCase(int64_t n, int64_t rows, int64_t d, int64_t padding, int64_t shif
   T* d_grad = nullptr;
   CHECK(cudaMalloc(&d_grad, rows * d * sizeof(T)));
   void* workspace = nullptr;
-  CHECK(cudaMalloc(&workspace, embedding::cuda::SortedWorkspaceBytes(n)));
+  CHECK(cudaMalloc(&workspace, embedding::cuda::SortedWorkspaceBytes<T>(n, d)));
   const double tol = std::is_same_v<T, double> ? 1e-12 : std::is_same_v<T, float> ? 1e-5
                      : std::is_same_v<T, __half> ? 2e-3 : 1e-2;
   std::vector<T> first;
@@ -201,6 +202,11 @@ void CheckAll() {
     CheckCase<T, Id>(4099, 1000, 64, 0, shift, true, false);
     CheckCase<T, Id>(2048, 500, 1027, 7, shift, false, false);
     CheckCase<T, Id>(20000, 100, 128, -1, shift, false, true);
+    // Runs around EMBEDDING_PIECE_ROWS (64): one piece, one more, several windows, two ids.
+    for (int64_t n : {64, 65, 129, 200}) CheckCase<T, Id>(n, 10, 8, -1, shift, false, true);
+    CheckCase<T, Id>(4096, 64, 33, 3, shift, false, false);
+    CheckCase<T, Id>(20000, 2, 96, -1, shift, false, false);
+    CheckCase<T, Id>(20000, 3, 40, 1, shift, true, false);
   }
 }
 
@@ -226,11 +232,19 @@ float TimeMs(Body body, int calls) {
   return ms[ms.size() / 2];
 }
 
+// Ids drawn uniformly, or with Zipf's law (id k with weight 1 / (k + 1)), as words are.
 template <typename T>
-void TimeCase(int64_t n, int64_t rows, int64_t d) {
+void TimeCase(int64_t n, int64_t rows, int64_t d, bool zipf = false) {
   std::mt19937_64 rng(1);
   std::vector<int64_t> ids(n);
-  for (auto& id : ids) id = static_cast<int64_t>(rng() % rows);
+  if (zipf) {
+    std::vector<double> weights(rows);
+    for (int64_t k = 0; k < rows; ++k) weights[k] = 1.0 / double(k + 1);
+    std::discrete_distribution<int64_t> draw(weights.begin(), weights.end());
+    for (auto& id : ids) id = draw(rng);
+  } else {
+    for (auto& id : ids) id = static_cast<int64_t>(rng() % rows);
+  }
   std::vector<T> table(rows * d, FromF<T>(0.5f));
   int64_t* d_ids = Device(ids);
   T* d_table = Device(table);
@@ -239,7 +253,7 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
   CHECK(cudaMalloc(&d_copy, n * d * sizeof(T)));
   CHECK(cudaMalloc(&d_grad, rows * d * sizeof(T)));
   void* workspace;
-  CHECK(cudaMalloc(&workspace, embedding::cuda::SortedWorkspaceBytes(n)));
+  CHECK(cudaMalloc(&workspace, embedding::cuda::SortedWorkspaceBytes<T>(n, d)));
   const int64_t row_bytes = d * sizeof(T);
   const double moved = 2.0 * n * row_bytes + n * sizeof(int64_t);
   const int calls = 50;
@@ -270,8 +284,8 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
                                                    workspace, 0, 0)));
   }, 20);
   const double copy_gbs = 2.0 * n * row_bytes / (copy * 1e6);
-  std::printf("%-9s ids [%lld] V=%lld D=%lld\n", Name<T>(), (long long)n, (long long)rows,
-              (long long)d);
+  std::printf("%-9s ids [%lld] V=%lld D=%lld%s\n", Name<T>(), (long long)n, (long long)rows,
+              (long long)d, zipf ? " (Zipf)" : "");
   std::printf("  copy of out's bytes     %8.4f ms  %6.0f GB/s\n", copy, copy_gbs);
   std::printf("  forward gather          %8.4f ms  %6.0f GB/s  %.3f x copy\n", gather,
               moved / (gather * 1e6), copy / gather);
@@ -289,6 +303,7 @@ void TimeCase(int64_t n, int64_t rows, int64_t d) {
 
 int main(int argc, char** argv) {
   const bool time_only = argc > 1 && std::strcmp(argv[1], "--time-only") == 0;
+  const bool check_only = argc > 1 && std::strcmp(argv[1], "--check-only") == 0;  // memcheck
   if (!time_only) {
     CheckAll<float, int64_t>();
     CheckAll<float, int32_t>();
@@ -297,9 +312,15 @@ int main(int argc, char** argv) {
     CheckAll<__nv_bfloat16, int32_t>();
     std::printf("checks: %s (%d failures)\n", failures ? "FAILED" : "all passed", failures);
   }
+  if (check_only) return failures ? 1 : 0;
   TimeCase<float>(65536, 100000, 1024);
   TimeCase<__nv_bfloat16>(65536, 100000, 1024);
   TimeCase<__half>(65536, 100000, 1024);
   TimeCase<float>(65536, 32000, 256);
+  // Skewed ids: a frequent token's run, and token types (two rows).
+  TimeCase<float>(65536, 32000, 1024, true);
+  TimeCase<__nv_bfloat16>(65536, 32000, 1024, true);
+  TimeCase<float>(65536, 2, 768);
+  TimeCase<__nv_bfloat16>(65536, 2, 768);
   return failures ? 1 : 0;
 }

@@ -4,6 +4,7 @@ F.embedding on the same GPU and shapes. Paddle's own GPU kernels may not run the
 2.6.2 has no sm_90 code), so inputs are copied from the host and gradients passed explicitly.
 Also: an out-of-range id on the GPU must be a clear error, not a crash or a silent read."""
 
+import itertools
 import sys
 import time
 
@@ -52,6 +53,43 @@ def torch_ms(fn, calls=50):
     return sorted(times)[2]
 
 
+def captured(place):
+    """Under a CUDA graph's capture: with check_ids (the default) a clear error, since the check
+    waits for the gather; with check_ids=False the replayed graph gathers the rows."""
+    try:
+        from paddle.device.cuda.graphs import CUDAGraph
+    except ImportError as exc:
+        print(f"CUDA graph capture: not checked ({exc})")
+        return
+    rng = np.random.default_rng(2)
+    ids_np = rng.integers(0, 50, size=(8, 3))
+    table_np = rng.standard_normal((50, 16)).astype(np.float32)
+    ids = paddle.to_tensor(ids_np, place=place)
+    table = paddle.to_tensor(table_np, place=place)
+    graph = CUDAGraph(place=place, mode="thread_local")
+    graph.capture_begin()
+    try:
+        op(ids, table)
+    except Exception as exc:  # noqa: BLE001 - the message is what is checked
+        refused = str(exc)
+    else:
+        refused = ""
+    finally:
+        graph.capture_end()
+    ok = "pass check_ids=False to capture the op" in refused
+    print(f"check_ids under capture: {'clear error' if ok else 'NOT REFUSED'}: {refused[-120:]}")
+    graph = CUDAGraph(place=place, mode="thread_local")
+    graph.capture_begin()
+    out = op(ids, table, check_ids=False)
+    graph.capture_end()
+    graph.replay()  # the capture ran nothing: out's rows come from the replay
+    paddle.device.cuda.synchronize()
+    same = np.array_equal(out.numpy(), table_np[ids_np])
+    print(f"check_ids=False captured and replayed: {'right rows' if same else 'WRONG'}")
+    if not (ok and same):
+        sys.exit(1)
+
+
 def main():
     place = paddle.CUDAPlace(0)
     bad = paddle.to_tensor(np.array([1, 2, 7, 3]), place=place)
@@ -66,14 +104,19 @@ def main():
         print("out-of-range id on the GPU: NOT REFUSED")
         sys.exit(1)
 
+    captured(place)
     n, rows, d = 65536, 100000, 1024
     rng = np.random.default_rng(1)
-    ids_np = rng.integers(0, rows, size=n)
+    uniform = rng.integers(0, rows, size=n)
+    weights = 1.0 / np.arange(1, rows + 1)  # Zipf's law, as words are drawn: id k ~ 1 / (k + 1)
+    zipf = rng.choice(rows, size=n, p=weights / weights.sum())
     print(f"ids [{n}], table [{rows}, {d}]; ms per call (median of 5 batches of 50)")
-    print(f"{'dtype':9} {'paddle op fwd':>14} {'unchecked':>10} {'torch fwd':>10} "
+    print(f"{'ids':8} {'dtype':9} {'paddle op fwd':>14} {'unchecked':>10} {'torch fwd':>10} "
           f"{'torch wall':>10} {'op fwd+bwd':>11} {'+det':>8} {'torch fwd+bwd':>14}")
-    for dtype, tdtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16),
-                          ("float16", torch.float16)):
+    for (label, ids_np), (dtype, tdtype) in itertools.product(
+            (("uniform", uniform), ("zipf", zipf)),
+            (("float32", torch.float32), ("bfloat16", torch.bfloat16),
+             ("float16", torch.float16))):
         table_np = rng.standard_normal((rows, d)).astype(np.float32)
         ids = paddle.to_tensor(ids_np, place=place)
         table = paddle.to_tensor(table_np, place=paddle.CPUPlace()).astype(dtype)._copy_to(place, True)
@@ -91,7 +134,7 @@ def main():
         t_wall = wall_ms(lambda: F.embedding(t_ids, t_table), torch.cuda.synchronize)
         t_both = torch_ms(lambda: torch.autograd.grad(F.embedding(t_ids, t_table), t_table,
                                                       t_grad), 20)
-        print(f"{dtype:9} {fwd:14.4f} {unchecked:10.4f} {t_fwd:10.4f} {t_wall:10.4f} {both:11.4f} "
+        print(f"{label:8} {dtype:9} {fwd:14.4f} {unchecked:10.4f} {t_fwd:10.4f} {t_wall:10.4f} {both:11.4f} "
               f"{det:8.4f} {t_both:14.4f}")
 
 

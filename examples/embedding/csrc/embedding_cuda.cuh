@@ -68,6 +68,13 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
   cuda::IdCheck* check = nullptr;
   cuda::CheckArgs checked;
   if (args.check_ids && n > 0) {
+    // A CUDA graph's capture records the gather without running it: no verdict would come.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    FailOn(cudaStreamIsCapturing(gpu.stream, &capture), "asking whether the stream is captured");
+    if (capture != cudaStreamCaptureStatusNone) {
+      opgen::Fail("custom_embedding: check_ids waits for the gather's verdict, which a CUDA ",
+                  "graph's capture cannot give; pass check_ids=False to capture the op");
+    }
     cudaError_t status = cudaSuccess;
     check = cuda::IdCheck::For(gpu.id, &status);
     FailOn(status, "setting up the id check failed");
@@ -107,7 +114,7 @@ void BackwardCUDA(const BackwardArgs& args, const opgen::cuda::Device& gpu) {
   }
   paddle::Tensor workspace;
   if (sorted && n > 0) {
-    workspace = paddle::empty({static_cast<int64_t>(cuda::SortedWorkspaceBytes(n))},
+    workspace = paddle::empty({static_cast<int64_t>(cuda::SortedWorkspaceBytes<T>(n, d))},
                               paddle::DataType::UINT8, args.ids.place());
   }
   const cudaError_t status = cuda::ScatterAdd<T, IdsT>(

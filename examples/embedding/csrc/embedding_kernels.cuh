@@ -6,8 +6,10 @@
 //             check every id before they copy and send the host a verdict to raise on.
 //   backward  grad_table[v, :] = sum of grad_out[i, :] over i with ids[i] == v, two ways:
 //             atomics (float32 and float64; fast, the order of the additions varies), or sorted:
-//             ids radix-sorted with their positions, then one warp per run of equal ids sums
-//             its rows in a fixed order (any dtype; bit-for-bit repeatable).
+//             ids radix-sorted with their positions, then one warp per piece of a run of equal
+//             ids (at most EMBEDDING_PIECE_ROWS rows) sums its rows in a fixed order; a run
+//             longer than that (a frequent token, a vocabulary of two) is summed in pieces whose
+//             partial sums one block then adds in order (any dtype; bit-for-bit repeatable).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -31,12 +33,21 @@
 #ifndef EMBEDDING_STREAMING_STORES
 #define EMBEDDING_STREAMING_STORES 1  // out is written once and not read back soon
 #endif
+#ifndef EMBEDDING_PIECE_ROWS
+#define EMBEDDING_PIECE_ROWS 64  // the most rows of grad_out one warp sums in the sorted backward
+#endif
+#ifndef EMBEDDING_SUM_ROWS
+#define EMBEDDING_SUM_ROWS 2  // rows of grad_out a lane has in flight in the sorted backward
+#endif
 
 namespace embedding {
 namespace cuda {
 
 constexpr int kThreads = EMBEDDING_THREADS;
 constexpr int kUnroll = EMBEDDING_UNROLL;
+constexpr int64_t kPieceRows = EMBEDDING_PIECE_ROWS;
+constexpr int kSumRows = EMBEDDING_SUM_ROWS;
+static_assert(kPieceRows >= 1 && kSumRows >= 1, "EMBEDDING_PIECE_ROWS and _SUM_ROWS count rows");
 
 // Where the kernels record an out-of-range id: {position + 1, id} of the first thread to record
 // one (with several, which one is not fixed; the CPU names the lowest position); {0, 0} if none.
@@ -364,63 +375,229 @@ struct alignas(sizeof(T) * N) Pack {
   T v[N];
 };
 
-// One warp per run of equal sorted keys (found where the key changes): its lanes sum the run's
-// rows of grad_out, kVec columns at a time and four column groups in flight, in sorted order,
-// and write the table's row once.
+// ---- the sorted backward's pieces -----------------------------------------------------------
+// A run of equal sorted keys of at most kPieceRows positions is one piece, summed by one warp
+// straight into the table's row. A longer run (a frequent token; token types, a vocabulary of
+// two) would leave one warp summing thousands of rows while the others idle, so it is cut where
+// the position is a multiple of kPieceRows: each piece's warp writes its sum, in Acc, into a slot
+// of `partials`, and CombineKernel adds a run's slots in order. A window of kPieceRows positions
+// holds at most two such pieces, the one that starts it and the head of a long run that starts
+// inside it, so slot 2 * window + (1 for a head inside) is each piece's own.
+
+// The first position in [lo, hi) whose key is above `key`, or hi (the keys are sorted).
+__device__ __forceinline__ int64_t UpperBound(const int64_t* __restrict__ keys, int64_t lo,
+                                              int64_t hi, int64_t key) {
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] > key) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// The first position in [lo, hi) whose key is `key` or above, or hi.
+__device__ __forceinline__ int64_t LowerBound(const int64_t* __restrict__ keys, int64_t lo,
+                                              int64_t hi, int64_t key) {
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] >= key) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+struct Piece {
+  int64_t key;
+  int64_t end;   // one past its last position
+  int64_t slot;  // its slot in `partials`; -1: a whole run, written to the table
+};
+
+__device__ __forceinline__ int64_t SlotOf(int64_t position) {
+  return 2 * (position / kPieceRows) + (position % kPieceRows != 0 ? 1 : 0);
+}
+
+// Whether a piece starts at position p, and which. Every lane of a warp reads the same keys.
+__device__ __forceinline__ bool PieceAt(const int64_t* __restrict__ keys, int64_t n, int64_t rows,
+                                        int64_t p, Piece* piece) {
+  const int64_t key = keys[p];
+  if (key == rows) return false;  // ids that add nothing
+  const bool run_start = p == 0 || keys[p - 1] != key;
+  if (!run_start && p % kPieceRows != 0) return false;
+  // The run's first position, or p - kPieceRows if it began that far back (long either way).
+  const int64_t start = run_start ? p : LowerBound(keys, p >= kPieceRows ? p - kPieceRows : 0, p,
+                                                   key);
+  const bool long_run = start + kPieceRows < n && keys[start + kPieceRows] == key;
+  if (!long_run && !run_start) return false;  // a short run is summed from its start
+  const int64_t limit = long_run ? (p / kPieceRows + 1) * kPieceRows : p + kPieceRows;
+  piece->key = key;
+  piece->end = UpperBound(keys, p + 1, limit < n ? limit : n, key);
+  piece->slot = long_run ? SlotOf(p) : -1;
+  return true;
+}
+
+// The long runs CombineKernel adds up: their first positions, in the order their warps came
+// (which does not change a run's sum).
+struct LongRuns {
+  int64_t* starts = nullptr;
+  unsigned* count = nullptr;
+};
+
+// One warp a piece: its lanes sum the piece's rows of grad_out, kVec columns at a time, kGroups
+// column groups and kSumRows rows in flight, in sorted order, and write the table's row (or the
+// piece's slot) once.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads)
     SegmentSumKernel(const int64_t* __restrict__ keys, const int64_t* __restrict__ positions,
                      int64_t n, const T* __restrict__ grad_out, int64_t rows, int64_t d,
-                     T* __restrict__ grad_table) {
+                     T* __restrict__ grad_table, Acc<T>* __restrict__ partials,
+                     LongRuns long_runs) {
   using V = Pack<T, kVec>;
+  using A = Pack<Acc<T>, kVec>;
   constexpr int kGroups = 4;
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t{gridDim.x} * (kThreads / 32);
   const int64_t vectors = d / kVec;
   for (int64_t start = int64_t{blockIdx.x} * (kThreads / 32) + threadIdx.x / 32; start < n;
        start += warps) {
-    const int64_t key = keys[start];
-    if (key == rows || (start > 0 && keys[start - 1] == key)) continue;
-    int64_t end = start + 1;
-    while (end < n && keys[end] == key) ++end;
+    Piece piece;
+    if (!PieceAt(keys, n, rows, start, &piece)) continue;
+    if (lane == 0 && piece.slot >= 0 && (start == 0 || keys[start - 1] != piece.key)) {
+      long_runs.starts[atomicAdd(long_runs.count, 1u)] = start;
+    }
     for (int64_t first = lane; first < vectors; first += 32 * kGroups) {
       Acc<T> sum[kGroups][kVec] = {};
-      for (int64_t j = start; j < end; ++j) {
-        const V* row = reinterpret_cast<const V*>(grad_out + positions[j] * d);
-        V x[kGroups];
+      for (int64_t j = start; j < piece.end; j += kSumRows) {
+        const V* row[kSumRows];
 #pragma unroll
-        for (int g = 0; g < kGroups; ++g) {
-          const int64_t c = first + 32 * g;
-          x[g] = c < vectors ? row[c] : V{};
+        for (int r = 0; r < kSumRows; ++r) {
+          row[r] = j + r < piece.end
+                       ? reinterpret_cast<const V*>(grad_out + positions[j + r] * d)
+                       : nullptr;
+        }
+        V x[kSumRows][kGroups];
+#pragma unroll
+        for (int r = 0; r < kSumRows; ++r) {
+#pragma unroll
+          for (int g = 0; g < kGroups; ++g) {
+            const int64_t c = first + 32 * g;
+            x[r][g] = row[r] != nullptr && c < vectors ? row[r][c] : V{};
+          }
         }
 #pragma unroll
-        for (int g = 0; g < kGroups; ++g) {
+        for (int r = 0; r < kSumRows; ++r) {
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) sum[g][k] += ToAcc(x[g].v[k]);
+          for (int g = 0; g < kGroups; ++g) {
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) sum[g][k] += ToAcc(x[r][g].v[k]);
+          }
         }
       }
-      V* to = reinterpret_cast<V*>(grad_table + key * d);
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
         const int64_t c = first + 32 * g;
         if (c >= vectors) break;
-        V o;
+        if (piece.slot < 0) {
+          V o;
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) o.v[k] = FromAcc<T>(sum[g][k]);
-        to[c] = o;
+          for (int k = 0; k < kVec; ++k) o.v[k] = FromAcc<T>(sum[g][k]);
+          reinterpret_cast<V*>(grad_table + piece.key * d)[c] = o;
+        } else {
+          A o;
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) o.v[k] = sum[g][k];
+          reinterpret_cast<A*>(partials + piece.slot * d)[c] = o;
+        }
       }
     }
   }
 }
 
-// Bytes of workspace ScatterAddSorted needs for n ids (4 arrays of n int64 and cub's storage).
-inline std::size_t SortedWorkspaceBytes(int64_t n) {
-  std::size_t cub_bytes = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, static_cast<const int64_t*>(nullptr),
-                                  static_cast<int64_t*>(nullptr),
-                                  static_cast<const int64_t*>(nullptr),
-                                  static_cast<int64_t*>(nullptr), static_cast<int>(n));
-  return 4 * static_cast<std::size_t>(n) * sizeof(int64_t) + cub_bytes + 256;
+// One block a long run: each thread adds a column's slots in the order of their positions
+// (kAccVec columns at a time, four slots in flight) and writes the table's row.
+template <typename T, int kAccVec>
+__global__ void __launch_bounds__(kThreads)
+    CombineKernel(const int64_t* __restrict__ keys, int64_t n, const Acc<T>* __restrict__ partials,
+                  LongRuns long_runs, int64_t d, T* __restrict__ grad_table) {
+  using A = Pack<Acc<T>, kAccVec>;
+  const unsigned count = *long_runs.count;
+  const int64_t vectors = d / kAccVec;
+  for (unsigned i = blockIdx.x; i < count; i += gridDim.x) {
+    const int64_t start = long_runs.starts[i];
+    const int64_t key = keys[start];
+    const int64_t last = UpperBound(keys, start + kPieceRows, n, key) - 1;
+    const int64_t first_window = start / kPieceRows + 1;  // windows whose first piece is the run's
+    const int64_t last_window = last / kPieceRows;
+    for (int64_t c = threadIdx.x; c < vectors; c += kThreads) {
+      A sum = reinterpret_cast<const A*>(partials + SlotOf(start) * d)[c];
+      int64_t w = first_window;
+      for (; w + 3 <= last_window; w += 4) {
+        A x[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          x[u] = reinterpret_cast<const A*>(partials + 2 * (w + u) * d)[c];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+#pragma unroll
+          for (int k = 0; k < kAccVec; ++k) sum.v[k] += x[u].v[k];
+        }
+      }
+      for (; w <= last_window; ++w) {
+        const A x = reinterpret_cast<const A*>(partials + 2 * w * d)[c];
+#pragma unroll
+        for (int k = 0; k < kAccVec; ++k) sum.v[k] += x.v[k];
+      }
+#pragma unroll
+      for (int k = 0; k < kAccVec; ++k) {
+        grad_table[key * d + c * kAccVec + k] = FromAcc<T>(sum.v[k]);
+      }
+    }
+  }
+}
+
+// Where each of ScatterAddSorted's arrays begins in its workspace, for n ids of rows of d.
+template <typename T>
+struct SortedLayout {
+  std::size_t keys, positions, sorted_keys, sorted_positions, partials, starts, count, cub, total;
+  std::size_t cub_bytes;
+
+  SortedLayout(int64_t n, int64_t d) {
+    const auto size = static_cast<std::size_t>(n);
+    const std::size_t windows = (size + kPieceRows - 1) / kPieceRows;
+    auto next = [this](std::size_t bytes) {  // 256-byte aligned, as cudaMalloc's
+      const std::size_t at = total;
+      total += (bytes + 255) / 256 * 256;
+      return at;
+    };
+    total = 0;
+    keys = next(size * sizeof(int64_t));
+    positions = next(size * sizeof(int64_t));
+    sorted_keys = next(size * sizeof(int64_t));
+    sorted_positions = next(size * sizeof(int64_t));
+    partials = next(2 * windows * static_cast<std::size_t>(d) * sizeof(Acc<T>));
+    starts = next((size / (kPieceRows + 1) + 1) * sizeof(int64_t));
+    count = next(sizeof(unsigned));
+    cub_bytes = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, static_cast<const int64_t*>(nullptr),
+                                    static_cast<int64_t*>(nullptr),
+                                    static_cast<const int64_t*>(nullptr),
+                                    static_cast<int64_t*>(nullptr), static_cast<int>(n));
+    cub = next(cub_bytes);
+  }
+};
+
+// Bytes of workspace ScatterAddSorted needs for n ids of rows of d: the keys and positions, four
+// arrays of n int64 (sorted and not), the long runs' partial sums (2 * n / EMBEDDING_PIECE_ROWS
+// rows of d sums) and their starts, and cub's storage.
+template <typename T>
+std::size_t SortedWorkspaceBytes(int64_t n, int64_t d) {
+  return SortedLayout<T>(n, d).total + 256;  // + 256: the workspace's own alignment
 }
 
 inline int BitsFor(int64_t value) {
@@ -440,7 +617,8 @@ bool UsesSort(int64_t d, bool deterministic) {
 }
 
 // grad_table = zeros, then the sum of grad_out's rows per id. The sorted path (UsesSort) needs
-// `workspace` of SortedWorkspaceBytes(n) bytes, and n below 2^31. Returns the first CUDA error.
+// `workspace` of SortedWorkspaceBytes<T>(n, d) bytes, and n below 2^31. Returns the first CUDA
+// error.
 template <typename T, typename Id>
 cudaError_t ScatterAdd(const Id* ids, int64_t n, const T* grad_out, int64_t rows, int64_t d,
                        int64_t padding_idx, T* grad_table, bool deterministic, void* workspace,
@@ -458,20 +636,28 @@ cudaError_t ScatterAdd(const Id* ids, int64_t n, const T* grad_out, int64_t rows
     return cudaGetLastError();
   }
   if (n > 0x7fffffff) return cudaErrorInvalidValue;
-  auto* keys = static_cast<int64_t*>(workspace);
-  int64_t* positions = keys + n;
-  int64_t* sorted_keys = positions + n;
-  int64_t* sorted_positions = sorted_keys + n;
-  auto cub_storage = reinterpret_cast<std::uintptr_t>(sorted_positions + n);
-  cub_storage = (cub_storage + 255) / 256 * 256;
-  std::size_t cub_bytes = SortedWorkspaceBytes(n) - 4 * n * sizeof(int64_t) - 256;
+  const SortedLayout<T> layout(n, d);
+  auto base = reinterpret_cast<std::uintptr_t>(workspace);
+  base = (base + 255) / 256 * 256;
+  auto at = [base](std::size_t offset) { return reinterpret_cast<void*>(base + offset); };
+  auto* keys = static_cast<int64_t*>(at(layout.keys));
+  auto* positions = static_cast<int64_t*>(at(layout.positions));
+  auto* sorted_keys = static_cast<int64_t*>(at(layout.sorted_keys));
+  auto* sorted_positions = static_cast<int64_t*>(at(layout.sorted_positions));
+  auto* partials = static_cast<Acc<T>*>(at(layout.partials));
+  LongRuns long_runs{static_cast<int64_t*>(at(layout.starts)),
+                     static_cast<unsigned*>(at(layout.count))};
+  std::size_t cub_bytes = layout.cub_bytes;
+  const bool can_be_long = n > kPieceRows;  // a run longer than one piece
+  if (can_be_long) status = cudaMemsetAsync(long_runs.count, 0, sizeof(unsigned), stream);
+  if (status != cudaSuccess) return status;
   KeysKernel<Id><<<opgen::cuda::GridFor(n, kThreads, device), kThreads, 0, stream>>>(
       ids, n, rows, padding_idx, keys, positions);
-  status = cub::DeviceRadixSort::SortPairs(reinterpret_cast<void*>(cub_storage), cub_bytes, keys,
-                                           sorted_keys, positions, sorted_positions,
-                                           static_cast<int>(n), 0, BitsFor(rows), stream);
+  status = cub::DeviceRadixSort::SortPairs(at(layout.cub), cub_bytes, keys, sorted_keys,
+                                           positions, sorted_positions, static_cast<int>(n), 0,
+                                           BitsFor(rows), stream);
   if (status != cudaSuccess) return status;
-  // One warp per run: the grid covers n warps, up to what is resident at once.
+  // One warp a piece: the grid covers n warps, up to what is resident at once.
   const unsigned grid = opgen::cuda::GridFor(n, kThreads, device, kThreads / 32, 1);
   constexpr int kWide = 16 / sizeof(T);
   const bool wide = (d * sizeof(T)) % 16 == 0 &&
@@ -479,10 +665,23 @@ cudaError_t ScatterAdd(const Id* ids, int64_t n, const T* grad_out, int64_t rows
                      reinterpret_cast<std::uintptr_t>(grad_table)) % 16 == 0;
   if (wide) {
     SegmentSumKernel<T, kWide><<<grid, kThreads, 0, stream>>>(
-        sorted_keys, sorted_positions, n, grad_out, rows, d, grad_table);
+        sorted_keys, sorted_positions, n, grad_out, rows, d, grad_table, partials, long_runs);
   } else {
-    SegmentSumKernel<T, 1><<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_positions, n,
-                                                          grad_out, rows, d, grad_table);
+    SegmentSumKernel<T, 1><<<grid, kThreads, 0, stream>>>(
+        sorted_keys, sorted_positions, n, grad_out, rows, d, grad_table, partials, long_runs);
+  }
+  status = cudaGetLastError();
+  if (status != cudaSuccess || !can_be_long) return status;
+  // One block a long run; there are at most n / (kPieceRows + 1), fewer blocks loop.
+  const unsigned combine_grid =
+      opgen::cuda::GridFor(n / (kPieceRows + 1) + 1, kThreads, device, 1);
+  constexpr int kAccWide = 16 / sizeof(Acc<T>);
+  if (d % kAccWide == 0) {
+    CombineKernel<T, kAccWide><<<combine_grid, kThreads, 0, stream>>>(
+        sorted_keys, n, partials, long_runs, d, grad_table);
+  } else {
+    CombineKernel<T, 1><<<combine_grid, kThreads, 0, stream>>>(sorted_keys, n, partials,
+                                                               long_runs, d, grad_table);
   }
   return cudaGetLastError();
 }
