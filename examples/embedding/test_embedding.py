@@ -37,6 +37,12 @@ FLOAT64_COMBOS = ["int32-float64", "int64-float64"]
 # The spec's named dims at their test sizes (`sizes:`), and each case's dims where it allows any.
 DIMS = {"V": 50, "D": 12}
 CASES = {"empty": (0,), "one": (1,), "typical": (3, 5), "large": (40009,)}
+# The forward and backward tests also take each named dim that no `range:` uses at 1, and at 64
+# (the kernels' widest vector paths), with the typical and the large case's leading dims.
+OTHER_SIZES = {
+    "typical-D=1": (CASES["typical"], {**DIMS, "D": 1}),
+    "large-D=64": (CASES["large"], {**DIMS, "D": 64}),
+}
 # Integer inputs are drawn from [low, high) (`range:`), float inputs from [-1, 1).
 RANGES = {"ids": (0, DIMS["V"])}
 OUTPUTS = ['out']
@@ -94,12 +100,13 @@ def assert_matches(got, fn, arrays, attrs, dtype, what):
 
 @pytest.mark.parametrize("given", GIVEN)
 @pytest.mark.parametrize("attrs", ATTRS)
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, *OTHER_SIZES])
 @pytest.mark.parametrize("combo", COMBOS)
 @pytest.mark.parametrize("device", ot.devices())
 def test_forward(device, combo, case, attrs, given):
     rng = np.random.default_rng(0)
-    tensors, arrays = sample_inputs(rng, case, combo, device, given=given)
+    tensors, arrays = sample_inputs(rng, case, combo, device, given=given,
+                                    sizes=OTHER_SIZES.get(case))
     outputs = ot.as_tuple(embedding(**tensors, **attrs))
     for name, got in zip(OUTPUTS, outputs, strict=True):
         assert str(got.place) == str(tensors["ids"].place), name
@@ -122,12 +129,13 @@ def output_gradients(rng, outputs, combo, device):
 
 @pytest.mark.parametrize("given", GIVEN)
 @pytest.mark.parametrize("attrs", ATTRS)
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, *OTHER_SIZES])
 @pytest.mark.parametrize("combo", COMBOS)
 @pytest.mark.parametrize("device", ot.devices())
 def test_backward(device, combo, case, attrs, given):
     rng = np.random.default_rng(2)
-    tensors, arrays = sample_inputs(rng, case, combo, device, grad=BACKWARD, given=given)
+    tensors, arrays = sample_inputs(rng, case, combo, device, grad=BACKWARD, given=given,
+                                    sizes=OTHER_SIZES.get(case))
     outputs = ot.as_tuple(embedding(**tensors, **attrs))
     if paddle.__version__.startswith("2.") and all(0 in o.shape for o in outputs):
         # Paddle 2.6: the wrapper made the empty results, outside the autograd graph

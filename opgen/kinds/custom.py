@@ -1945,9 +1945,10 @@ def _wrapper_text(spec: Any, inputs: dict[str, Tensor], outputs: dict[str, Tenso
 def _test_text(spec: Any, inputs: dict[str, Tensor], attrs: list[Attr],
                out_shapes: list[OutShape], combos: list[Combo], dims: dict[str, str],
                test_ranges: dict[str, str], wrong_dtype: tuple[str, str] | None,
-               free: bool) -> dict[str, Any]:
+               free: bool, varied: list[str]) -> dict[str, Any]:
     """The generated test's text that names the op or its tensors, wrapped where the template
-    puts it (``combos``: one entry of COMBOS per combination)."""
+    puts it (``combos``: one entry of COMBOS per combination; ``varied``: the named dims the
+    forward and backward tests also try at :data:`_OTHER_SIZES`)."""
     m: CustomOpSpec = spec.model
     name, names = m.name, list(m.inputs)
     listed = ", ".join(names)
@@ -1957,6 +1958,10 @@ def _test_text(spec: Any, inputs: dict[str, Tensor], attrs: list[Attr],
         "float64_combos": wrap_code("FLOAT64_COMBOS = [" + ", ".join(
             f'"{c.id}"' for c in combos if c.float64) + "]"),
         "dims": wrap_code("DIMS = {" + ", ".join(f'"{d}": {v}' for d, v in dims.items()) + "}"),
+        "other_sizes": [
+            wrap_code(f'"{case}-{d}={size}": (CASES["{case}"], {{**DIMS, "{d}": {size}}}),',
+                      indent=4)
+            for d in varied for case, size in _OTHER_SIZES],
         "ranges": wrap_code("RANGES = {" + ", ".join(
             f'"{n}": {r}' for n, r in test_ranges.items()) + "}"),
         "outputs": wrap_code(f"OUTPUTS = {list(m.outputs)}"),
@@ -2377,10 +2382,18 @@ def build_context(spec: Any) -> Context:
                                  [a.kernel_param for a in attrs]) if m.backward else {}),
         py=_wrapper_text(spec, inputs, outputs, attrs, shape_attrs, out_shapes, dynamic),
         test=_test_text(spec, inputs, attrs, out_shapes, combos, dims, test_ranges, wrong_dtype,
-                        free.lead or bool(free.names)),
+                        free.lead or bool(free.names),
+                        [d for d in dims if not any(d in r for r in custom.ranges.values())]),
         reference=_reference_text(spec, inputs, outputs, attrs, dynamic, copies, grad_copies,
                                   whole),
     )
+
+
+#: Where the forward and backward tests also try each named dim that no ``range:`` uses (a range
+#: bounds an integer input's values by it, which the tests draw once): (case, size). A size of 1,
+#: and 64, where a row of float32 is 256 bytes and of 16-bit types 128: the widest vector paths
+#: of a kernel (the spec's `sizes:` are small and often odd, to reach the others).
+_OTHER_SIZES = (("typical", 1), ("large", 64))
 
 
 def _test_shape(dims: tuple[Dim, ...] | None) -> str:
