@@ -43,6 +43,7 @@ inline void RaiseOnBadId(const cuda::BadId& bad, int64_t rows) {
 
 inline void FailOn(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
+    cudaGetLastError();  // taken: a later launch check, of this op or another, must not see it
     opgen::Fail("custom_embedding: ", what, ": ", cudaGetErrorString(status));
   }
 }
@@ -71,7 +72,7 @@ void ForwardCUDA(const ForwardArgs& args, const opgen::cuda::Device& gpu) {
     // A CUDA graph's capture records the gather without running it: no verdict would come.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     FailOn(cudaStreamIsCapturing(gpu.stream, &capture), "asking whether the stream is captured");
-    if (capture != cudaStreamCaptureStatusNone) {
+    if (capture == cudaStreamCaptureStatusActive) {
       opgen::Fail("custom_embedding: check_ids waits for the gather's verdict, which a CUDA ",
                   "graph's capture cannot give; pass check_ids=False to capture the op");
     }
@@ -121,9 +122,7 @@ void BackwardCUDA(const BackwardArgs& args, const opgen::cuda::Device& gpu) {
       args.ids.data<IdsT>(), n, reinterpret_cast<const T*>(args.grad_out.data<TableT>()), rows, d,
       args.padding_idx, reinterpret_cast<T*>(args.grad_table.data<TableT>()), sorted,
       sorted && n > 0 ? workspace.data() : nullptr, gpu.id, gpu.stream);
-  if (status != cudaSuccess) {
-    opgen::Fail("custom_embedding: the table's gradient failed: ", cudaGetErrorString(status));
-  }
+  FailOn(status, "the table's gradient failed");
 }
 
 }  // namespace embedding

@@ -130,6 +130,7 @@ __global__ void ScatterTiles(const T* __restrict__ grad_out, const bool* __restr
 
 inline void CheckCuda(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
+    cudaGetLastError();  // taken: a later launch check must not see it again
     opgen::Fail("custom_masked_select: ", what, ": ", cudaGetErrorString(status));
   }
 }
