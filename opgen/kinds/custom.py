@@ -867,6 +867,11 @@ class FreeDims:
     fixed: dict[str, str]       # every other candidate (LEAD or a dim name) -> why it is not
 
 
+def _ranged_by(dim: str, custom: Custom) -> str | None:
+    """The first integer input whose ``range:`` uses ``dim`` as a bound, or None."""
+    return next((n for n, r in custom.ranges.items() if dim in r), None)
+
+
 def free_dims(model: CustomOpSpec, custom: Custom) -> FreeDims:
     """The dims of the inputs whose size the caller may pick per call, which a saved model
     therefore takes as ``None``; a dim the spec fixes, or one whose size means something to the
@@ -904,7 +909,7 @@ def free_dims(model: CustomOpSpec, custom: Custom) -> FreeDims:
                        f"{n} has it as dim {k}, not first")
                       for n, dims in custom.shapes.items() if dims is not None
                       for k, d in enumerate(dims) if d.name == name and k != 0), None)
-        ranged = next((n for n, r in custom.ranges.items() if name in r), None)
+        ranged = _ranged_by(name, custom)
         if later is not None:
             fixed[name] = later
         elif ranged is not None:
@@ -2383,7 +2388,7 @@ def build_context(spec: Any) -> Context:
         py=_wrapper_text(spec, inputs, outputs, attrs, shape_attrs, out_shapes, dynamic),
         test=_test_text(spec, inputs, attrs, out_shapes, combos, dims, test_ranges, wrong_dtype,
                         free.lead or bool(free.names),
-                        [d for d in dims if not any(d in r for r in custom.ranges.values())]),
+                        [d for d in dims if _ranged_by(d, custom) is None]),
         reference=_reference_text(spec, inputs, outputs, attrs, dynamic, copies, grad_copies,
                                   whole),
     )

@@ -384,21 +384,8 @@ struct alignas(sizeof(T) * N) Pack {
 // holds at most two such pieces, the one that starts it and the head of a long run that starts
 // inside it, so slot 2 * window + (1 for a head inside) is each piece's own.
 
-// The first position in [lo, hi) whose key is above `key`, or hi (the keys are sorted).
-__device__ __forceinline__ int64_t UpperBound(const int64_t* __restrict__ keys, int64_t lo,
-                                              int64_t hi, int64_t key) {
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (keys[mid] > key) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo;
-}
-
-// The first position in [lo, hi) whose key is `key` or above, or hi.
+// The first position in [lo, hi) whose key is `key` or above, or hi (the keys are sorted). The
+// keys are integers, so the first above `key` is LowerBound(..., key + 1).
 __device__ __forceinline__ int64_t LowerBound(const int64_t* __restrict__ keys, int64_t lo,
                                               int64_t hi, int64_t key) {
   while (lo < hi) {
@@ -414,8 +401,9 @@ __device__ __forceinline__ int64_t LowerBound(const int64_t* __restrict__ keys, 
 
 struct Piece {
   int64_t key;
-  int64_t end;   // one past its last position
-  int64_t slot;  // its slot in `partials`; -1: a whole run, written to the table
+  int64_t end;     // one past its last position
+  int64_t slot;    // its slot in `partials`; -1: a whole run, written to the table
+  bool run_start;  // the run's first piece
 };
 
 __device__ __forceinline__ int64_t SlotOf(int64_t position) {
@@ -436,8 +424,9 @@ __device__ __forceinline__ bool PieceAt(const int64_t* __restrict__ keys, int64_
   if (!long_run && !run_start) return false;  // a short run is summed from its start
   const int64_t limit = long_run ? (p / kPieceRows + 1) * kPieceRows : p + kPieceRows;
   piece->key = key;
-  piece->end = UpperBound(keys, p + 1, limit < n ? limit : n, key);
+  piece->end = LowerBound(keys, p + 1, limit < n ? limit : n, key + 1);
   piece->slot = long_run ? SlotOf(p) : -1;
+  piece->run_start = run_start;
   return true;
 }
 
@@ -467,7 +456,7 @@ __global__ void __launch_bounds__(kThreads)
        start += warps) {
     Piece piece;
     if (!PieceAt(keys, n, rows, start, &piece)) continue;
-    if (lane == 0 && piece.slot >= 0 && (start == 0 || keys[start - 1] != piece.key)) {
+    if (lane == 0 && piece.slot >= 0 && piece.run_start) {
       long_runs.starts[atomicAdd(long_runs.count, 1u)] = start;
     }
     for (int64_t first = lane; first < vectors; first += 32 * kGroups) {
@@ -530,7 +519,7 @@ __global__ void __launch_bounds__(kThreads)
   for (unsigned i = blockIdx.x; i < count; i += gridDim.x) {
     const int64_t start = long_runs.starts[i];
     const int64_t key = keys[start];
-    const int64_t last = UpperBound(keys, start + kPieceRows, n, key) - 1;
+    const int64_t last = LowerBound(keys, start + kPieceRows, n, key + 1) - 1;
     const int64_t first_window = start / kPieceRows + 1;  // windows whose first piece is the run's
     const int64_t last_window = last / kPieceRows;
     for (int64_t c = threadIdx.x; c < vectors; c += kThreads) {
