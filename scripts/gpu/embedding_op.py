@@ -77,7 +77,8 @@ def captured(place):
     finally:
         graph.capture_end()
     ok = "pass check_ids=False to capture the op" in refused
-    print(f"check_ids under capture: {'clear error' if ok else 'NOT REFUSED'}: {refused[-120:]}")
+    said = next((line for line in refused.splitlines() if "check_ids" in line), refused[-160:])
+    print(f"check_ids under capture: {'clear error' if ok else 'NOT REFUSED'}: {said.strip()}")
     graph = CUDAGraph(place=place, mode="thread_local")
     graph.capture_begin()
     out = op(ids, table, check_ids=False)
