@@ -16,6 +16,7 @@ the same run. On the CPU they are Paddle's own ops.
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import math
 import os
@@ -257,8 +258,13 @@ def compile_baseline(tree: ast.Expression) -> CodeType:
 def evaluate_baseline(code: CodeType, functions: dict[str, Any], attrs: dict[str, Any],
                       inputs: dict[str, Any]) -> Any:
     """Run a compiled baseline with ``functions`` (:func:`framework_namespace`), the attrs and
-    the inputs as its only names: no builtins."""
-    return eval(code, {"__builtins__": {}, **functions, **attrs, **inputs})  # noqa: S307
+    the inputs as its only names. Its builtins hold ``__import__`` alone: a framework function
+    written in C that imports a module as it runs (``PyImport_Import``, as PyTorch's do on some
+    machines) looks it up in the builtins of the frame that called it, which is the baseline's,
+    and fails with ``KeyError: '__import__'`` without it. The checked tree cannot name it
+    (:func:`opgen.expr.check_baseline` allows only the baseline's functions and symbols)."""
+    scope = {"__builtins__": {"__import__": builtins.__import__}}
+    return eval(code, {**scope, **functions, **attrs, **inputs})  # noqa: S307
 
 
 def baseline_symbols(spec: Any) -> dict[str, str]:

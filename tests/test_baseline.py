@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -76,6 +77,20 @@ def test_a_compiled_baseline_sees_no_builtins():
     with pytest.raises(NameError, match="'len'"):
         bench.evaluate_baseline(bench.compile_baseline(ast.fix_missing_locations(tree)),
                                 {}, {}, {})
+
+
+def test_a_function_in_c_that_imports_as_it_runs_works_in_a_baseline():
+    """PyTorch's C functions import modules lazily on some machines; CPython takes __import__
+    from the calling frame's builtins, the baseline's (round 33 on an H100: relu6's bench lost
+    its PyTorch rows to ``KeyError: '__import__'``). time.strptime imports _strptime the same
+    way, from C, on every call."""
+    tree = ast.Expression(ast.Call(ast.Name("f", ast.Load()),
+                                   [ast.Name("s", ast.Load()), ast.Constant("%Y")], []))
+    got = bench.evaluate_baseline(bench.compile_baseline(ast.fix_missing_locations(tree)),
+                                  {"f": time.strptime}, {}, {"s": "2020"})
+    assert got.tm_year == 2020
+    with pytest.raises(ExprError):
+        check_baseline("__import__('os')", {})
 
 
 def test_the_framework_namespace_has_exactly_the_baseline_functions():
