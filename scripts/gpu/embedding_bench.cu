@@ -202,8 +202,8 @@ void CheckAll() {
     CheckCase<T, Id>(4099, 1000, 64, 0, shift, true, false);
     CheckCase<T, Id>(2048, 500, 1027, 7, shift, false, false);
     CheckCase<T, Id>(20000, 100, 128, -1, shift, false, true);
-    // One run around EMBEDDING_PIECE_ROWS (16) and the 30 positions a warp's first read of the
-    // keys settles: one piece, one more, past the read, several windows.
+    // One run around EMBEDDING_PIECE_ROWS (16) and its multiples: one piece, one more, two,
+    // several windows.
     for (int64_t n : {16, 17, 30, 31, 32, 33, 64, 65, 129, 200}) {
       CheckCase<T, Id>(n, 10, 8, -1, shift, false, true);
     }

@@ -24,9 +24,10 @@
 #include "opgen/cuda.cuh"
 
 // Tuning knobs (-D, or OPGEN_NVCC_FLAGS at build time). The gather's were timed on an H200; the
-// sorted backward's on an H100 (docs/benchmarks.md, round 33): pieces of 16 rows with one row in
-// flight beat 64 with two (the first used) by 1.3-2.3x for Zipf and two-id ids and by 3-5 % for
-// uniform ids; 2, 3 or 4 rows in flight were slower in every 16-bit case.
+// sorted backward's on an H100 (opgen's docs/benchmarks.md, round 33): pieces of 16 rows with one
+// row in flight took 0.44-0.50 of the time of pieces of 64 with two for Zipf-distributed ids and
+// two ids in float32, 0.76-0.89 in bfloat16, 0.95-0.97 for uniform ids, in two runs; 3 or 4 rows
+// in flight were slower in every 16-bit case, pieces of 32 slower than 16.
 #ifndef EMBEDDING_THREADS
 #define EMBEDDING_THREADS 256
 #endif
@@ -51,9 +52,6 @@ constexpr int kUnroll = EMBEDDING_UNROLL;
 constexpr int64_t kPieceRows = EMBEDDING_PIECE_ROWS;
 constexpr int kSumRows = EMBEDDING_SUM_ROWS;
 static_assert(kPieceRows >= 1 && kSumRows >= 1, "EMBEDDING_PIECE_ROWS and _SUM_ROWS count rows");
-// A piece's warp reads the 32 keys from its position's predecessor on in one load, which tells
-// it where a run of at most kPieceRows ids ends (PieceAt's fast path).
-constexpr bool kWindowDecides = kPieceRows <= 30;
 
 // Where the kernels record an out-of-range id: {position + 1, id} of the first thread to record
 // one (with several, which one is not fixed; the CPU names the lowest position); {0, 0} if none.
@@ -416,30 +414,13 @@ __device__ __forceinline__ int64_t SlotOf(int64_t position) {
   return 2 * (position / kPieceRows) + (position % kPieceRows != 0 ? 1 : 0);
 }
 
-// Whether a piece starts at position p, and which. Called by a whole warp, with the same p.
-// Most runs are short (uniform ids: one or two positions), so the warp first reads the keys at
-// p - 1 to p + 30 at once, one a lane: that settles every position inside a run and every run of
-// at most kPieceRows positions, which would otherwise take several dependent reads of the keys.
+// Whether a piece starts at position p, and which. Every lane of a warp reads the same keys.
 __device__ __forceinline__ bool PieceAt(const int64_t* __restrict__ keys, int64_t n, int64_t rows,
                                         int64_t p, Piece* piece) {
-  const int lane = threadIdx.x % 32;
-  const int64_t at = p - 1 + lane;  // lane 1 reads p itself
-  const int64_t near = at >= 0 && at < n ? keys[at] : -1;  // keys are never negative
-  const int64_t key = __shfl_sync(0xffffffffu, near, 1);
+  const int64_t key = keys[p];
   if (key == rows) return false;  // ids that add nothing
-  const bool run_start = p == 0 || __shfl_sync(0xffffffffu, near, 0) != key;
+  const bool run_start = p == 0 || keys[p - 1] != key;
   if (!run_start && p % kPieceRows != 0) return false;
-  if (kWindowDecides && run_start) {
-    // Lanes 2 to 31 past the run (or past the end) say where it ends, if it ends in the window.
-    const unsigned past = __ballot_sync(0xffffffffu, lane >= 2 && near != key);
-    if (past != 0u) {
-      const int64_t end = p - 1 + (__ffs(past) - 1);
-      if (end - p <= kPieceRows) {
-        *piece = Piece{key, end, -1, true};
-        return true;
-      }
-    }
-  }
   // The run's first position, or p - kPieceRows if it began that far back (long either way).
   const int64_t start = run_start ? p : LowerBound(keys, p >= kPieceRows ? p - kPieceRows : 0, p,
                                                    key);
