@@ -25,8 +25,8 @@
 
 // Tuning knobs (-D, or OPGEN_NVCC_FLAGS at build time). The gather's were timed on an H200; the
 // sorted backward's on an H100 (opgen's docs/benchmarks.md, round 33): pieces of 16 rows with one
-// row in flight took 0.44-0.50 of the time of pieces of 64 with two for Zipf-distributed ids and
-// two ids in float32, 0.76-0.89 in bfloat16, 0.95-0.97 for uniform ids, in two runs; 3 or 4 rows
+// row in flight took 0.44-0.51 of the time of pieces of 64 with two for Zipf-distributed ids and
+// two ids in float32, 0.76-0.88 in bfloat16, 0.94-0.97 for uniform ids, in two runs; 3 or 4 rows
 // in flight were slower in every 16-bit case, pieces of 32 slower than 16.
 #ifndef EMBEDDING_THREADS
 #define EMBEDDING_THREADS 256
