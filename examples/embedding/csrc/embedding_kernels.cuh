@@ -587,7 +587,8 @@ struct SortedLayout {
 
 // Bytes of workspace ScatterAddSorted needs for n ids of rows of d: the keys and positions, four
 // arrays of n int64 (sorted and not), the long runs' partial sums (2 * n / EMBEDDING_PIECE_ROWS
-// rows of d sums) and their starts, and cub's storage.
+// rows of d sums) and their starts, and cub's storage. The sums dominate: with pieces of 16 and
+// float sums, n * d / 2 bytes, an eighth of a float32 grad_out and a quarter of a 16-bit one.
 template <typename T>
 std::size_t SortedWorkspaceBytes(int64_t n, int64_t d) {
   return SortedLayout<T>(n, d).total + 256;  // + 256: the workspace's own alignment
