@@ -217,6 +217,17 @@ namespace rowwise {
 #ifndef OPGEN_ROW_BF16_LANES
 #define OPGEN_ROW_BF16_LANES 1
 #endif
+// 1: where a register schedule with column sums stages its rows (OPGEN_ROW_PREFETCH), each
+// thread loads its column inputs' vectors (layer_norm's weight) once, before its first row,
+// rather than once a row. Measured faster on an H100 in the norms' backwards at 1024 x 32768
+// (+0.02 to +0.05 of a copy; layer_norm's 16-bit 0.61 to 0.65, 55.3 M to 48.2 M instructions)
+// and at 4096 x 4096; forwards do not take it (held beside eight chunks a thread, the vectors
+// spilled and add_rms_norm's float16 forward lost 0.09), nor 1024-thread blocks of several chunks
+// (64 registers a thread: rms_norm's float16 backward at 16384 columns spilled; opgen's
+// docs/benchmarks.md, round 35). 0: once a row.
+#ifndef OPGEN_ROW_HOIST_COLUMNS
+#define OPGEN_ROW_HOIST_COLUMNS 1
+#endif
 // Clusters need CUDA 11.8's runtime API (cudaLaunchKernelEx, cluster occupancy); with an older
 // toolkit such rows take the loop.
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 11080
@@ -239,6 +250,7 @@ constexpr int64_t kWideSumPartials = OPGEN_ROW_WIDE_SUM_PARTIALS;
 constexpr bool kHalfBlocks = OPGEN_ROW_HALF_BLOCKS != 0;
 constexpr bool kStageGroups = OPGEN_ROW_STAGE_GROUPS != 0;
 constexpr bool kPrefetchRowValues = OPGEN_ROW_PREFETCH_ROW_VALUES != 0;
+constexpr bool kHoistColumns = OPGEN_ROW_HOIST_COLUMNS != 0;
 constexpr bool kLongLoop = OPGEN_ROW_LONG_LOOP != 0;
 constexpr int kSumBlocks = OPGEN_ROW_SUM_BLOCKS;
 constexpr int kKeptRegs = OPGEN_ROW_KEPT_REGS;
@@ -695,15 +707,27 @@ class RegisterRow {
   struct RowValues {
     Acc v[kIn];
   };
+  // The column inputs' vectors of a thread's chunks: the same for every row it takes.
+  struct Columns {
+    V v[kIn][kChunks];
+  };
+  __device__ __forceinline__ static Columns LoadColumnsOf(const P& p, int lane) {
+    Columns columns;
+    LoadColumnsOfEach(p, lane, columns, std::make_index_sequence<kIn>{});
+    return columns;
+  }
 
   // `staged`: the row's element inputs already in shared memory (see Stage), or null;
   // `values`: its per-row inputs already loaded (see LoadRowValues), or null.
   __device__ __forceinline__ RegisterRow(const P& p, int64_t row, int lane, bool live,
                                          Reduction<Acc, kWidth>& reduction, Sums& sums,
                                          const V* staged = nullptr,
-                                         const RowValues* values = nullptr)
+                                         const RowValues* values = nullptr,
+                                         const Columns* columns = nullptr)
       : p_(p), row_(row), lane_(lane), live_(live), reduction_(reduction), sums_(sums) {
     Load(staged, std::make_index_sequence<kIn>{});
+    hoisted_ = columns != nullptr;
+    if (columns != nullptr) columns_ = *columns;
     if (values != nullptr) {
 #pragma unroll
       for (int i = 0; i < kIn; ++i) row_value_[i] = values->v[i];
@@ -921,7 +945,31 @@ class RegisterRow {
   }
 
   template <std::size_t... I>
+  __device__ __forceinline__ static void LoadColumnsOfEach(const P& p, int lane, Columns& columns,
+                                                           std::index_sequence<I...>) {
+    (LoadColumnsOfOne<int(I)>(p, lane, columns), ...);
+  }
+  template <int I>
+  __device__ __forceinline__ static void LoadColumnsOfOne(const P& p, int lane, Columns& columns) {
+    if constexpr (std::is_same_v<RoleAt<I, Roles...>, Col>) {
+      const T* ptr = static_cast<const T*>(p.in[I]);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int64_t column = ColumnOf(c, lane);
+        const bool load = ptr != nullptr && column < p.cols;
+        columns.v[I][c] = load ? *reinterpret_cast<const V*>(ptr + column) : V{};
+      }
+    }
+  }
+
+  template <std::size_t... I>
   __device__ __forceinline__ void LoadColumns(int c, V* cols, std::index_sequence<I...>) const {
+    if (hoisted_) {
+      ((std::is_same_v<RoleAt<int(I), Roles...>, Col> ? (void)(cols[I] = columns_.v[I][c])
+                                                        : (void)0),
+       ...);
+      return;
+    }
     if constexpr (kAsWords<V>) {
       ((std::is_same_v<RoleAt<int(I), Roles...>, Col> ? (void)(cols[I] = ColumnVector<int(I)>(c))
                                                         : (void)0),
@@ -1014,6 +1062,8 @@ class RegisterRow {
   Sums& sums_;
   V data_[kIn][kChunks];  // the element inputs' vectors (the other roles' slots go unused)
   Acc row_value_[kIn];    // the per-row inputs
+  bool hoisted_ = false;  // columns_ holds the column inputs' vectors
+  Columns columns_;
 };
 
 // Rows of the block are groups of kLanes threads; the block (a cluster: its blocks together)
@@ -1048,6 +1098,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
     extern __shared__ __align__(16) unsigned char staged_bytes[];
     auto* staged = reinterpret_cast<typename Row::V*>(staged_bytes);
     typename Row::RowValues values;  // the staged row's per-row inputs
+    // Not for 1024-thread blocks of several chunks: with 64 registers a thread they spilled.
+    constexpr bool kHoist = kHoistColumns && kColSum > 0 &&
+                            (Cfg::kThreads < kMaxBlockThreads || Cfg::kChunks == 1);
+    typename Row::Columns columns;
+    if constexpr (kHoist) columns = Row::LoadColumnsOf(p, lane);
     int64_t row = unit;
     if (row < p.rows) {
       Row::Stage(p, row, lane, staged);
@@ -1055,7 +1110,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, kMinBlocks<Cfg>)
     }
     for (; row < p.rows; row += units) {
       CopyAsyncWait();
-      Row r(p, row, lane, true, reduction, sums, staged, kPrefetchRowValues ? &values : nullptr);
+      Row r(p, row, lane, true, reduction, sums, staged, kPrefetchRowValues ? &values : nullptr,
+            kHoist ? &columns : nullptr);
       const int64_t next = row + units;
       if (next < p.rows) {
         Row::Stage(p, next, lane, staged);
