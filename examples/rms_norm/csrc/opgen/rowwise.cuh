@@ -220,11 +220,11 @@ namespace rowwise {
 // 1: where a register schedule with column sums stages its rows (OPGEN_ROW_PREFETCH), each
 // thread loads its column inputs' vectors (layer_norm's weight) once, before its first row,
 // rather than once a row. Measured faster on an H100 in the norms' backwards at 1024 x 32768
-// (+0.02 to +0.05 of a copy; layer_norm's 16-bit 0.61 to 0.65, 55.3 M to 48.2 M instructions)
-// and at 4096 x 4096; forwards do not take it (held beside eight chunks a thread, the vectors
-// spilled and add_rms_norm's float16 forward lost 0.09), nor 1024-thread blocks of several chunks
-// (64 registers a thread: rms_norm's float16 backward at 16384 columns spilled; opgen's
-// docs/benchmarks.md, round 35). 0: once a row.
+// (+0.02 to +0.05 of a copy, the most in layer_norm's 16-bit one, which then runs an eighth
+// fewer instructions) and at 4096 x 4096. Forwards do not take it (held beside eight chunks a
+// thread, the vectors spilled and add_rms_norm's float16 forward lost 0.09), nor 1024-thread
+// blocks of several chunks (64 registers a thread: rms_norm's float16 backward at 16384 columns
+// spilled; opgen's docs/benchmarks.md, round 35). 0: once a row.
 #ifndef OPGEN_ROW_HOIST_COLUMNS
 #define OPGEN_ROW_HOIST_COLUMNS 1
 #endif
