@@ -69,7 +69,10 @@ _PLACEHOLDER = re.compile(r"@(\d+)@")
 _PLURALS = {"sum": "sums", "mean": "means", "max": "maxima", "min": "minima"}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: The functions that cost more than reading a value again (opgen/math.h): a per-element value
-#: calling one, read by several lambdas, is kept (row.keep) rather than computed in each.
+#: calling one, read by several lambdas, is kept (row.keep) rather than computed in each. Cheap
+#: values are recomputed: keeping them too (layer_norm's xhat and dxhat) saved instructions but
+#: no time, and cost registers (the 16-bit norms' backwards at 4096 x 4096 fell by up to 0.12 of a
+#: copy; docs/benchmarks.md, round 36).
 _COSTLY = re.compile(r"\bopgen::(exp|expm1|exp2|log|log1p|log2|tanh|sigmoid|erf|pow|sin|cos|tan|"
                      r"atan|softplus)\b")
 

@@ -1062,7 +1062,10 @@ class RegisterRow {
   Sums& sums_;
   V data_[kIn][kChunks];  // the element inputs' vectors (the other roles' slots go unused)
   Acc row_value_[kIn];    // the per-row inputs
-  bool hoisted_ = false;  // columns_ holds the column inputs' vectors
+  // The column inputs' vectors when hoisted. A copy, not a `const Columns*`: the pointer changed
+  // ptxas's registers in the bfloat16 backwards and measured slower in layer_norm's (opgen's
+  // docs/benchmarks.md, round 36).
+  bool hoisted_ = false;
   Columns columns_;
 };
 
