@@ -162,6 +162,14 @@ namespace rowwise {
 #ifndef OPGEN_ROW_CLUSTER_THREADS
 #define OPGEN_ROW_CLUSTER_THREADS 512
 #endif
+// 1: a float32 row that no cluster of OPGEN_ROW_CLUSTER_THREADS-thread blocks holds or runs
+// tries clusters of four and eight 1024-thread blocks before the loop (add_rms_norm's backward
+// at 1024 x 32768 holds one chunk a thread, so eight 512-thread blocks held half its row; it and
+// softmax's backward measured faster so on an H100, and 16-bit softmax's backward slower: opgen's
+// docs/benchmarks.md, round 36); 0: the loop.
+#ifndef OPGEN_ROW_CLUSTER_FALLBACK
+#define OPGEN_ROW_CLUSTER_FALLBACK 1
+#endif
 // 1: with column sums, a 16-bit row longer than 512 lanes' chunks takes a cluster of blocks of
 // one chunk each where a cluster of up to OPGEN_ROW_MAX_CLUSTER blocks holds it, before a block
 // of 1024 threads or a cluster of more chunks: fewer registers a thread (rms_norm's row of 32768
@@ -246,6 +254,7 @@ constexpr int kWideSumThreads =
     OPGEN_ROW_WIDE_SUM_THREADS > 0 ? OPGEN_ROW_WIDE_SUM_THREADS : OPGEN_ROW_SUM_THREADS;
 constexpr int kClusterThreads = OPGEN_ROW_CLUSTER_THREADS;
 constexpr bool kClusterChunks = OPGEN_ROW_CLUSTER_CHUNKS != 0;
+constexpr bool kClusterFallback = OPGEN_ROW_CLUSTER_FALLBACK != 0;
 constexpr int64_t kWideSumPartials = OPGEN_ROW_WIDE_SUM_PARTIALS;
 constexpr bool kHalfBlocks = OPGEN_ROW_HALF_BLOCKS != 0;
 constexpr bool kStageGroups = OPGEN_ROW_STAGE_GROUPS != 0;
@@ -1797,6 +1806,21 @@ struct Schedules {
       }
       if constexpr (kMaxCluster >= 8) {
         if (vectors <= int64_t{8 * kT} * kChunks && Runs<Octet>()) return on_register(Octet{});
+      }
+      // Then float32 rows: clusters of 1024-thread blocks (OPGEN_ROW_CLUSTER_FALLBACK).
+      if constexpr (kClusterFallback && std::is_same_v<T, float> && kT < kMaxBlockThreads &&
+                    kMaxCluster >= 4) {
+        constexpr int kW = kMaxBlockThreads;
+        using WideQuad = RegisterConfig<kVec, kChunks, kW, kW, 4>;
+        using WideOctet = RegisterConfig<kVec, kChunks, kW, kW, 8>;
+        if (vectors <= int64_t{4 * kW} * kChunks && Runs<WideQuad>()) {
+          return on_register(WideQuad{});
+        }
+        if constexpr (kMaxCluster >= 8) {
+          if (vectors <= int64_t{8 * kW} * kChunks && Runs<WideOctet>()) {
+            return on_register(WideOctet{});
+          }
+        }
       }
     }
     return on_loop(std::integral_constant<int, kVec>{});
