@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Stop 53, Paddle-free: v1 = 1024-thread clusters after the
+# 512-thread ones, before the loop (OPGEN_ROW_CLUSTER_FALLBACK, on); v2 = -DOPGEN_ROW_CLUSTER_FALLBACK=0.
+R=/tmp/r59; rm -rf $R; mkdir -p $R/rx
+{ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader; date -u +%FT%TZ
+  cat .gpu/pre59/commit; } > $R/start.txt
+OUT=$R/rx BUILD=/tmp/rx PREBUILT=$PWD/.gpu/pre59 timeout 280 bash scripts/gpu/rowwise_examples.sh "" \
+  "-DOPGEN_ROW_CLUSTER_FALLBACK=0" > $R/rx/log.txt 2>&1; echo "rx rc=$?" >> $R/start.txt
+date -u +%FT%TZ >> $R/start.txt
+tar czf $OUT/r59a.tgz -C $R .
+cat $R/start.txt; grep -E "mismatches|spill" $R/rx/log.txt
+python3 - $R/rx/log.txt <<'PY'
+import re, sys
+v = None; rows = {}
+for line in open(sys.argv[1]):
+    if line.startswith('== v'): v = line.split()[1]; continue
+    m = re.match(r'(\w+)\s+(forward|backward)\s+(\w+)\s+(\d+x\d+)\s+gen\s+([\d.]+) ms\s+(\d+) GB/s ([\d.]+)', line)
+    if m: rows.setdefault(m.group(1, 2, 3, 4), {})[v] = float(m[7])
+print('op dir dtype shape v1 v2')
+for k, d in rows.items():
+    if abs(d.get('v1', 0) - d.get('v2', 0)) > 0.012 or k[3] == '1024x32768':
+        print(*k, d.get('v1'), d.get('v2'))
+PY
