@@ -11,6 +11,7 @@
 # EXAMPLES=DIR takes the headers from DIR/<op>/csrc/<op>.h instead (another checkout's examples,
 # to time a change of the generator against it). About 4 minutes with two variants. PREBUILT=DIR
 # takes the binaries from DIR/rowwise-examples (scripts/gpu/prebuild.sh) instead of nvcc.
+# scripts/gpu/rowwise_examples_diff.py LOG lists the cells that moved between the variants.
 set -uo pipefail
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 OUT=${OUT:-/tmp/opgen-out}

@@ -9,15 +9,4 @@ OUT=$R/rx BUILD=/tmp/rx PREBUILT=$PWD/.gpu/pre59 timeout 280 bash scripts/gpu/ro
 date -u +%FT%TZ >> $R/start.txt
 tar czf $OUT/r59a.tgz -C $R .
 cat $R/start.txt; grep -E "mismatches|spill" $R/rx/log.txt
-python3 - $R/rx/log.txt <<'PY'
-import re, sys
-v = None; rows = {}
-for line in open(sys.argv[1]):
-    if line.startswith('== v'): v = line.split()[1]; continue
-    m = re.match(r'(\w+)\s+(forward|backward)\s+(\w+)\s+(\d+x\d+)\s+gen\s+([\d.]+) ms\s+(\d+) GB/s ([\d.]+)', line)
-    if m: rows.setdefault(m.group(1, 2, 3, 4), {})[v] = float(m[7])
-print('op dir dtype shape v1 v2')
-for k, d in rows.items():
-    if abs(d.get('v1', 0) - d.get('v2', 0)) > 0.012 or k[3] == '1024x32768':
-        print(*k, d.get('v1'), d.get('v2'))
-PY
+python3 scripts/gpu/rowwise_examples_diff.py $R/rx/log.txt --always 1024x32768
